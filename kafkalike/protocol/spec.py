@@ -27,6 +27,7 @@ This module only reads files; it knows nothing about bytes on the wire.
 from __future__ import annotations
 
 import shlex
+import uuid
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -323,4 +324,4 @@ def default_value(type_: str, raw: str | None) -> object:
     return None  # a struct: built from its own fields' defaults by the codec
 
 
-ZERO_UUID = bytes(16)
+ZERO_UUID = uuid.UUID(int=0)
