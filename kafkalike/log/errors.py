@@ -1,0 +1,76 @@
+"""Exceptions raised by the log layer.
+
+Each carries the Kafka error code the server should answer with, so the server maps them without a
+table of its own. Codes that the protocol layer's ``ErrorCode`` already names are taken from it; the
+producer-state codes are written out here (Kafka's values) until that enum grows them.
+"""
+
+from __future__ import annotations
+
+from kafkalike.protocol.errors import ErrorCode
+
+
+class LogError(Exception):
+    """Base of everything the log layer raises on purpose."""
+
+    error_code: int = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class OffsetOutOfRange(LogError):
+    """A read or lookup below the log start offset or beyond the log end offset."""
+
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is out of range [{log_start_offset}, {log_end_offset}]",
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class CorruptLogError(LogError):
+    """Bytes handed to ``append`` that are not a sequence of whole v2 batches."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordBatchTooLarge(LogError):
+    """A batch larger than ``max.message.bytes`` or an append larger than a whole segment."""
+
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class InconsistentTopicId(LogError):
+    """The partition directory belongs to another incarnation of the topic (partition.metadata)."""
+
+    error_code = 103  # INCONSISTENT_TOPIC_ID
+
+
+class LogClosed(LogError):
+    """An operation on a log after ``close()`` or ``delete()``."""
+
+
+class ProducerStateError(LogError):
+    """An idempotent/transactional append refused by the producer-state checks."""
+
+
+class OutOfOrderSequence(ProducerStateError):
+    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpoch(ProducerStateError):
+    error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnState(ProducerStateError):
+    error_code = 48  # INVALID_TXN_STATE
+
+
+class UnknownProducerId(ProducerStateError):
+    error_code = 59  # UNKNOWN_PRODUCER_ID
+
+
+class TransactionCoordinatorFenced(ProducerStateError):
+    error_code = 52  # TRANSACTION_COORDINATOR_FENCED

@@ -1,0 +1,271 @@
+"""All partition logs of a broker, spread over one or more log dirs (Kafka's LogManager).
+
+Each log dir holds, besides one ``<topic>-<partition>/`` directory per partition:
+
+- ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``: Kafka's checkpoint
+  format with ``<topic> <partition> <offset>`` entries (see ``checkpoint.py``);
+- ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":-1}``), written after every log closed
+  cleanly and removed at start-up, so its absence at the next start means "recover";
+- transiently ``<topic>-<partition>.<uuid hex>-delete/``, a partition being deleted.
+
+With ``storage="memory"`` the same bookkeeping runs on in-memory directories and nothing touches
+the disk (the checkpoints are simply kept in memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from kafkalike.log.checkpoint import (
+    CheckpointError,
+    format_offset_checkpoint,
+    parse_offset_checkpoint,
+)
+from kafkalike.log.config import LogConfig
+from kafkalike.log.partition_log import PartitionLog
+from kafkalike.log.storage import FileLogDirectory, LogDirectory, MemoryLogDirectory
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+
+TopicPartition = tuple[str, int]
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return match["topic"], int(match["partition"])
+
+
+class _LogDir:
+    """One log dir's checkpoints and whether it was shut down cleanly last time."""
+
+    def __init__(self, path: Path, memory: bool) -> None:
+        self.path = path
+        self.memory = memory
+        self.clean_shutdown = memory
+        self.recovery_points: dict[TopicPartition, int] = {}
+        self.log_start_offsets: dict[TopicPartition, int] = {}
+        self._written: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] = ({}, {})
+        if memory:
+            return
+        path.mkdir(parents=True, exist_ok=True)
+        marker = path / CLEAN_SHUTDOWN_FILE
+        self.clean_shutdown = marker.exists()
+        self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT)
+        self._written = (dict(self.recovery_points), dict(self.log_start_offsets))
+        # From now on a crash must be seen as unclean.
+        marker.unlink(missing_ok=True)
+        for entry in path.iterdir():
+            if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def _read(self, name: str) -> dict[TopicPartition, int]:
+        try:
+            return parse_offset_checkpoint((self.path / name).read_bytes())
+        except (FileNotFoundError, CheckpointError):
+            return {}
+
+    def write_checkpoints(self, force: bool = False) -> None:
+        """Rewrite the checkpoint files when an offset changed (they are tiny, but fsynced)."""
+        if self.memory:
+            return
+        directory = FileLogDirectory(self.path)
+        if force or self.recovery_points != self._written[0]:
+            directory.write_document(RECOVERY_POINT_CHECKPOINT, format_offset_checkpoint(self.recovery_points))
+        if force or self.log_start_offsets != self._written[1]:
+            directory.write_document(LOG_START_OFFSET_CHECKPOINT, format_offset_checkpoint(self.log_start_offsets))
+        self._written = (dict(self.recovery_points), dict(self.log_start_offsets))
+
+    def mark_clean_shutdown(self) -> None:
+        if not self.memory:
+            FileLogDirectory(self.path).write_document(CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+
+
+class LogManager:
+    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *, storage: str = "file"):
+        if storage not in ("file", "memory"):
+            raise ValueError(f"storage must be 'file' or 'memory', not {storage!r}")
+        paths = [log_dirs] if isinstance(log_dirs, str | os.PathLike) else list(log_dirs)
+        if not paths:
+            raise ValueError("at least one log dir is needed")
+        self.memory = storage == "memory"
+        self._dirs = [_LogDir(Path(p), self.memory) for p in paths]
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._homes: dict[TopicPartition, _LogDir] = {}
+        self._memory_dirs: dict[TopicPartition, MemoryLogDirectory] = {}
+        self._found: dict[TopicPartition, _LogDir] | None = None
+
+    # ---- finding and opening ------------------------------------------------------------------
+
+    def _existing(self) -> dict[TopicPartition, _LogDir]:
+        """Partition directories present on disk (scanned once; kept current by create/delete)."""
+        if self._found is None:
+            self._found = self._scan()
+        return self._found
+
+    def _scan(self) -> dict[TopicPartition, _LogDir]:
+        found: dict[TopicPartition, _LogDir] = {}
+        if self.memory:
+            return {tp: self._dirs[0] for tp in self._memory_dirs}
+        for log_dir in self._dirs:
+            for entry in sorted(log_dir.path.iterdir()):
+                tp = parse_partition_dir(entry.name)
+                if tp is not None and entry.is_dir():
+                    found.setdefault(tp, log_dir)
+        return found
+
+    def _directory(self, tp: TopicPartition, home: _LogDir) -> LogDirectory:
+        if self.memory:
+            return self._memory_dirs.setdefault(tp, MemoryLogDirectory(partition_dir_name(*tp)))
+        return FileLogDirectory(home.path / partition_dir_name(*tp))
+
+    def _choose_home(self) -> _LogDir:
+        """The log dir with the fewest partitions, as Kafka places new partitions."""
+        counts = {id(d): 0 for d in self._dirs}
+        for home in self._existing().values():
+            counts[id(home)] += 1
+        return min(self._dirs, key=lambda d: counts[id(d)])
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(
+        self, topic: str, partition: int, config: LogConfig, now_ms: int, topic_id: uuid.UUID | None = None
+    ) -> PartitionLog:
+        """The open log for the partition, opening (and recovering) or creating it first.
+
+        An already open log takes ``config`` as its new configuration.
+        """
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is not None:
+            log.config = config
+            return log
+        home = self._existing().get(tp) or self._choose_home()
+        log = PartitionLog.open(
+            self._directory(tp, home),
+            config,
+            now_ms,
+            topic_id,
+            clean_shutdown=home.clean_shutdown,
+            recovery_point=home.recovery_points.get(tp),
+            log_start_offset=home.log_start_offsets.get(tp),
+        )
+        self._logs[tp] = log
+        self._homes[tp] = home
+        self._existing()[tp] = home
+        self._record_offsets(tp)
+        return log
+
+    def load_all(self, now_ms: int, config_for: Callable[[str, int], LogConfig] | None = None) -> list[PartitionLog]:
+        """Open every partition directory found in the log dirs (at start-up)."""
+        for topic, partition in sorted(self._existing()):
+            config = config_for(topic, partition) if config_for is not None else LogConfig()
+            self.get_or_create(topic, partition, config, now_ms)
+        return list(self._logs.values())
+
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._logs)
+
+    # ---- removal ------------------------------------------------------------------------------
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Close the partition's log and remove its directory (renamed to ``*-delete`` first, so
+        a crash half-way leaves a name start-up knows to finish deleting). False if absent."""
+        tp = (topic, partition)
+        home = self._homes.pop(tp, None) or self._existing().get(tp)
+        self._existing().pop(tp, None)
+        log = self._logs.pop(tp, None)
+        if home is None and log is None:
+            return False
+        if log is not None:
+            log.release()
+        if self.memory:
+            memory_dir = self._memory_dirs.pop(tp, None)
+            if memory_dir is not None:
+                memory_dir.remove_all()
+        elif home is not None:
+            source = home.path / partition_dir_name(topic, partition)
+            target = home.path / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            with contextlib.suppress(FileNotFoundError):
+                source.rename(target)
+                shutil.rmtree(target, ignore_errors=True)
+        for log_dir in self._dirs:
+            log_dir.recovery_points.pop(tp, None)
+            log_dir.log_start_offsets.pop(tp, None)
+            log_dir.write_checkpoints()
+        return True
+
+    def remove_orphans(self, keep: set[TopicPartition]) -> list[TopicPartition]:
+        """Delete every partition directory not in ``keep`` (topics deleted while we were down)."""
+        doomed = sorted((set(self._existing()) | set(self._logs)) - keep)
+        for topic, partition in doomed:
+            self.delete_partition(topic, partition)
+        return doomed
+
+    # ---- periodic work ------------------------------------------------------------------------
+
+    def _record_offsets(self, tp: TopicPartition) -> None:
+        log, home = self._logs[tp], self._homes[tp]
+        home.recovery_points[tp] = log.recovery_point
+        home.log_start_offsets[tp] = log.log_start_offset
+
+    def _checkpoint(self) -> None:
+        for tp in self._logs:
+            self._record_offsets(tp)
+        for log_dir in self._dirs:
+            log_dir.write_checkpoints()
+
+    def flush_due(self, now_ms: int) -> None:
+        """Time-based flushes (flush.ms) and flushes of rolled segments; checkpoint what moved."""
+        for log in self._logs.values():
+            log.maybe_flush(now_ms)
+        self._checkpoint()
+
+    def flush_all(self, now_ms: int | None = None) -> None:
+        for log in self._logs.values():
+            log.flush(now_ms)
+        self._checkpoint()
+
+    def run_retention(self, now_ms: int) -> int:
+        """Retention for every log; returns how many segments were deleted."""
+        deleted = sum(log.apply_retention(now_ms) for log in self._logs.values())
+        self._checkpoint()
+        return deleted
+
+    def delete_records(self, topic: str, partition: int, offset: int, now_ms: int) -> int:
+        """DeleteRecords, with the new log start offset checkpointed before returning."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is None:
+            raise KeyError(tp)
+        start = log.delete_records_before(offset, now_ms=now_ms)
+        self._checkpoint()
+        return start
+
+    def close_all(self) -> None:
+        """Close every log, checkpoint, and mark each log dir as cleanly shut down."""
+        for log in self._logs.values():
+            log.close()
+        self._checkpoint()
+        for log_dir in self._dirs:
+            log_dir.write_checkpoints(force=True)
+            log_dir.mark_clean_shutdown()
+        self._logs.clear()
+        self._homes.clear()

@@ -1,0 +1,555 @@
+"""One partition's log (Kafka's UnifiedLog and LocalLog in one class).
+
+On disk, ``<log.dir>/<topic>-<partition>/`` holds:
+
+- segments ``%020d.log`` / ``.index`` / ``.timeindex`` named by base offset (see ``segment.py``);
+- ``%020d.snapshot`` producer-state snapshots (see ``producer_state.py``), one per roll and one at close;
+- ``leader-epoch-checkpoint`` (see ``epoch_cache.py``);
+- ``partition.metadata``: ``version: 0`` and ``topic_id: <base64 uuid>``, so a directory left over
+  from a deleted topic of the same name is never mistaken for the new one;
+- transiently ``*.deleted`` segments waiting out ``file.delete.delay.ms``.
+
+The log start offset and recovery point live in the log dir's checkpoint files, kept by ``LogManager``.
+Nothing here is thread-safe: the broker calls one log from one task at a time. Time is always passed
+in (``now_ms``), never read from a clock, so behaviour is reproducible.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import NamedTuple
+
+from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata, parse_partition_metadata
+from kafkalike.log.config import LogConfig
+from kafkalike.log.epoch_cache import LeaderEpochCache
+from kafkalike.log.errors import CorruptLogError, InconsistentTopicId, LogClosed, OffsetOutOfRange, RecordBatchTooLarge
+from kafkalike.log.loader import LoadedLog, load_log, load_producer_state, snapshot_offsets
+from kafkalike.log.producer_state import (
+    SNAPSHOT_SUFFIX,
+    AppendOrigin,
+    ControlMarker,
+    ProducerStateManager,
+    parse_control_marker,
+)
+from kafkalike.log.retention import RetentionMixin
+from kafkalike.log.segment import LogSegment, segment_name
+from kafkalike.log.storage import FileLogDirectory, LogDirectory, SegmentFile
+from kafkalike.protocol.errors import ProtocolError
+from kafkalike.protocol.records import (
+    RecordBatchHeader,
+    decode_records,
+    read_batch_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+PARTITION_METADATA = "partition.metadata"
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class AppendResult(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the batches were stamped with LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False  # a retried idempotent batch: nothing was written, offsets are the original's
+
+
+class FileRange(NamedTuple):
+    """``length`` bytes of whole batches at ``position`` in ``file`` (``os.sendfile`` when it has a fileno)."""
+
+    file: SegmentFile
+    position: int
+    length: int
+
+    @property
+    def path(self) -> str | None:
+        return self.file.path
+
+    def read(self) -> bytes:
+        return self.file.read(self.position, self.length)
+
+
+class ReadResult(NamedTuple):
+    ranges: list[FileRange]
+    size: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_end_offset: int
+
+    def read_all(self) -> bytes:
+        return b"".join(r.read() for r in self.ranges)
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class PartitionLog(RetentionMixin):
+    """See the module docstring for the directory layout."""
+
+    def __init__(
+        self, directory: LogDirectory, config: LogConfig, loaded: LoadedLog, topic_id: uuid.UUID | None, now_ms: int
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.topic_id = topic_id
+        self.segments: list[LogSegment] = loaded.segments
+        self._bases = [s.base_offset for s in self.segments]
+        self.epoch_cache: LeaderEpochCache = loaded.epoch_cache
+        self.producer_state: ProducerStateManager = loaded.producer_state
+        self.recovered_segments = loaded.recovered_segments
+        self.truncated_bytes = loaded.truncated_bytes
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = self.segments[-1].next_offset
+        # A single-node broker has every written batch acknowledged, so the high watermark restarts at the end.
+        self._high_watermark = self._log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._new_files = False
+        self._stop_cache: tuple[int, int, int] | None = None  # (offset, segment index, position)
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+
+    # ---- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str] | LogDirectory,
+        config: LogConfig,
+        now_ms: int,
+        topic_id: uuid.UUID | None = None,
+        *,
+        clean_shutdown: bool = False,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        producer_state: ProducerStateManager | None = None,
+    ) -> PartitionLog:
+        """Open (creating if needed) and recover the partition directory.
+
+        ``clean_shutdown``, ``recovery_point`` and ``log_start_offset`` come from the log dir's
+        marker and checkpoints (``LogManager``); without them every segment is revalidated, which
+        is always safe, just slower.
+        """
+        dir_ = directory if isinstance(directory, LogDirectory) else FileLogDirectory(directory)
+        topic_id = _check_topic_id(dir_, topic_id)
+        loaded = load_log(
+            dir_,
+            config,
+            now_ms,
+            clean_shutdown=clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            producer_state=producer_state or ProducerStateManager(),
+        )
+        return cls(dir_, config, loaded, topic_id, now_ms)
+
+    # ---- offsets ------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Clamped to [log start, log end], as Kafka's updateHighWatermark."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """High watermark, held back to the first offset of the oldest open transaction."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return min(first_unstable, self._high_watermark)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # ---- appending ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        batches: bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        log_append_time: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
+        """Append validated v2 batches, assigning offsets in place; header work only, one write.
+
+        Raises RecordBatchTooLarge, CorruptLogError or a ProducerStateError subclass and then
+        writes nothing. A retried idempotent batch comes back ``duplicate=True`` with its offsets.
+        """
+        self._ensure_open()
+        buf = memoryview(batches)
+        if buf.readonly:
+            raise TypeError("append needs a writable buffer: offsets are assigned in place")
+        buf = buf.cast("B")
+        headers = self._walk(buf)
+        use_log_append_time = log_append_time or self.config.log_append_time
+        assigned: list[tuple[int, RecordBatchHeader]] = []
+        next_offset = self._log_end_offset
+        for pos, header in headers:
+            set_base_offset(buf, pos, next_offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if use_log_append_time:
+                set_log_append_time(buf, pos, header, now_ms)
+            stamped = read_batch_header(buf, pos)
+            assigned.append((pos, stamped))
+            next_offset = stamped.last_offset + 1
+        markers: list[tuple[RecordBatchHeader, ControlMarker | None]] = [
+            (h, parse_control_marker(buf, pos, h) if h.is_control and h.producer_id >= 0 else None)
+            for pos, h in assigned
+        ]
+        pending = self.producer_state.prepare(markers, origin)
+        if pending.duplicate is not None:
+            dup = pending.duplicate
+            return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
+        first_offset, last_offset = assigned[0][1].base_offset, assigned[-1][1].last_offset
+        max_timestamp = max(h.max_timestamp for _, h in assigned)
+        segment = self.active_segment
+        if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
+            segment = self.roll(now_ms)
+        segment.append(buf, assigned, now_ms)
+        self._log_end_offset = next_offset
+        latest = self.epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        self.producer_state.commit(pending)
+        self._unflushed_messages += sum(h.records_count for _, h in assigned)
+        interval = self.config.flush_interval_ms
+        if self._unflushed_messages >= self.config.flush_interval_messages or (
+            interval is not None and now_ms - self._last_flush_ms >= interval
+        ):
+            self.flush(now_ms)
+        return AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+
+    def _walk(self, buf: memoryview) -> list[tuple[int, RecordBatchHeader]]:
+        headers: list[tuple[int, RecordBatchHeader]] = []
+        if len(buf) > self.config.segment_bytes:
+            raise RecordBatchTooLarge(f"append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        pos = 0
+        while pos < len(buf):
+            try:
+                header = read_batch_header(buf, pos)
+            except ProtocolError as exc:
+                raise CorruptLogError(f"batch at byte {pos}: {exc}") from exc
+            if header.size > self.config.max_message_bytes:
+                raise RecordBatchTooLarge(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+                )
+            if header.last_offset_delta < 0:
+                raise CorruptLogError(f"batch at byte {pos} has a negative last offset delta")
+            headers.append((pos, header))
+            pos += header.size
+        if not headers:
+            raise CorruptLogError("append with no record batches")
+        return headers
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset (a no-op on an empty active segment)."""
+        self._ensure_open()
+        active = self.active_segment
+        if active.size == 0 and active.base_offset == self._log_end_offset:
+            return active
+        active.on_become_inactive()
+        segment = LogSegment.create(self.directory, self._log_end_offset, self.config, now_ms)
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._new_files = True
+        self._take_snapshot(self._log_end_offset)
+        return segment
+
+    def _take_snapshot(self, offset: int) -> None:
+        self.directory.write_document(segment_name(offset, SNAPSHOT_SUFFIX), self.producer_state.snapshot_bytes())
+
+    # ---- flushing -----------------------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding data below ``up_to_offset`` (default: the log end)."""
+        self._ensure_open()
+        target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
+        if target > self.recovery_point or self._new_files:
+            for segment in self.segments[self._segment_index(self.recovery_point) :]:
+                if segment.base_offset >= target:
+                    break
+                segment.flush()
+            if self._new_files:
+                self.directory.sync()
+                self._new_files = False
+            self.recovery_point = max(self.recovery_point, target)
+        if target == self._log_end_offset:
+            self._unflushed_messages = 0
+            if now_ms is not None:
+                self._last_flush_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """The periodic part of flushing: flush.ms, and the fsync of segments left behind by a roll.
+
+        Kafka runs the latter in the background after each roll; here the broker's periodic task
+        calls this (through ``LogManager.flush_due``), so an append never waits for a whole
+        segment to reach the disk.
+        """
+        interval = self.config.flush_interval_ms
+        if interval is not None and self._unflushed_messages and now_ms - self._last_flush_ms >= interval:
+            self.flush(now_ms)
+        elif self.recovery_point < self.active_segment.base_offset:
+            self.flush(now_ms, up_to_offset=self.active_segment.base_offset)
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """File ranges of whole batches from the one holding ``offset``, at most ``max_bytes``
+        (the first batch whole regardless when ``min_one_batch``), never reaching ``max_offset``'s
+        batch (pass the high watermark or last stable offset for consumers)."""
+        self._ensure_open()
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
+        limit = self._log_end_offset if max_offset is None else max(min(max_offset, self._log_end_offset), 0)
+        ranges: list[FileRange] = []
+        total = 0
+        if offset < limit and (max_bytes > 0 or min_one_batch):
+            stop_index, stop_position = self._stop_position(limit)
+            budget, min_one = max(max_bytes, 0), min_one_batch
+            for i in range(self._segment_index(offset), stop_index + 1):
+                segment = self.segments[i]
+                segment_limit = stop_position if i == stop_index else segment.size
+                found = segment.read(max(offset, segment.base_offset), budget, segment_limit, min_one)
+                if found is None:
+                    continue
+                position, length = found
+                if length == 0:
+                    break
+                ranges.append(FileRange(segment.file, position, length))
+                total += length
+                budget -= length
+                min_one = False
+                if position + length < segment_limit or budget <= 0:
+                    break
+        return ReadResult(
+            ranges, total, self._log_start_offset, self._high_watermark, self.last_stable_offset, self._log_end_offset
+        )
+
+    def read_bytes(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> bytes:
+        return self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch).read_all()
+
+    def _stop_position(self, limit_offset: int) -> tuple[int, int]:
+        """(segment index, byte position) a read must stop before so no batch reaches ``limit_offset``.
+
+        Cached per offset: consumers read up to the high watermark over and over.
+        """
+        if limit_offset >= self._log_end_offset:
+            return len(self.segments) - 1, self.active_segment.size
+        cached = self._stop_cache
+        if cached is not None and cached[0] == limit_offset:
+            return cached[1], cached[2]
+        index = self._segment_index(limit_offset)
+        found = self.segments[index].translate_offset(limit_offset)
+        position = found[0] if found is not None else self.segments[index].size
+        self._stop_cache = (limit_offset, index, position)
+        return index, position
+
+    # ---- lookups ------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets: the first record with timestamp >= ``timestamp`` (exact: that one batch is
+        decoded), or the special targets -2 earliest, -1 latest, -3 max timestamp."""
+        self._ensure_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return OffsetAndTimestamp(self._log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(self._log_end_offset, -1)
+        if timestamp == MAX_TIMESTAMP:
+            found = self.max_timestamp()
+            return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp or segment.next_offset <= self._log_start_offset:
+                continue
+            hit = segment.find_by_timestamp(timestamp, self._log_start_offset)
+            if hit is not None:
+                return self._exact_record(segment, hit[0], hit[1], lambda ts: ts >= timestamp)
+        return None
+
+    def max_timestamp(self) -> TimestampAndOffset | None:
+        """(largest timestamp, offset of the first record carrying it), or None without timestamps."""
+        self._ensure_open()
+        best = max(self.segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        hit = best.translate_offset(best.offset_of_max_timestamp)
+        if hit is None:
+            return TimestampAndOffset(best.max_timestamp, best.offset_of_max_timestamp)
+        target = best.max_timestamp
+        found = self._exact_record(best, hit[0], hit[1], lambda ts: ts >= target)
+        return TimestampAndOffset(found.timestamp, found.offset)
+
+    def _exact_record(
+        self, segment: LogSegment, position: int, header: RecordBatchHeader, match: Callable[[int], bool]
+    ) -> OffsetAndTimestamp:
+        """Decode one batch to find the first matching record at/after the log start offset; if the
+        batch does not decode, answer with the batch itself (its first live offset, max timestamp)."""
+        data = segment.file.read(position, header.size)
+        try:
+            for record in decode_records(data, 0, header):
+                offset, ts = record.offset(header), record.timestamp(header)
+                if offset >= self._log_start_offset and match(ts):
+                    return OffsetAndTimestamp(offset, ts)
+        except ProtocolError:
+            pass
+        return OffsetAndTimestamp(max(header.base_offset, self._log_start_offset), header.max_timestamp)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch the record at ``offset`` was written in (ListOffsets' leader_epoch)."""
+        return self.epoch_cache.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), or (-1, -1)."""
+        self._ensure_open()
+        return self.epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # ---- truncation -----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, *, now_ms: int) -> bool:
+        """Remove everything at or after ``offset`` (the whole batch holding it); False if nothing to do."""
+        self._ensure_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._log_end_offset:
+            return False
+        if offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now_ms)
+            return True
+        index = self._segment_index(offset)
+        doomed = self.segments[index + 1 :]
+        del self.segments[index + 1 :]
+        del self._bases[index + 1 :]
+        for segment in doomed:
+            self._schedule_delete(segment, now_ms)
+        self.segments[index].truncate_to(offset, now_ms)
+        self._after_truncation(now_ms)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset``."""
+        self._ensure_open()
+        for segment in self.segments:
+            self._schedule_delete(segment, now_ms)
+        segment = LogSegment.create(self.directory, offset, self.config, now_ms)
+        self.segments, self._bases = [segment], [offset]
+        self._new_files = True
+        self._log_start_offset = offset
+        self.epoch_cache.clear()
+        for snapshot in snapshot_offsets(self.directory):
+            self.directory.delete(segment_name(snapshot, SNAPSHOT_SUFFIX))  # they describe the old log
+        self._after_truncation(now_ms)
+
+    def _after_truncation(self, now_ms: int) -> None:
+        self._log_end_offset = self.active_segment.next_offset
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self._stop_cache = None
+        self.epoch_cache.truncate_from_end(self._log_end_offset)
+        for offset in snapshot_offsets(self.directory):
+            if offset > self._log_end_offset:
+                self.directory.delete(segment_name(offset, SNAPSHOT_SUFFIX))
+        self._reload_producer_state(now_ms)
+
+    def _reload_producer_state(self, now_ms: int) -> None:
+        loaded = LoadedLog(
+            self.segments, self._log_start_offset, self.recovery_point, self.epoch_cache, self.producer_state
+        )
+        load_producer_state(loaded, self.directory, self.config, now_ms)
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise LogClosed(f"log {self.directory.path} is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Flush everything, snapshot producer state at the log end, release every file."""
+        if self._closed:
+            return
+        self.flush()
+        self._take_snapshot(self._log_end_offset)
+        for segment in self.segments:
+            segment.close()
+        for _, segment in self._pending_deletes:
+            segment.delete_files()
+        self._pending_deletes.clear()
+        self._closed = True
+
+    def release(self) -> None:
+        """Close every file without flushing: the directory is about to be deleted."""
+        if not self._closed:
+            for segment in self.segments:
+                segment.offset_index.release()
+                segment.time_index.release()
+                segment.file.close()
+            for _, segment in self._pending_deletes:
+                segment.file.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Release the files and remove the whole partition directory."""
+        self.release()
+        self.directory.remove_all()
+
+
+def _check_topic_id(directory: LogDirectory, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    data = directory.read_document(PARTITION_METADATA)
+    if data is not None:
+        try:
+            stored = parse_partition_metadata(data)
+        except CheckpointError:
+            stored = None
+        if stored is not None:
+            if topic_id is not None and stored != topic_id:
+                raise InconsistentTopicId(f"{directory.path} belongs to topic id {stored}, not {topic_id}")
+            return stored
+    if topic_id is not None:
+        directory.write_document(PARTITION_METADATA, format_partition_metadata(topic_id))
+    return topic_id

@@ -1,0 +1,129 @@
+"""Deleting old data: retention by time and size, DeleteRecords, and the delayed file deletion.
+
+Kept apart from ``PartitionLog`` (which mixes this in) because it only ever removes whole segments
+from the front of the log and moves the log start offset; it never touches the append path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kafkalike.log.config import LogConfig
+from kafkalike.log.epoch_cache import LeaderEpochCache
+from kafkalike.log.errors import OffsetOutOfRange
+from kafkalike.log.loader import snapshot_offsets
+from kafkalike.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from kafkalike.log.segment import LogSegment, segment_name
+from kafkalike.log.storage import LogDirectory
+
+SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+
+
+class RetentionMixin:
+    directory: LogDirectory
+    config: LogConfig
+    segments: list[LogSegment]
+    _bases: list[int]
+    epoch_cache: LeaderEpochCache
+    producer_state: ProducerStateManager
+    _log_start_offset: int
+    _log_end_offset: int
+    _high_watermark: int
+    _stop_cache: tuple[int, int, int] | None
+    _pending_deletes: list[tuple[int, LogSegment]]
+
+    if TYPE_CHECKING:
+
+        def roll(self, now_ms: int) -> LogSegment: ...
+
+        def _ensure_open(self) -> None: ...
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Kafka's deleteOldSegments: segments wholly below the log start offset, then (for
+        cleanup.policy=delete) by ``retention.ms`` against each segment's largest timestamp and by
+        ``retention.bytes``. Also finishes due delayed deletions and expires idle producers.
+        Returns the number of segments deleted."""
+        self._ensure_open()
+        self.delete_due_files(now_ms)
+        self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+        deleted = self._delete_log_start_breached(now_ms)
+        if not self.config.deletes:
+            return deleted
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_segments(lambda s, _n: now_ms - s.largest_timestamp > retention_ms, now_ms)
+        if self.config.retention_bytes >= 0:
+            excess = sum(s.size for s in self.segments) - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_segments(over_size, now_ms)
+        return deleted
+
+    def delete_records_before(self, offset: int, *, now_ms: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark)
+        and drop the segments now wholly below it. Returns the new log start offset."""
+        self._ensure_open()
+        if offset > self._high_watermark or offset < 0:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._high_watermark)
+        if offset > self._log_start_offset:
+            self._move_log_start(offset)
+            self._delete_log_start_breached(now_ms)
+        return self._log_start_offset
+
+    def _delete_log_start_breached(self, now_ms: int) -> int:
+        start = self._log_start_offset
+        return self._delete_segments(lambda _s, n: n is not None and n.base_offset <= start, now_ms)
+
+    def _delete_segments(self, predicate: SegmentPredicate, now_ms: int) -> int:
+        """Delete the longest prefix of segments matching ``predicate`` that lies below the high
+        watermark; the active segment too, after rolling a fresh one, as Kafka does."""
+        count = 0
+        for i, segment in enumerate(self.segments):
+            following = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = following.base_offset if following is not None else self._log_end_offset
+            if following is None and segment.size == 0:
+                break
+            if self._high_watermark < upper or not predicate(segment, following):
+                break
+            count += 1
+        if count == 0:
+            return 0
+        if count == len(self.segments):
+            self.roll(now_ms)
+        doomed = self.segments[:count]
+        del self.segments[:count]
+        del self._bases[:count]
+        for segment in doomed:
+            self._schedule_delete(segment, now_ms)
+        self._stop_cache = None
+        self._move_log_start(self.segments[0].base_offset)
+        for snapshot in snapshot_offsets(self.directory):
+            if snapshot < self.segments[0].base_offset:
+                self.directory.delete(segment_name(snapshot, SNAPSHOT_SUFFIX))
+        return count
+
+    def _move_log_start(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+
+    def _schedule_delete(self, segment: LogSegment, now_ms: int) -> None:
+        """Rename to ``.deleted`` now, remove after ``file.delete.delay.ms`` so in-flight reads
+        (file ranges already handed to the network layer) can finish."""
+        segment.mark_deleted()
+        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
+
+    def delete_due_files(self, now_ms: int) -> int:
+        due = [s for when, s in self._pending_deletes if when <= now_ms]
+        if due:
+            self._pending_deletes = [(w, s) for w, s in self._pending_deletes if w > now_ms]
+            for segment in due:
+                segment.delete_files()
+        return len(due)

@@ -1,0 +1,360 @@
+"""One log segment: a data file of whole v2 batches plus its offset and time indexes.
+
+Files, all named by the segment's base offset (the first offset it may hold) as ``%020d``:
+
+- ``.log``: record batches exactly as produced, base offsets and leader epochs filled in, back to
+  back with no framing of our own (Kafka's format, so ``kafka-dump-log`` reads it);
+- ``.index``: see ``OffsetIndex``; ``.timeindex``: see ``TimeIndex``.
+
+Only batch headers are ever parsed here; records stay opaque bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+
+from kafkalike.log.config import INT_MAX, LogConfig
+from kafkalike.log.index import IndexCorrupt, OffsetIndex, TimeIndex
+from kafkalike.log.storage import LogDirectory, SegmentFile
+from kafkalike.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, batch_crc_ok
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_WINDOW = 8 * 1024
+VERIFY_WINDOW = 4 * 1024 * 1024
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+DELETED_SUFFIX = ".deleted"
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int) -> RecordBatchHeader | None:
+    """The header at ``pos`` if it looks like a v2 batch header, else None (a torn or foreign tail)."""
+    if len(buf) - pos < BATCH_HEADER_SIZE or buf[pos + 16] != 2:
+        return None
+    header = RecordBatchHeader._make(_HEADER.unpack_from(buf, pos))
+    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or header.last_offset_delta < 0:
+        return None
+    return header
+
+
+def iter_batches(
+    file: SegmentFile, start: int, end: int, *, verify: bool = False, window: int = HEADER_WINDOW
+) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """(position, header) of each whole batch in ``[start, end)``, stopping at the first bad one.
+
+    Reads go through a window so small batches cost one read per many headers and large ones one
+    short read each. With ``verify`` the whole batch is read and its CRC checked (recovery only).
+    """
+    buf = b""
+    buf_start = start
+    pos = start
+    while pos + BATCH_HEADER_SIZE <= end:
+        rel = pos - buf_start
+        if rel + BATCH_HEADER_SIZE > len(buf):
+            buf, buf_start, rel = file.read(pos, min(window, end - pos)), pos, 0
+        header = parse_header(buf, rel)
+        if header is None or pos + header.size > end:
+            return
+        if verify:
+            if rel + header.size > len(buf):
+                buf, buf_start, rel = file.read(pos, min(max(window, header.size), end - pos)), pos, 0
+                if len(buf) < header.size:
+                    return
+            if not batch_crc_ok(buf, rel, header):
+                return
+        yield pos, header
+        pos += header.size
+
+
+class LogSegment:
+    """A segment's files and the summary state appends and lookups need (see module docstring)."""
+
+    def __init__(self, directory: LogDirectory, base_offset: int, config: LogConfig, file: SegmentFile, now_ms: int):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.file = file
+        self.index_interval_bytes = config.index_interval_bytes
+        self.offset_index = OffsetIndex(
+            base_offset, config.segment_index_bytes // OffsetIndex.ENTRY_SIZE, self._opener(INDEX_SUFFIX)
+        )
+        self.time_index = TimeIndex(
+            base_offset, config.segment_index_bytes // TimeIndex.ENTRY_SIZE, self._opener(TIME_INDEX_SUFFIX)
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = now_ms
+        self.last_modified_ms = now_ms
+        self.bytes_since_last_index_entry = 0
+        self.marked_deleted = False
+
+    def _opener(self, suffix: str) -> Callable[[], SegmentFile]:
+        def open_index() -> SegmentFile:
+            return self.directory.open_file(segment_name(self.base_offset, suffix), create=True)
+
+        return open_index
+
+    @classmethod
+    def create(cls, directory: LogDirectory, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        for suffix in SEGMENT_SUFFIXES:
+            directory.delete(segment_name(base_offset, suffix))  # stale files from a crashed roll
+        file = directory.open_file(segment_name(base_offset, LOG_SUFFIX), create=True)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # Present from the start, as Kafka's are, so the directory always looks complete.
+            directory.open_file(segment_name(base_offset, suffix), create=True).close()
+        return cls(directory, base_offset, config, file, now_ms)
+
+    @classmethod
+    def open_existing(cls, directory: LogDirectory, base_offset: int, config: LogConfig) -> LogSegment:
+        """Open a segment found on disk; the caller then runs ``load`` or ``recover``."""
+        file = directory.open_file(segment_name(base_offset, LOG_SUFFIX), create=False)
+        mtime = file.last_modified_ms()
+        return cls(directory, base_offset, config, file, mtime)
+
+    @property
+    def size(self) -> int:
+        return self.file.size
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention ages the segment by: its max batch timestamp, or its mtime without one."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+    # ---- loading and recovery -------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Trust the index files and scan only the tail after the last offset-index entry.
+
+        Returns False when an index is missing or insane or the tail is torn, so the caller runs
+        ``recover`` instead; that is the clean-shutdown path, which must cost O(index interval).
+        """
+        index_data = self.directory.read_document(segment_name(self.base_offset, INDEX_SUFFIX))
+        time_data = self.directory.read_document(segment_name(self.base_offset, TIME_INDEX_SUFFIX))
+        if index_data is None or time_data is None:
+            return False
+        try:
+            self.offset_index.load(index_data, self.size)
+        except IndexCorrupt:
+            return False
+        if not self._load_tail():
+            return False
+        try:
+            self.time_index.load(time_data, self.next_offset)
+        except IndexCorrupt:
+            return False
+        ts, offset = self.time_index.last_entry
+        if ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = ts, offset
+        return True
+
+    def _load_tail(self) -> bool:
+        last_offset, position = self.offset_index.last_entry
+        end = position
+        for pos, header in iter_batches(self.file, position, self.size):
+            self._track_max_timestamp(header)
+            self.next_offset = header.last_offset + 1
+            end = pos + header.size
+        if end != self.size or (self.size and self.next_offset <= last_offset):
+            return False
+        self.bytes_since_last_index_entry = self.size - position
+        self._load_first_batch_timestamp()
+        return True
+
+    def _load_first_batch_timestamp(self) -> None:
+        header = parse_header(self.file.read(0, BATCH_HEADER_SIZE), 0) if self.size else None
+        self.first_batch_timestamp = header.max_timestamp if header else None
+
+    def recover(self, on_batch: Callable[[int, RecordBatchHeader], None] | None = None) -> int:
+        """Validate every batch (framing, CRC, rising offsets), rebuild both indexes, cut a bad tail.
+
+        Returns the number of bytes truncated. ``on_batch`` sees each valid batch so the caller can
+        rebuild its epoch cache and producer state in the same pass.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self.bytes_since_last_index_entry = 0
+        valid_end = 0
+        for pos, header in iter_batches(self.file, 0, self.size, verify=True, window=VERIFY_WINDOW):
+            if header.base_offset < self.next_offset or header.last_offset - self.base_offset > INT_MAX:
+                break
+            self._account_batch(pos, header)
+            if on_batch is not None:
+                on_batch(pos, header)
+            valid_end = pos + header.size
+            self.next_offset = header.last_offset + 1
+        truncated = self.size - valid_end
+        if truncated:
+            self.file.truncate(valid_end)
+        self._load_first_batch_timestamp()
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        return truncated
+
+    # ---- appending ------------------------------------------------------------------------
+
+    def _track_max_timestamp(self, header: RecordBatchHeader) -> None:
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+
+    def _account_batch(self, position: int, header: RecordBatchHeader) -> None:
+        """Index bookkeeping for one batch at ``position``, Kafka's rule: an entry once more than
+        ``index.interval.bytes`` were appended since the previous one."""
+        self._track_max_timestamp(header)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.size
+
+    def append(
+        self, data: bytes | bytearray | memoryview, batches: list[tuple[int, RecordBatchHeader]], now_ms: int
+    ) -> int:
+        """Write ``data`` (whole batches; ``batches`` gives each one's position inside ``data``).
+
+        One write for the whole buffer; per-batch work is header bookkeeping only. Returns the
+        file position the data starts at.
+        """
+        start = self.file.append(data)
+        if self.first_batch_timestamp is None and batches:
+            self.first_batch_timestamp = batches[0][1].max_timestamp
+        for rel, header in batches:
+            self._account_batch(start + rel, header)
+        self.next_offset = batches[-1][1].last_offset + 1
+        self.last_modified_ms = now_ms
+        return start
+
+    def should_roll(
+        self, append_size: int, max_timestamp: int, last_offset: int, config: LogConfig, now_ms: int
+    ) -> bool:
+        """Kafka's ``LogSegment.shouldRoll``: full by bytes or index, too old, or offsets overflow."""
+        if self.size > config.segment_bytes - append_size:
+            return True
+        if self.size > 0:
+            first = self.first_batch_timestamp
+            waited = max_timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
+            if waited > config.segment_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > INT_MAX
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: pin the max timestamp in the time index and let the index files go."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.release()
+        self.time_index.release()
+
+    # ---- lookups --------------------------------------------------------------------------
+
+    def batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatchHeader]]:
+        return iter_batches(self.file, start_position, self.size)
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, RecordBatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (the batch holding it, if any)."""
+        position = max(self.offset_index.lookup(offset), start_position)
+        for pos, header in iter_batches(self.file, position, self.size):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(self, offset: int, max_size: int, max_position: int, min_one_batch: bool) -> tuple[int, int] | None:
+        """(position, length) of whole batches from the one holding ``offset``; None when past the end.
+
+        The first batch counts even beyond ``max_size`` if ``min_one_batch`` (KIP-74); nothing is
+        returned at or beyond ``max_position`` (the high watermark's batch boundary).
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = min(max_position, self.size)
+        if position + header.size > limit:
+            return position, 0
+        if header.size > max_size:
+            return position, (header.size if min_one_batch else 0)
+        end = self._last_batch_end(min(limit, position + max_size), position + header.size)
+        return position, end - position
+
+    def _last_batch_end(self, limit: int, at_least: int) -> int:
+        """The furthest batch boundary <= ``limit``, scanning forward from the nearest index entry."""
+        if limit >= self.size:
+            return self.size
+        end = max(at_least, self.offset_index.floor_position(limit))
+        for pos, header in iter_batches(self.file, end, limit):
+            end = pos + header.size
+        return end
+
+    def find_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """The first batch at/after ``starting_offset`` whose max timestamp is >= ``timestamp``."""
+        start_offset = max(self.time_index.lookup(timestamp), starting_offset)
+        for pos, header in iter_batches(self.file, self.offset_index.lookup(start_offset), self.size):
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+                return pos, header
+        return None
+
+    # ---- truncation, flushing, deletion -----------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Drop the batch holding ``offset`` and everything after it; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - position
+        self.file.truncate(position)
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        if self.max_timestamp < 0:
+            self.offset_of_max_timestamp = self.base_offset
+        self._load_tail()
+        if self.size == 0:
+            self.created_ms = now_ms
+        return removed
+
+    def flush(self) -> None:
+        self.file.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.release()
+        self.time_index.release()
+        self.file.close()
+
+    def mark_deleted(self) -> None:
+        """Rename to ``*.deleted`` so a restart knows the files are garbage, as Kafka does.
+
+        The data file stays open: a fetch that already holds a range can still sendfile from it
+        until the delayed delete closes it.
+        """
+        self.offset_index.release()
+        self.time_index.release()
+        self.marked_deleted = True
+        for suffix in SEGMENT_SUFFIXES:
+            name = segment_name(self.base_offset, suffix)
+            if self.directory.exists(name):
+                file = self.file if suffix == LOG_SUFFIX else None
+                self.directory.rename(name, name + DELETED_SUFFIX, file)
+
+    def delete_files(self) -> None:
+        """Remove the files, under their ``.deleted`` names once renamed: by then a new segment
+        may already own the plain names (truncation restarting the log at the same offset)."""
+        self.file.close()
+        self.offset_index.release()
+        self.time_index.release()
+        for suffix in SEGMENT_SUFFIXES:
+            name = segment_name(self.base_offset, suffix)
+            self.directory.delete(name + DELETED_SUFFIX if self.marked_deleted else name)

@@ -1,0 +1,334 @@
+"""Every byte the log layer keeps goes through the two small classes here.
+
+``SegmentFile`` is an append-mostly byte file (segment data, index files); ``LogDirectory`` is the
+partition directory holding them plus a few small whole-file documents (checkpoints, snapshots).
+The file-backed pair is what a broker uses; the memory pair lets a broker run without a disk (tests,
+ephemeral topics) with the same code above it. Nothing else in kafkalike.log touches ``os`` for I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from abc import ABC, abstractmethod
+
+BytesLike = bytes | bytearray | memoryview
+
+
+class SegmentFile(ABC):
+    """A byte file that grows by appending and shrinks only by truncation."""
+
+    @property
+    @abstractmethod
+    def size(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def path(self) -> str | None:
+        """Where the bytes live on disk, or None when they live in memory."""
+
+    @abstractmethod
+    def append(self, data: BytesLike) -> int:
+        """Write ``data`` at the end; return the position it starts at."""
+
+    @abstractmethod
+    def read(self, position: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``position`` (fewer only at the end of the file)."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Make everything appended so far durable."""
+
+    @abstractmethod
+    def truncate(self, size: int) -> None: ...
+
+    @abstractmethod
+    def fileno(self) -> int | None:
+        """An OS file descriptor for ``os.sendfile``, or None when there is no file."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def last_modified_ms(self) -> int:
+        """Wall-clock mtime; used only to age segments whose batches carry no timestamps."""
+
+
+class FileSegmentFile(SegmentFile):
+    """A real file, opened lazily so a log with thousands of cold segments holds few descriptors.
+
+    Writes use ``os.pwrite`` at the tracked size and reads ``os.pread``, so there is no shared file
+    position and a read never disturbs an append.
+    """
+
+    def __init__(self, path: str, *, create: bool) -> None:
+        self._path = path
+        self._fd: int | None = None
+        if create:
+            self._open()
+            self._size = os.fstat(self._require_fd()).st_size
+        else:
+            self._size = os.stat(path).st_size
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        return self._fd
+
+    def _require_fd(self) -> int:
+        return self._open()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def renamed(self, new_path: str) -> None:
+        """Record that the file now lives at ``new_path`` (the descriptor stays valid)."""
+        self._path = new_path
+
+    def append(self, data: BytesLike) -> int:
+        fd = self._require_fd()
+        start = self._size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            # pwrite on a regular file writes everything short of an error; loop for the odd short write.
+            written += os.pwrite(fd, view[written:], start + written)
+        self._size = start + written
+        return start
+
+    def read(self, position: int, length: int) -> bytes:
+        if length <= 0 or position >= self._size:
+            return b""
+        return os.pread(self._require_fd(), min(length, self._size - position), position)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def truncate(self, size: int) -> None:
+        if size < self._size:
+            os.ftruncate(self._require_fd(), size)
+            self._size = size
+
+    def fileno(self) -> int:
+        return self._require_fd()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def last_modified_ms(self) -> int:
+        return os.stat(self._path).st_mtime_ns // 1_000_000
+
+
+class MemorySegmentFile(SegmentFile):
+    """A ``bytearray`` standing in for a file; ``flush`` has nothing to do."""
+
+    def __init__(self, name: str, data: bytes = b"", now_ms: int = 0) -> None:
+        self.name = name
+        self._data = bytearray(data)
+        self._mtime_ms = now_ms
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    @property
+    def path(self) -> None:
+        return None
+
+    def append(self, data: BytesLike) -> int:
+        start = len(self._data)
+        self._data += data
+        return start
+
+    def read(self, position: int, length: int) -> bytes:
+        return bytes(self._data[position : position + max(length, 0)])
+
+    def flush(self) -> None:
+        pass
+
+    def truncate(self, size: int) -> None:
+        del self._data[size:]
+
+    def fileno(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def last_modified_ms(self) -> int:
+        return self._mtime_ms
+
+
+class LogDirectory(ABC):
+    """One partition directory: named segment files plus small documents replaced atomically."""
+
+    @property
+    @abstractmethod
+    def path(self) -> str: ...
+
+    @abstractmethod
+    def list_names(self) -> list[str]: ...
+
+    @abstractmethod
+    def exists(self, name: str) -> bool: ...
+
+    @abstractmethod
+    def open_file(self, name: str, *, create: bool) -> SegmentFile: ...
+
+    @abstractmethod
+    def read_document(self, name: str) -> bytes | None:
+        """A small file's whole content, or None when it does not exist."""
+
+    @abstractmethod
+    def write_document(self, name: str, data: bytes) -> None:
+        """Replace a small file atomically and durably (temp file, fsync, rename, fsync dir)."""
+
+    @abstractmethod
+    def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
+        """Rename ``old`` to ``new``; ``file`` is the open handle on it, if any, which stays usable."""
+
+    @abstractmethod
+    def delete(self, name: str) -> None:
+        """Remove a file if it exists."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Make creations and renames in the directory durable."""
+
+    @abstractmethod
+    def remove_all(self) -> None:
+        """Delete the directory and everything in it."""
+
+
+class FileLogDirectory(LogDirectory):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        os.makedirs(self._path, exist_ok=True)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def _join(self, name: str) -> str:
+        return os.path.join(self._path, name)
+
+    def list_names(self) -> list[str]:
+        return sorted(os.listdir(self._path))
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self._join(name))
+
+    def open_file(self, name: str, *, create: bool) -> FileSegmentFile:
+        return FileSegmentFile(self._join(name), create=create)
+
+    def read_document(self, name: str) -> bytes | None:
+        try:
+            with open(self._join(name), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write_document(self, name: str, data: bytes) -> None:
+        tmp = self._join(name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._join(name))
+        self.sync()
+
+    def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
+        os.replace(self._join(old), self._join(new))
+        if isinstance(file, FileSegmentFile):
+            file.renamed(self._join(new))
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._join(name))
+
+    def sync(self) -> None:
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def remove_all(self) -> None:
+        shutil.rmtree(self._path, ignore_errors=True)
+
+
+class MemoryLogDirectory(LogDirectory):
+    """Keeps every file in a dict; reopening the same object sees what a closed log left behind."""
+
+    def __init__(self, path: str = "<memory>") -> None:
+        self._path = path
+        self._files: dict[str, MemorySegmentFile] = {}
+        self._documents: dict[str, bytes] = {}
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def list_names(self) -> list[str]:
+        return sorted([*self._files, *self._documents])
+
+    def exists(self, name: str) -> bool:
+        return name in self._files or name in self._documents
+
+    def open_file(self, name: str, *, create: bool) -> MemorySegmentFile:
+        existing = self._files.get(name)
+        if existing is not None:
+            return existing
+        if name in self._documents:
+            existing = MemorySegmentFile(name, self._documents.pop(name))
+        elif not create:
+            raise FileNotFoundError(name)
+        else:
+            existing = MemorySegmentFile(name)
+        self._files[name] = existing
+        return existing
+
+    def read_document(self, name: str) -> bytes | None:
+        if name in self._files:
+            return self._files[name].read(0, self._files[name].size)
+        return self._documents.get(name)
+
+    def write_document(self, name: str, data: bytes) -> None:
+        self._files.pop(name, None)
+        self._documents[name] = bytes(data)
+
+    def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
+        if old in self._files:
+            moved = self._files.pop(old)
+            moved.name = new
+            self._files[new] = moved
+            self._documents.pop(new, None)
+        elif old in self._documents:
+            self._documents[new] = self._documents.pop(old)
+            self._files.pop(new, None)
+        else:
+            raise FileNotFoundError(old)
+
+    def delete(self, name: str) -> None:
+        self._files.pop(name, None)
+        self._documents.pop(name, None)
+
+    def sync(self) -> None:
+        pass
+
+    def remove_all(self) -> None:
+        self._files.clear()
+        self._documents.clear()
