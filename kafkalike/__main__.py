@@ -1,0 +1,3 @@
+from kafkalike.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""The broker: partitions and their logs, the metadata controller, listeners, background jobs.
+
+All state lives in this object and changes only in synchronous code between awaits (trio is
+single-threaded), so handlers take no locks. Tasks exist only to wait: for connections,
+for new data (long-poll fetch), and for timers (retention, flush).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
+from kafkalike.log import LogConfig, LogManager, PartitionLog
+from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.records import build_batch, decode_records, iter_batches, Record
+from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener
+from kafkalike.server.registry import Handler, load_handlers
+
+log = logging.getLogger("kafkalike.broker")
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class PartitionState:
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: PartitionLog
+    leader_epoch: int = 0
+    # Replaced after every append, so waiters wake once per append without missing one.
+    new_data: trio.Event = field(default_factory=trio.Event)
+
+    def notify(self) -> None:
+        self.new_data.set()
+        self.new_data = trio.Event()
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.data_dir = config.log_dirs[0]
+        self.handlers: dict[int, Handler] = load_handlers()
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.logs = LogManager(config.log_dirs)
+        self.cluster_id = ""
+        self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
+        self.request_hooks: list[Callable[[RequestHeader], None]] = []
+        self._metadata_log: PartitionLog | None = None
+        self.controller = QuorumController(self._append_metadata)
+
+    # -- start-up ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Load the data directory: identity, metadata log replay, partition logs."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._load_identity()
+        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, LogConfig(flush_interval_messages=1), now_ms())
+        self.controller.replay(self._read_metadata_values())
+        for topic in self.controller.image.topics.values():
+            self._open_partitions(topic)
+        self.logs.remove_orphans(set(self.partitions) | {(METADATA_TOPIC, 0)})
+
+    def _load_identity(self) -> str:
+        """meta.properties, as Kafka writes it: cluster.id, node.id, version."""
+        path = self.data_dir / "meta.properties"
+        values: dict[str, str] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and not line.startswith("#"):
+                    values[key.strip()] = value.strip()
+        cluster_id = self.config.get("cluster.id") or values.get("cluster.id")
+        if not cluster_id:
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if values.get("cluster.id") != cluster_id:
+            path.write_text(f"#kafkalike meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
+        return cluster_id
+
+    def _read_metadata_values(self) -> list[bytes]:
+        assert self._metadata_log is not None
+        values = []
+        blob = self._metadata_log.read_bytes(self._metadata_log.log_start_offset, 1 << 62)
+        for pos, header in iter_batches(blob):
+            values += [r.value for r in decode_records(blob, pos, header) if r.value is not None]
+        return values
+
+    def _append_metadata(self, values: list[bytes]) -> None:
+        assert self._metadata_log is not None
+        batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
+        self._metadata_log.append(batch, leader_epoch=0, now_ms=now_ms())
+        self._metadata_log.flush()
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def log_config(self, topic: TopicImage) -> LogConfig:
+        def value(name: str) -> str:
+            return topic.configs.get(name) or self.config.topic_default(name) or ""
+
+        def int_value(name: str, fallback: int) -> int:
+            text = value(name)
+            return int(text) if text else fallback
+
+        return LogConfig(
+            segment_bytes=int_value("segment.bytes", 1 << 30),
+            segment_ms=int_value("segment.ms", 7 * 86_400_000),
+            retention_ms=int_value("retention.ms", 7 * 86_400_000),
+            retention_bytes=int_value("retention.bytes", -1),
+            flush_interval_messages=int_value("flush.messages", 2**63 - 1),
+            flush_interval_ms=int_value("flush.ms", 2**63 - 1),
+            index_interval_bytes=int_value("index.interval.bytes", 4096),
+            segment_index_bytes=int_value("segment.index.bytes", 10 << 20),
+            file_delete_delay_ms=int_value("file.delete.delay.ms", 60_000),
+            max_message_bytes=int_value("max.message.bytes", 1048588),
+            message_timestamp_type=value("message.timestamp.type") or "CreateTime",
+            cleanup_policy=value("cleanup.policy") or "delete",
+        )
+
+    def _open_partitions(self, topic: TopicImage) -> None:
+        config = self.log_config(topic)
+        for index in range(topic.partitions):
+            if (topic.name, index) not in self.partitions:
+                plog = self.logs.get_or_create(topic.name, index, config, now_ms(), topic_id=topic.topic_id)
+                plog.high_watermark = plog.log_end_offset
+                self.partitions[(topic.name, index)] = PartitionState(topic.name, index, topic.topic_id, plog)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False) -> TopicImage:
+        for key in configs:
+            if key not in TOPIC_CONFIGS:
+                raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        topic = self.controller.create_topic(name, partitions, configs, validate_only)
+        if not validate_only:
+            self._open_partitions(topic)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicImage:
+        topic = self.controller.delete_topic(name)
+        for index in range(topic.partitions):
+            state = self.partitions.pop((name, index), None)
+            if state is not None:
+                state.notify()
+                self.logs.delete_partition(name, index)
+        return topic
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
+        topic = self.controller.create_partitions(name, count, validate_only)
+        if not validate_only:
+            self._open_partitions(topic)
+        return topic
+
+    def auto_create(self, name: str) -> TopicImage | None:
+        """Create a topic a client asked for, when auto.create.topics.enable allows it."""
+        if not self.config.bool("auto.create.topics.enable") or name.startswith("__"):
+            return None
+        try:
+            return self.create_topic(name, self.config.int("num.partitions"), {})
+        except ControllerError:
+            return self.controller.image.topics.get(name)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def api_versions(self) -> list[dict[str, Any]]:
+        return [
+            {"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
+            for h in sorted(self.handlers.values(), key=lambda h: h.api_key)
+        ]
+
+    def intercept(self, header: RequestHeader) -> None:
+        for hook in self.request_hooks:
+            hook(header)
+
+    # -- serving ----------------------------------------------------------------------------
+
+    async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        from kafkalike.server.connection import serve_connection
+
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        bound_port = listeners[0].socket.getsockname()[1]
+        advertised = self.config.get("advertised.listeners")
+        self.advertised = parse_listener(advertised.split(",")[0]) if advertised else (host, bound_port)
+        if self.advertised[1] == 0:
+            self.advertised = (self.advertised[0], bound_port)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._background_jobs)
+            nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
+            task_status.started((host, bound_port))
+
+    async def _background_jobs(self) -> None:
+        interval_s = self.config.int("log.retention.check.interval.ms") / 1000
+        flush_ms = self.config.get("log.flush.interval.ms")
+        tick_s = min(interval_s, int(flush_ms) / 1000 if flush_ms else interval_s, 1.0)
+        next_retention = trio.current_time() + interval_s
+        while True:
+            await trio.sleep(tick_s)
+            self.logs.flush_due(now_ms())
+            if trio.current_time() >= next_retention:
+                next_retention = trio.current_time() + interval_s
+                deleted = self.logs.run_retention(now_ms())
+                if deleted:
+                    log.info("retention deleted %d segment(s)", deleted)
+
+    def close(self) -> None:
+        self.logs.close_all()
+
+
+def data_dir_of(config: BrokerConfig) -> Path:
+    return config.log_dirs[0]

@@ -1,0 +1,1 @@
+"""One module per API key; each registers itself with ``registry.handles``."""

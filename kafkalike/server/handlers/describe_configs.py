@@ -1,0 +1,93 @@
+"""DescribeConfigs (key 32): v1-4. Topic and broker configs with Kafka's values and sources.
+
+A topic config set on the topic reports source TOPIC_CONFIG; otherwise it shows the broker's
+value (STATIC_BROKER_CONFIG when the server was configured with it, DEFAULT_CONFIG when not).
+v1+ can list synonyms (topic -> broker -> default); v3+ adds the type and documentation
+(documentation is null: not carried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+BROKER_LOGGER_RESOURCE = 8
+_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8, "password": 9}
+
+
+@handles(32, 1, 4)
+async def handle_describe_configs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    results = [_describe(ctx, r, request.include_synonyms) for r in request.resources]
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+                              "resource_name": resource.resource_name, "configs": []}
+    config = ctx.broker.config
+    if resource.resource_type == TOPIC_RESOURCE:
+        topic = ctx.broker.controller.image.topics.get(resource.resource_name)
+        if topic is None:
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="Topic does not exist")
+            return result
+        entries = [_topic_entry(config, topic.configs, name, synonyms) for name in sorted(TOPIC_CONFIGS)]
+    elif resource.resource_type == BROKER_RESOURCE:
+        if resource.resource_name not in ("", str(ctx.broker.node_id)):
+            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}")
+            return result
+        entries = [_broker_entry(config, name, synonyms) for name in sorted(BROKER_CONFIGS)]
+    elif resource.resource_type == BROKER_LOGGER_RESOURCE:
+        entries = []
+    else:
+        result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unsupported resource type {resource.resource_type}")
+        return result
+    wanted = resource.configuration_keys
+    result["configs"] = [e for e in entries if wanted is None or not wanted or e["name"] in wanted]
+    return result
+
+
+def _entry(name: str, value: str | None, source: int, type_: str, read_only: bool, synonyms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "value": value, "read_only": read_only, "is_default": source == DEFAULT_CONFIG,
+            "config_source": source, "is_sensitive": type_ == "password", "synonyms": synonyms,
+            "config_type": _TYPES.get(type_, 0), "documentation": None}
+
+
+def _broker_synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
+    out = []
+    if name in config.explicit:
+        out.append({"name": name, "value": config.explicit[name], "source": STATIC_BROKER_CONFIG})
+    d = BROKER_CONFIGS.get(name)
+    if d is not None and d.default is not None:
+        out.append({"name": name, "value": d.default, "source": DEFAULT_CONFIG})
+    return out
+
+
+def _topic_entry(config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool) -> dict[str, Any]:
+    type_, broker_name, fixed = TOPIC_CONFIGS[name]
+    chain = []
+    if name in overrides:
+        chain.append({"name": name, "value": overrides[name], "source": TOPIC_CONFIG})
+    if broker_name is not None:
+        chain += _broker_synonyms(config, broker_name)
+        if broker_name not in config.explicit and not any(s["source"] == DEFAULT_CONFIG for s in chain):
+            chain.append({"name": broker_name, "value": config.get(broker_name), "source": DEFAULT_CONFIG})
+    else:
+        chain.append({"name": name, "value": fixed, "source": DEFAULT_CONFIG})
+    first = chain[0]
+    return _entry(name, first["value"], first["source"], type_, False, chain if synonyms else [])
+
+
+def _broker_entry(config: BrokerConfig, name: str, synonyms: bool) -> dict[str, Any]:
+    d = BROKER_CONFIGS[name]
+    chain = _broker_synonyms(config, name)
+    source = config.source(name)
+    return _entry(name, config.get(name), STATIC_BROKER_CONFIG if source == "STATIC_BROKER_CONFIG" else DEFAULT_CONFIG,
+                  d.type, d.read_only, chain if synonyms else [])

@@ -1,0 +1,112 @@
+"""Fetch (key 1): v4-17. Long-poll reads of record batches, served as the file's bytes.
+
+The request waits up to max_wait_ms, but is answered as soon as min_bytes of new data have
+arrived: every append wakes the waiting fetches of that partition. The first partition with
+data always returns at least one whole batch, even past max_bytes (KIP-74). Fetch sessions
+(KIP-227) are answered "sessionless" (session id 0), which every client accepts by sending
+full requests. v9+ checks the client's current leader epoch; v12+ reports diverging epochs;
+v13+ addresses topics by id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from kafkalike.log.errors import OffsetOutOfRange
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.broker import PartitionState
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+READ_COMMITTED = 1
+
+
+@handles(1, 4, 17)
+async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        # Remember which events to wait on before reading, so no append is missed in between.
+        events = [s.new_data for s in _states(ctx, request)]
+        responses, total = _read_all(ctx, request)
+        if total >= request.min_bytes or trio.current_time() >= deadline or not events:
+            break
+        with trio.move_on_at(deadline):
+            await _any_event(events)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _states(ctx: RequestContext, request: Message) -> list[PartitionState]:
+    out = []
+    for topic in request.topics:
+        name = _topic_name(ctx, topic)
+        for part in topic.partitions:
+            state = ctx.broker.partitions.get((name, part.partition)) if name else None
+            if state is not None:
+                out.append(state)
+    return out
+
+
+async def _any_event(events: list[trio.Event]) -> None:
+    async with trio.open_nursery() as nursery:
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)
+
+
+def _topic_name(ctx: RequestContext, topic: Message) -> str | None:
+    if ctx.version >= 13:
+        return ctx.broker.controller.image.topic_names_by_id.get(topic.topic_id)
+    return topic.topic  # type: ignore[no-any-return]
+
+
+def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any]], int]:
+    budget = request.max_bytes if ctx.version >= 3 else math.inf
+    total = 0
+    responses = []
+    for topic in request.topics:
+        name = _topic_name(ctx, topic)
+        partitions = []
+        for part in topic.partitions:
+            entry = _read_partition(ctx, request, name, part, max(budget - total, 0), first=total == 0)
+            total += len(entry["records"] or b"")
+            partitions.append(entry)
+        responses.append({"topic": topic.topic, "topic_id": topic.topic_id, "partitions": partitions})
+    return responses, total
+
+
+def _read_partition(ctx: RequestContext, request: Message, name: str | None, part: Message,
+                    budget: float, first: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "partition_index": part.partition, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
+        "log_start_offset": -1, "aborted_transactions": [] if request.isolation_level == READ_COMMITTED else None,
+        "preferred_read_replica": -1, "records": b"",
+    }
+    state = ctx.broker.partitions.get((name, part.partition)) if name else None
+    if state is None:
+        unknown_id = ctx.version >= 13 and name is None
+        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return entry
+    plog = state.log
+    entry.update(high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
+                 log_start_offset=plog.log_start_offset)
+    epoch = part.current_leader_epoch
+    if epoch >= 0 and epoch != state.leader_epoch:
+        entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        return entry
+    limit = min(part.partition_max_bytes, budget)
+    if limit <= 0 and not first:
+        return entry
+    try:
+        entry["records"] = plog.read_bytes(part.fetch_offset, int(limit), max_offset=plog.high_watermark,
+                                           min_one_batch=first)
+    except OffsetOutOfRange:
+        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+    return entry

@@ -1,0 +1,88 @@
+"""Metadata (key 3): v0-13. Brokers, topics, partitions and leaders; auto-creates topics.
+
+Version notes: v0 treats an empty topic list as "all topics" (v1+ uses null for that); v4+
+lets the client forbid auto-creation; v10+ carries topic ids; v8-10 cluster/topic authorized
+operations are returned as "not requested" (-2147483648); v13 adds a top-level error code.
+One node: this broker leads every partition, its replicas and ISR are itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.controller.metadata import ControllerError, TopicImage, validate_topic_name
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+AUTHORIZED_OPERATIONS_NOT_REQUESTED = -2147483648
+
+
+def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
+    node = ctx.broker.node_id
+    partitions = []
+    for index in range(topic.partitions):
+        state = ctx.broker.partitions.get((topic.name, index))
+        epoch = state.leader_epoch if state else 0
+        partitions.append({
+            "error_code": 0, "partition_index": index, "leader_id": node, "leader_epoch": epoch,
+            "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": [],
+        })
+    return {
+        "error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
+        "is_internal": topic.name.startswith("__"), "partitions": partitions,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_NOT_REQUESTED,
+    }
+
+
+def _error_entry(name: str | None, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+
+
+@handles(3, 0, 13)
+async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    image = ctx.broker.controller.image
+    wanted = request.topics
+    if ctx.version == 0 and wanted == []:
+        wanted = None  # v0: an empty list means every topic
+    if wanted is None:
+        topics = [topic_entry(ctx, t) for t in image.topics.values() if t.name != "__cluster_metadata"]
+    else:
+        topics = [_lookup(ctx, request, t.name, t.topic_id) for t in wanted]
+    host, port = ctx.broker.advertised
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": ctx.broker.node_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": ctx.broker.cluster_id,
+        "controller_id": ctx.broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_NOT_REQUESTED,
+        "error_code": 0,
+    }
+
+
+def _lookup(ctx: RequestContext, request: Message, name: str | None, topic_id: Any) -> dict[str, Any]:
+    image = ctx.broker.controller.image
+    if name is None:
+        found = image.topic_names_by_id.get(topic_id)
+        if found is None:
+            entry = _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID)
+            entry["topic_id"] = topic_id
+            return entry
+        name = found
+    topic = image.topics.get(name)
+    if topic is not None:
+        return topic_entry(ctx, topic)
+    try:
+        validate_topic_name(name)
+    except ControllerError:
+        return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    allowed = ctx.version < 4 or request.allow_auto_topic_creation
+    created = ctx.broker.auto_create(name) if allowed else None
+    if created is None:
+        return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    # Kafka answers the creating request with LEADER_NOT_AVAILABLE; clients retry. Our
+    # partitions are ready at once, so answer with the topic itself.
+    return topic_entry(ctx, created)

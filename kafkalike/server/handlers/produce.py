@@ -1,0 +1,113 @@
+"""Produce (key 0): v0-12 advertised (v0-2 answered with UNSUPPORTED_VERSION, as Kafka 4.x does).
+
+Per partition: every batch's header and CRC are checked (never its records), then the bytes
+are appended as received with offsets and leader epoch assigned in place. Idempotent
+producers' duplicates are acknowledged with their original offsets without a second append.
+acks=0 gets no response; with one replica, acks=1 and acks=-1 are both answered once the
+batch is in the log. v3+ accepts only message format v2 (INVALID_RECORD otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.log.errors import InvalidProducerEpoch, LogError, OutOfOrderSequence, RecordBatchTooLarge, UnknownProducerId
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode, ProtocolError
+from kafkalike.protocol.records import batch_crc_ok, iter_batches
+from kafkalike.server.broker import PartitionState, now_ms
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+log = logging.getLogger("kafkalike.produce")
+_LOG_ERRORS: dict[type[LogError], ErrorCode] = {
+    OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
+    UnknownProducerId: ErrorCode.UNKNOWN_PRODUCER_ID,
+    RecordBatchTooLarge: ErrorCode.MESSAGE_TOO_LARGE,
+}
+
+
+class ProduceError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@handles(0, 0, 12)
+async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, Any] | None:
+    acks = request.acks
+    responses = []
+    for topic in request.topic_data:
+        partitions = []
+        for part in topic.partition_data:
+            partitions.append(_produce_partition(ctx, topic.name, part.index, part.records, acks))
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
+    result: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                              "log_start_offset": -1, "record_errors": [], "error_message": None}
+    state = ctx.broker.partitions.get((topic, index))
+    try:
+        if ctx.version < 3:
+            raise ProduceError(ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 are not supported")
+        if acks not in (0, 1, -1):
+            raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
+        if state is None:
+            raise ProduceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if topic.startswith("__") and topic != "__consumer_offsets":
+            raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
+        appended = _append(ctx, state, records)
+    except ProduceError as exc:
+        log.info("produce to %s-%d rejected: %s", topic, index, exc)
+        result.update(error_code=exc.code, error_message=str(exc))
+        return result
+    result.update(appended)
+    return result
+
+
+def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -> dict[str, Any]:
+    if not records:
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Produce request has no record batches")
+    buf = bytearray(records)
+    max_bytes = state.log.config.max_message_bytes
+    try:
+        for pos, header in iter_batches(buf):
+            _validate(buf, pos, header, max_bytes)
+    except ProtocolError as exc:
+        raise ProduceError(exc.error_code, str(exc)) from None
+    try:
+        appended = state.log.append(
+            buf, leader_epoch=state.leader_epoch, now_ms=now_ms(),
+            log_append_time=state.log.config.message_timestamp_type == "LogAppendTime",
+        )
+    except LogError as exc:
+        code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
+        raise ProduceError(code, str(exc)) from None
+    state.log.high_watermark = state.log.log_end_offset
+    state.notify()
+    return {"base_offset": appended.first_offset, "log_append_time_ms": appended.log_append_time_ms,
+            "log_start_offset": appended.log_start_offset}
+
+
+def _validate(buf: bytearray, pos: int, header: Any, max_bytes: int) -> None:
+    """What Kafka's LogValidator checks of a v2 batch from a producer, header-only."""
+    if header.size > max_bytes:
+        raise ProduceError(ErrorCode.MESSAGE_TOO_LARGE,
+                           f"The record batch size in the append is {header.size} bytes which exceeds the maximum configured value of {max_bytes}.")
+    if not batch_crc_ok(buf, pos, header):
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "Record batch is corrupt (CRC mismatch)")
+    if header.base_offset != 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD, f"The baseOffset of the record batch should be 0, but it is {header.base_offset}")
+    if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Inconsistent batch offset range and record count")
+    if header.is_control:
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Invalid sequence number for an idempotent batch")
