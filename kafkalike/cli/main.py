@@ -48,8 +48,14 @@ async def run_broker(config: BrokerConfig) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 bound = await nursery.start(broker.serve, host, port)
-                log.info("kafkalike ready on %s:%d (node %d, cluster %s, data %s)", bound[0], bound[1],
-                         broker.node_id, broker.cluster_id, broker.data_dir)
+                log.info(
+                    "kafkalike ready on %s:%d (node %d, cluster %s, data %s)",
+                    bound[0],
+                    bound[1],
+                    broker.node_id,
+                    broker.cluster_id,
+                    broker.data_dir,
+                )
                 async for signum in signals:
                     log.info("received %s, shutting down", signal.Signals(signum).name)
                     nursery.cancel_scope.cancel()
@@ -64,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "serve":
         build_parser().print_help()
         return 2
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         config = config_from_args(args)
     except (OSError, ValueError) as exc:

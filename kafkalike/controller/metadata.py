@@ -80,7 +80,7 @@ def validate_topic_name(name: str) -> None:
     if not name:
         raise ControllerError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise ControllerError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise ControllerError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME:
         raise ControllerError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -128,12 +128,16 @@ class QuorumController:
         for r in records:
             self.image.apply(r)
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str], validate_only: bool = False) -> TopicImage:
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], validate_only: bool = False
+    ) -> TopicImage:
         validate_topic_name(name)
         if name in self.image.topics:
             raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if partitions <= 0:
-            raise ControllerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            raise ControllerError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            )
         topic_id = self._new_id()
         records: list[dict[str, Any]] = [
             {"type": "topic", "name": name, "id": str(topic_id)},
@@ -151,14 +155,18 @@ class QuorumController:
     def delete_topic(self, name: str) -> TopicImage:
         topic = self.image.topics.get(name)
         if topic is None:
-            raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise ControllerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            )
         self._commit([{"type": "remove_topic", "topic_id": str(topic.topic_id)}])
         return topic
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
         topic = self.image.topics.get(name)
         if topic is None:
-            raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise ControllerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            )
         if count < topic.partitions:
             raise ControllerError(
                 ErrorCode.INVALID_PARTITIONS,
@@ -180,7 +188,15 @@ class QuorumController:
         return self._next_producer_id - 1
 
     def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
-        self._commit([
-            {"type": "config", "resource_type": resource_type, "resource_name": resource_name, "name": k, "value": v}
-            for k, v in changes.items()
-        ])
+        self._commit(
+            [
+                {
+                    "type": "config",
+                    "resource_type": resource_type,
+                    "resource_name": resource_name,
+                    "name": k,
+                    "value": v,
+                }
+                for k, v in changes.items()
+            ]
+        )

@@ -83,10 +83,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         schema = request_schema(header.api_key, header.api_version)
     except UnsupportedVersionError:
         raise UnsupportedRequestError(header) from None
-    body = schema.decode_from(reader)
-    if reader.remaining():
-        raise DecodeError(f"{schema.name} v{header.api_version}: {reader.remaining()} bytes left over")
-    return header, body
+    # Bytes after the body are ignored, as Apache Kafka ignores them: some clients send them
+    # (librdkafka's Metadata v13 request for all topics carries three).
+    return header, schema.decode_from(reader)
 
 
 def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:

@@ -19,7 +19,7 @@ from construct import Construct, Container, Float64b, Int8sb, Int16sb, Int16ub, 
 
 from kafkalike.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kafkalike.protocol.spec import ApiSpec, FieldSpec, MessageSpec, api_specs, default_value, load_specs
-from kafkalike.protocol.wire import FrameReader, KArray, KBool, KBytes, KString, KStruct, KUuid
+from kafkalike.protocol.wire import FrameReader, KArray, KBool, KBytes, KNullableStruct, KString, KStruct, KUuid
 
 Message = Container
 
@@ -54,7 +54,7 @@ class _Builder:
 
     def default_expr(self, f: FieldSpec) -> str:
         """Python source for the value a field takes when absent (fresh objects each time)."""
-        if f.is_struct and not f.is_array:
+        if f.is_struct and not f.is_array and f.default != "null":
             inner = ", ".join(f"{c.name!r}: {self.default_expr(c)}" for c in self.children(f))
             return f"KContainer({{{inner}}})"
         value = default_value(f.type, f.default)
@@ -77,6 +77,8 @@ class _Builder:
             element, element_size = KBytes(compact, nullable and not f.is_array), 1 if compact else 4
         if f.is_array:
             return KArray(element, compact, nullable, element_size), 1 if compact else 4
+        if f.is_struct and nullable:
+            return KNullableStruct(element), 1
         return element, element_size
 
     def struct(self, name: str, fields: tuple[FieldSpec, ...]) -> tuple[KStruct, int]:

@@ -33,8 +33,7 @@ from functools import cache
 from pathlib import Path
 
 PRIMITIVE_TYPES = frozenset(
-    {"bool", "int8", "int16", "int32", "int64", "uint16", "uint32", "float64",
-     "string", "bytes", "records", "uuid"}
+    {"bool", "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "string", "bytes", "records", "uuid"}
 )
 SECTIONS = ("request", "response", "message")
 
@@ -206,8 +205,7 @@ def _parse_field(lines: list[_Line], pos: int, source: str) -> tuple[FieldSpec, 
         else:
             raise SpecError(f"{source}:{line.number}: unknown attribute {attr!r}")
     children, pos = _parse_fields(lines, pos + 1, line.indent, source)
-    spec = FieldSpec(name=name, type=type_, versions=VersionRange.parse(versions),
-                     fields=tuple(children), **kwargs)  # type: ignore[arg-type]
+    spec = FieldSpec(name=name, type=type_, versions=VersionRange.parse(versions), fields=tuple(children), **kwargs)  # type: ignore[arg-type]
     if children and not spec.is_struct:
         raise SpecError(f"{source}:{line.number}: a {type_} field cannot have fields")
     return spec, pos
@@ -293,6 +291,7 @@ def load_specs() -> dict[str, ApiSpec]:
     return specs
 
 
+@cache
 def api_specs() -> dict[int, ApiSpec]:
     """The API spec files by API key."""
     return {s.key: s for s in load_specs().values() if s.key is not None}

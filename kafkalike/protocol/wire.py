@@ -164,6 +164,8 @@ def parse_tagged_section(io: Any) -> list[tuple[int, bytes]]:
     return fields
 
 
+_MISSING = object()  # a field the caller did not set
+
 HELPERS = {
     "FrameReader": FrameReader,
     "read_exact": read_exact,
@@ -184,6 +186,7 @@ HELPERS = {
     "KContainer": Container,
     "UUID": uuid.UUID,
 }
+HELPERS["_MISSING"] = _MISSING
 
 
 def _import_helpers(code: Any) -> None:
@@ -334,6 +337,53 @@ class KArray(Construct):  # type: ignore[misc]
         return f"{fname}(obj, io, this)"
 
 
+_NULL_STRUCT, _PRESENT_STRUCT = b"\xff", b"\x01"
+
+
+class KNullableStruct(Construct):  # type: ignore[misc]
+    """A nullable struct field (KIP-893): int8 -1 for null, else 1 followed by the struct."""
+
+    def __init__(self, struct: Construct) -> None:
+        super().__init__()
+        self.struct = struct
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        if read_exact(stream, 1)[0] & 0x80:
+            return None
+        return self.struct._parsereport(stream, context, path)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        if obj is None:
+            stream.write(_NULL_STRUCT)
+            return obj
+        stream.write(_PRESENT_STRUCT)
+        return self.struct._build(obj, stream, context, path)
+
+    def _emitparse(self, code: Any) -> str:
+        _import_helpers(code)
+        fname = f"parse_nullable_{code.allocateId()}"
+        code.append(
+            f"def {fname}(io, this):\n"
+            f"    if read_exact(io, 1)[0] & 0x80:\n"
+            f"        return None\n"
+            f"    return {self.struct._compileparse(code)}\n"
+        )
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        _import_helpers(code)
+        fname = f"build_nullable_{code.allocateId()}"
+        code.append(
+            f"def {fname}(obj, io, this):\n"
+            f"    if obj is None:\n"
+            f"        io.write({_NULL_STRUCT!r})\n"
+            f"        return obj\n"
+            f"    io.write({_PRESENT_STRUCT!r})\n"
+            f"    return {self.struct._compilebuild(code)}\n"
+        )
+        return f"{fname}(obj, io, this)"
+
+
 class KStruct(Construct):  # type: ignore[misc]
     """A struct at one version: its fields in order, then (flexible versions) a tagged-field section.
 
@@ -425,17 +475,26 @@ class KStruct(Construct):  # type: ignore[misc]
         fname = f"build_{self.struct_name}_{fid}"
         lines = [f"def {fname}(obj, io, this):", "    get = obj.get"]
         for i, (name, sub, expr) in enumerate(self.fields):
-            code.append(f"def {fname}_f{i}(obj, io, this):\n    return {sub._compilebuild(code)}\n")
-            lines.append(f"    {fname}_f{i}(get({name!r}, {expr}), io, this)")
+            # Defaults are shared, read-only constants when building.
+            code.append(f"{fname}_d{i} = {expr}\ndef {fname}_f{i}(obj, io, this):\n    return {sub._compilebuild(code)}\n")
+            lines.append(f"    {fname}_f{i}(get({name!r}, {fname}_d{i}), io, this)")
         if self.flexible:
             lines.append("    tagged = []")
             for tag, name, sub, expr in self.tagged:
-                code.append(f"def {fname}_t{tag}(obj, io, this):\n    return {sub._compilebuild(code)}\n")
-                lines.append(f"    value = get({name!r}, {expr})")
-                lines.append(f"    if value != {expr}:")
+                # A tagged field is left out when its bytes equal its default's, as Kafka does.
+                default_bytes = BytesIO()
+                sub._build(eval(expr, dict(HELPERS)), default_bytes, Container(), "(default)")
+                code.append(
+                    f"{fname}_t{tag}_default = {default_bytes.getvalue()!r}\n"
+                    f"def {fname}_t{tag}(obj, io, this):\n    return {sub._compilebuild(code)}\n"
+                )
+                lines.append(f"    value = get({name!r}, _MISSING)")
+                lines.append("    if value is not _MISSING:")
                 lines.append("        buf = BytesIO()")
                 lines.append(f"        {fname}_t{tag}(value, buf, this)")
-                lines.append(f"        tagged.append(({tag}, buf.getvalue()))")
+                lines.append("        data = buf.getvalue()")
+                lines.append(f"        if data != {fname}_t{tag}_default:")
+                lines.append(f"            tagged.append(({tag}, data))")
             lines.append("    io.write(encode_uvarint(len(tagged)))")
             lines.append("    for tag, data in tagged:")
             lines.append("        io.write(encode_uvarint(tag) + encode_uvarint(len(data)))")
@@ -445,4 +504,3 @@ class KStruct(Construct):  # type: ignore[misc]
         return f"{fname}(obj, io, this)"
 
 
-_MISSING = object()

@@ -22,7 +22,7 @@ from kafkalike.controller.metadata import ControllerError, QuorumController, Top
 from kafkalike.log import LogConfig, LogManager, PartitionLog
 from kafkalike.protocol.api import RequestHeader
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.protocol.records import build_batch, decode_records, iter_batches, Record
+from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener
 from kafkalike.server.registry import Handler, load_handlers
 
@@ -138,7 +138,9 @@ class Broker:
                 plog.high_watermark = plog.log_end_offset
                 self.partitions[(topic.name, index)] = PartitionState(topic.name, index, topic.topic_id, plog)
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False) -> TopicImage:
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False
+    ) -> TopicImage:
         for key in configs:
             if key not in TOPIC_CONFIGS:
                 raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")

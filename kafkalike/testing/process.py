@@ -21,7 +21,9 @@ READY = re.compile(r"kafkalike ready on (\S+):(\d+)")
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: Iterable[str] = (), port: int = 0, ready_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, data_dir: Path, overrides: Iterable[str] = (), port: int = 0, ready_timeout_s: float = 60.0
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = list(overrides)
         self.port = port
@@ -35,8 +37,16 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
-        args = [sys.executable, "-m", "kafkalike", "serve", "--listen", f"127.0.0.1:{self.port}",
-                "--data-dir", str(self.data_dir)]
+        args = [
+            sys.executable,
+            "-m",
+            "kafkalike",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--data-dir",
+            str(self.data_dir),
+        ]
         for item in self.overrides:
             args += ["--override", item]
         env = dict(os.environ, PYTHONUNBUFFERED="1")

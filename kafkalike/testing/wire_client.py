@@ -79,7 +79,9 @@ class AsyncWireClient:
 
     async def send(self, api_key: int, version: int, body: Mapping[str, Any]) -> int:
         correlation_id = next(self._ids)
-        await self.stream.send_all(encode_request(RequestHeader(api_key, version, correlation_id, self.client_id), body))
+        await self.stream.send_all(
+            encode_request(RequestHeader(api_key, version, correlation_id, self.client_id), body)
+        )
         return correlation_id
 
     async def receive_frame(self) -> bytes | None:

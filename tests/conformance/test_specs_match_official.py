@@ -69,18 +69,22 @@ def _official_view(fields: list[dict[str, Any]], structs: dict[str, Any], v: int
         children = f.get("fields") or structs.get(element, {}).get("fields", [])
         raw = f.get("default")
         flexible = f.get("flexibleVersions")
-        out.append({
-            "name": snake(f["name"]),
-            "type": f["type"],
-            "nullable": v in VersionRange.parse(f.get("nullableVersions", "none")),
-            "tag": int(f["tag"]) if v in VersionRange.parse(f.get("taggedVersions", "none")) else None,
-            "default": default_value(f["type"], None if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)),
-            "entity": f.get("entityType"),
-            "flexible": None if flexible is None else v in VersionRange.parse(flexible),
-            "ignorable": bool(f.get("ignorable", False)),
-            "key": bool(f.get("mapKey", False)),
-            "fields": _official_view(children, structs, v),
-        })
+        out.append(
+            {
+                "name": snake(f["name"]),
+                "type": f["type"],
+                "nullable": v in VersionRange.parse(f.get("nullableVersions", "none")),
+                "tag": int(f["tag"]) if v in VersionRange.parse(f.get("taggedVersions", "none")) else None,
+                "default": default_value(
+                    f["type"], None if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)
+                ),
+                "entity": f.get("entityType"),
+                "flexible": None if flexible is None else v in VersionRange.parse(flexible),
+                "ignorable": bool(f.get("ignorable", False)),
+                "key": bool(f.get("mapKey", False)),
+                "fields": _official_view(children, structs, v),
+            }
+        )
     return out
 
 
@@ -90,18 +94,20 @@ def _our_view(fields: Any, structs: dict[str, Any], v: int) -> list[dict[str, An
         if v not in f.versions:
             continue
         children = f.fields or (structs[f.element_type].fields if f.is_struct and f.element_type in structs else ())
-        out.append({
-            "name": f.name,
-            "type": f.type,
-            "nullable": v in f.nullable,
-            "tag": f.tag if v in f.tagged else None,
-            "default": default_value(f.type, f.default),
-            "entity": f.entity,
-            "flexible": None if f.flexible is None else v in f.flexible,
-            "ignorable": f.ignorable,
-            "key": f.map_key,
-            "fields": _our_view(children, structs, v),
-        })
+        out.append(
+            {
+                "name": f.name,
+                "type": f.type,
+                "nullable": v in f.nullable,
+                "tag": f.tag if v in f.tagged else None,
+                "default": default_value(f.type, f.default),
+                "entity": f.entity,
+                "flexible": None if f.flexible is None else v in f.flexible,
+                "ignorable": f.ignorable,
+                "key": f.map_key,
+                "fields": _our_view(children, structs, v),
+            }
+        )
     return out
 
 

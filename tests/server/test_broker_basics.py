@@ -11,8 +11,20 @@ from kafkalike.protocol.records import Record, build_batch
 from tests.server.conftest import RunningBroker
 
 # Apache Kafka 4.0's advertised ranges for the APIs this broker implements.
-AK_40 = {0: (0, 12), 1: (4, 17), 2: (1, 10), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6), 22: (0, 5),
-         23: (2, 4), 32: (1, 4), 37: (0, 3), 60: (0, 2)}
+AK_40 = {
+    0: (0, 12),
+    1: (4, 17),
+    2: (1, 10),
+    3: (0, 13),
+    18: (0, 4),
+    19: (2, 7),
+    20: (1, 6),
+    22: (0, 5),
+    23: (2, 4),
+    32: (1, 4),
+    37: (0, 3),
+    60: (0, 2),
+}
 
 
 async def test_api_versions_match_kafka_40_for_every_api_served(running: RunningBroker) -> None:
@@ -37,23 +49,61 @@ async def test_api_versions_unknown_version_gets_v0_answer_with_error(running: R
 
 
 async def _create(client, name: str, partitions: int = 1, **configs: str):  # type: ignore[no-untyped-def]
-    response = await client.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions,
-        "replication_factor": 1, "assignments": [], "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()]}],
-        "timeout_ms": 5000, "validate_only": False})
+    response = await client.request(
+        19,
+        7,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()],
+                }
+            ],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        },
+    )
     return response.topics[0]
 
 
 def _produce_body(topic: str, partition: int, records: bytes, acks: int = -1) -> dict[str, object]:
-    return {"transactional_id": None, "acks": acks, "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
 
 
 def _fetch_body(topic: str, partition: int, offset: int, max_wait_ms: int = 0, min_bytes: int = 1) -> dict[str, object]:
-    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
-                        "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""}
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
 
 
 async def test_create_topic_errors_follow_kafka(running: RunningBroker) -> None:
@@ -124,8 +174,11 @@ async def test_bad_batches_get_kafka_error_codes(running: RunningBroker) -> None
 async def test_idempotent_duplicates_are_acknowledged_once(running: RunningBroker) -> None:
     client = await running.client()
     await _create(client, "idem")
-    pid = (await client.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
-                                         "producer_id": -1, "producer_epoch": -1})).producer_id
+    pid = (
+        await client.request(
+            22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+        )
+    ).producer_id
     batch = build_batch([Record(value=b"a"), Record(value=b"b")], producer_id=pid, producer_epoch=0, base_sequence=0)
     one = await client.request(0, 9, _produce_body("idem", 0, batch))
     two = await client.request(0, 9, _produce_body("idem", 0, batch))
@@ -135,8 +188,17 @@ async def test_idempotent_duplicates_are_acknowledged_once(running: RunningBroke
     gap = build_batch([Record(value=b"c")], producer_id=pid, producer_epoch=0, base_sequence=5)
     three = await client.request(0, 9, _produce_body("idem", 0, gap))
     assert three.responses[0].partition_responses[0].error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    offsets = await client.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": "idem", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    offsets = await client.request(
+        2,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {"name": "idem", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+            ],
+        },
+    )
     assert offsets.topics[0].partitions[0].offset == 2
 
 

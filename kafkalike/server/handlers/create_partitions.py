@@ -20,7 +20,9 @@ async def handle_create_partitions(ctx: RequestContext, request: Message) -> Map
         entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
         try:
             if topic.assignments and any(b != ctx.broker.node_id for a in topic.assignments for b in a.broker_ids):
-                raise ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment names an unknown broker.")
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment names an unknown broker."
+                )
             ctx.broker.create_partitions(topic.name, topic.count, request.validate_only)
         except ControllerError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)

@@ -24,7 +24,13 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
     for topic in request.topics:
         if topic.name in duplicates:
-            results.append(_error(topic.name, ErrorCode.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {topic.name}."))
+            results.append(
+                _error(
+                    topic.name,
+                    ErrorCode.INVALID_REQUEST,
+                    f"Create topics request from client contains duplicate topic {topic.name}.",
+                )
+            )
             continue
         results.append(_create_one(ctx, topic, request.validate_only))
     return {"throttle_time_ms": 0, "topics": results}
@@ -36,21 +42,33 @@ def _create_one(ctx: RequestContext, topic: Message, validate_only: bool) -> dic
     replication = topic.replication_factor
     if topic.assignments:
         if partitions != -1 or replication != -1:
-            return _error(topic.name, ErrorCode.INVALID_REQUEST,
-                          "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+            return _error(
+                topic.name,
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+            )
         partitions = len(topic.assignments)
         replication = len(topic.assignments[0].broker_ids)
         if any(b != broker.node_id for a in topic.assignments for b in a.broker_ids):
-            return _error(topic.name, ErrorCode.BROKER_NOT_AVAILABLE, "Replica assignment names a broker that does not exist.")
+            return _error(
+                topic.name, ErrorCode.BROKER_NOT_AVAILABLE, "Replica assignment names a broker that does not exist."
+            )
     if partitions == -1:
         partitions = broker.config.int("num.partitions")
     if replication == -1:
         replication = broker.config.int("default.replication.factor")
     if replication <= 0:
-        return _error(topic.name, ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value.")
+        return _error(
+            topic.name,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
     if replication > 1:
-        return _error(topic.name, ErrorCode.INVALID_REPLICATION_FACTOR,
-                      f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.")
+        return _error(
+            topic.name,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.",
+        )
     configs = {c.name: c.value for c in topic.configs}
     if any(v is None for v in configs.values()):
         return _error(topic.name, ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs.")
@@ -59,18 +77,41 @@ def _create_one(ctx: RequestContext, topic: Message, validate_only: bool) -> dic
     except ControllerError as exc:
         return _error(topic.name, exc.code, exc.message)
     return {
-        "name": topic.name, "topic_id": created.topic_id, "error_code": 0, "error_message": None,
-        "num_partitions": partitions, "replication_factor": replication,
+        "name": topic.name,
+        "topic_id": created.topic_id,
+        "error_code": 0,
+        "error_message": None,
+        "num_partitions": partitions,
+        "replication_factor": replication,
         "configs": [
-            {"name": name, "value": configs.get(name, broker.config.topic_default(name)), "read_only": False,
-             "config_source": 1 if name in configs else 5, "is_sensitive": False}
+            {
+                "name": name,
+                "value": configs.get(name, broker.config.topic_default(name)),
+                "read_only": False,
+                "config_source": 1 if name in configs else 5,
+                "is_sensitive": False,
+            }
             for name in sorted(set(configs) | _REPORTED)
         ],
     }
 
 
-_REPORTED = {"cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "max.message.bytes", "min.insync.replicas"}
+_REPORTED = {
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "max.message.bytes",
+    "min.insync.replicas",
+}
 
 
 def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
-    return {"name": name, "error_code": code, "error_message": message, "num_partitions": -1, "replication_factor": -1, "configs": []}
+    return {
+        "name": name,
+        "error_code": code,
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+    }

@@ -28,7 +28,9 @@ async def handle_delete_topics(ctx: RequestContext, request: Message) -> Mapping
         if name is None:
             name = image.topic_names_by_id.get(topic_id)
             if name is None:
-                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID.")
+                entry.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID."
+                )
                 responses.append(entry)
                 continue
             entry["name"] = name

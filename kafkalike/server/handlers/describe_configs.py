@@ -30,8 +30,13 @@ async def handle_describe_configs(ctx: RequestContext, request: Message) -> Mapp
 
 
 def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[str, Any]:
-    result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-                              "resource_name": resource.resource_name, "configs": []}
+    result: dict[str, Any] = {
+        "error_code": 0,
+        "error_message": None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": [],
+    }
     config = ctx.broker.config
     if resource.resource_type == TOPIC_RESOURCE:
         topic = ctx.broker.controller.image.topics.get(resource.resource_name)
@@ -41,23 +46,37 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[st
         entries = [_topic_entry(config, topic.configs, name, synonyms) for name in sorted(TOPIC_CONFIGS)]
     elif resource.resource_type == BROKER_RESOURCE:
         if resource.resource_name not in ("", str(ctx.broker.node_id)):
-            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}")
+            result.update(
+                error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}"
+            )
             return result
         entries = [_broker_entry(config, name, synonyms) for name in sorted(BROKER_CONFIGS)]
     elif resource.resource_type == BROKER_LOGGER_RESOURCE:
         entries = []
     else:
-        result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unsupported resource type {resource.resource_type}")
+        result.update(
+            error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unsupported resource type {resource.resource_type}"
+        )
         return result
     wanted = resource.configuration_keys
     result["configs"] = [e for e in entries if wanted is None or not wanted or e["name"] in wanted]
     return result
 
 
-def _entry(name: str, value: str | None, source: int, type_: str, read_only: bool, synonyms: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"name": name, "value": value, "read_only": read_only, "is_default": source == DEFAULT_CONFIG,
-            "config_source": source, "is_sensitive": type_ == "password", "synonyms": synonyms,
-            "config_type": _TYPES.get(type_, 0), "documentation": None}
+def _entry(
+    name: str, value: str | None, source: int, type_: str, read_only: bool, synonyms: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "is_default": source == DEFAULT_CONFIG,
+        "config_source": source,
+        "is_sensitive": type_ == "password",
+        "synonyms": synonyms,
+        "config_type": _TYPES.get(type_, 0),
+        "documentation": None,
+    }
 
 
 def _broker_synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
@@ -89,5 +108,11 @@ def _broker_entry(config: BrokerConfig, name: str, synonyms: bool) -> dict[str, 
     d = BROKER_CONFIGS[name]
     chain = _broker_synonyms(config, name)
     source = config.source(name)
-    return _entry(name, config.get(name), STATIC_BROKER_CONFIG if source == "STATIC_BROKER_CONFIG" else DEFAULT_CONFIG,
-                  d.type, d.read_only, chain if synonyms else [])
+    return _entry(
+        name,
+        config.get(name),
+        STATIC_BROKER_CONFIG if source == "STATIC_BROKER_CONFIG" else DEFAULT_CONFIG,
+        d.type,
+        d.read_only,
+        chain if synonyms else [],
+    )

@@ -53,6 +53,7 @@ def _states(ctx: RequestContext, request: Message) -> list[PartitionState]:
 
 async def _any_event(events: list[trio.Event]) -> None:
     async with trio.open_nursery() as nursery:
+
         async def wait(event: trio.Event) -> None:
             await event.wait()
             nursery.cancel_scope.cancel()
@@ -82,12 +83,18 @@ def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any
     return responses, total
 
 
-def _read_partition(ctx: RequestContext, request: Message, name: str | None, part: Message,
-                    budget: float, first: bool) -> dict[str, Any]:
+def _read_partition(
+    ctx: RequestContext, request: Message, name: str | None, part: Message, budget: float, first: bool
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "partition_index": part.partition, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
-        "log_start_offset": -1, "aborted_transactions": [] if request.isolation_level == READ_COMMITTED else None,
-        "preferred_read_replica": -1, "records": b"",
+        "partition_index": part.partition,
+        "error_code": 0,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": [] if request.isolation_level == READ_COMMITTED else None,
+        "preferred_read_replica": -1,
+        "records": b"",
     }
     state = ctx.broker.partitions.get((name, part.partition)) if name else None
     if state is None:
@@ -95,18 +102,24 @@ def _read_partition(ctx: RequestContext, request: Message, name: str | None, par
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return entry
     plog = state.log
-    entry.update(high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
-                 log_start_offset=plog.log_start_offset)
+    entry.update(
+        high_watermark=plog.high_watermark,
+        last_stable_offset=plog.high_watermark,
+        log_start_offset=plog.log_start_offset,
+    )
     epoch = part.current_leader_epoch
     if epoch >= 0 and epoch != state.leader_epoch:
-        entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        entry["error_code"] = (
+            ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        )
         return entry
     limit = min(part.partition_max_bytes, budget)
     if limit <= 0 and not first:
         return entry
     try:
-        entry["records"] = plog.read_bytes(part.fetch_offset, int(limit), max_offset=plog.high_watermark,
-                                           min_one_batch=first)
+        entry["records"] = plog.read_bytes(
+            part.fetch_offset, int(limit), max_offset=plog.high_watermark, min_one_batch=first
+        )
     except OffsetOutOfRange:
         entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
     return entry

@@ -29,15 +29,23 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Mapping[
 
 
 def _one(ctx: RequestContext, topic: str, part: Message) -> dict[str, Any]:
-    entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": 0, "timestamp": -1,
-                             "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+    entry: dict[str, Any] = {
+        "partition_index": part.partition_index,
+        "error_code": 0,
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": -1,
+        "old_style_offsets": [],
+    }
     state = ctx.broker.partitions.get((topic, part.partition_index))
     if state is None:
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return entry
     epoch = part.current_leader_epoch
     if epoch >= 0 and epoch != state.leader_epoch:
-        entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        entry["error_code"] = (
+            ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        )
         return entry
     plog = state.log
     target = part.timestamp

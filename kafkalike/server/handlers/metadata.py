@@ -26,13 +26,23 @@ def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
     for index in range(topic.partitions):
         state = ctx.broker.partitions.get((topic.name, index))
         epoch = state.leader_epoch if state else 0
-        partitions.append({
-            "error_code": 0, "partition_index": index, "leader_id": node, "leader_epoch": epoch,
-            "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": [],
-        })
+        partitions.append(
+            {
+                "error_code": 0,
+                "partition_index": index,
+                "leader_id": node,
+                "leader_epoch": epoch,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+        )
     return {
-        "error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
-        "is_internal": topic.name.startswith("__"), "partitions": partitions,
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name.startswith("__"),
+        "partitions": partitions,
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     }
 

@@ -13,7 +13,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalike.log.errors import InvalidProducerEpoch, LogError, OutOfOrderSequence, RecordBatchTooLarge, UnknownProducerId
+from kafkalike.log.errors import (
+    InvalidProducerEpoch,
+    LogError,
+    OutOfOrderSequence,
+    RecordBatchTooLarge,
+    UnknownProducerId,
+)
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.records import batch_crc_ok, iter_batches
@@ -51,8 +57,15 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
 
 
 def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
-    result: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-                              "log_start_offset": -1, "record_errors": [], "error_message": None}
+    result: dict[str, Any] = {
+        "index": index,
+        "error_code": 0,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": None,
+    }
     state = ctx.broker.partitions.get((topic, index))
     try:
         if ctx.version < 3:
@@ -84,7 +97,9 @@ def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -
         raise ProduceError(exc.error_code, str(exc)) from None
     try:
         appended = state.log.append(
-            buf, leader_epoch=state.leader_epoch, now_ms=now_ms(),
+            buf,
+            leader_epoch=state.leader_epoch,
+            now_ms=now_ms(),
             log_append_time=state.log.config.message_timestamp_type == "LogAppendTime",
         )
     except LogError as exc:
@@ -92,19 +107,26 @@ def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -
         raise ProduceError(code, str(exc)) from None
     state.log.high_watermark = state.log.log_end_offset
     state.notify()
-    return {"base_offset": appended.first_offset, "log_append_time_ms": appended.log_append_time_ms,
-            "log_start_offset": appended.log_start_offset}
+    return {
+        "base_offset": appended.first_offset,
+        "log_append_time_ms": appended.log_append_time_ms,
+        "log_start_offset": appended.log_start_offset,
+    }
 
 
 def _validate(buf: bytearray, pos: int, header: Any, max_bytes: int) -> None:
     """What Kafka's LogValidator checks of a v2 batch from a producer, header-only."""
     if header.size > max_bytes:
-        raise ProduceError(ErrorCode.MESSAGE_TOO_LARGE,
-                           f"The record batch size in the append is {header.size} bytes which exceeds the maximum configured value of {max_bytes}.")
+        raise ProduceError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch size in the append is {header.size} bytes which exceeds the maximum configured value of {max_bytes}.",
+        )
     if not batch_crc_ok(buf, pos, header):
         raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "Record batch is corrupt (CRC mismatch)")
     if header.base_offset != 0:
-        raise ProduceError(ErrorCode.INVALID_RECORD, f"The baseOffset of the record batch should be 0, but it is {header.base_offset}")
+        raise ProduceError(
+            ErrorCode.INVALID_RECORD, f"The baseOffset of the record batch should be 0, but it is {header.base_offset}"
+        )
     if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
         raise ProduceError(ErrorCode.INVALID_RECORD, "Inconsistent batch offset range and record count")
     if header.is_control:
