@@ -13,7 +13,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 
 from construct import Construct, Container, Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
@@ -21,7 +21,8 @@ from kafkalike.protocol.errors import DecodeError, EncodeError, UnsupportedVersi
 from kafkalike.protocol.spec import ApiSpec, FieldSpec, MessageSpec, api_specs, default_value, load_specs
 from kafkalike.protocol.wire import FrameReader, KArray, KBool, KBytes, KNullableStruct, KString, KStruct, KUuid
 
-Message = Container
+# A decoded message: a construct Container (a dict with attribute access), untyped by nature.
+Message: TypeAlias = Any
 
 _FIXED: dict[str, tuple[Construct, int]] = {
     "int8": (Int8sb, 1),

@@ -37,7 +37,7 @@ def remaining(io: Any) -> int:
     pos = io.tell()
     end = io.seek(0, 2)
     io.seek(pos)
-    return int(end - pos)
+    return int(end) - int(pos)
 
 
 def read_exact(io: Any, n: int) -> bytes:
@@ -53,7 +53,7 @@ def read_uvarint(io: Any) -> int:
         b = io.read(1)
         if not b:
             raise DecodeError("truncated varint")
-        byte = b[0]
+        byte: int = b[0]
         result |= (byte & 0x7F) << (7 * i)
         if not byte & 0x80:
             return result
@@ -476,7 +476,9 @@ class KStruct(Construct):  # type: ignore[misc]
         lines = [f"def {fname}(obj, io, this):", "    get = obj.get"]
         for i, (name, sub, expr) in enumerate(self.fields):
             # Defaults are shared, read-only constants when building.
-            code.append(f"{fname}_d{i} = {expr}\ndef {fname}_f{i}(obj, io, this):\n    return {sub._compilebuild(code)}\n")
+            code.append(
+                f"{fname}_d{i} = {expr}\ndef {fname}_f{i}(obj, io, this):\n    return {sub._compilebuild(code)}\n"
+            )
             lines.append(f"    {fname}_f{i}(get({name!r}, {fname}_d{i}), io, this)")
         if self.flexible:
             lines.append("    tagged = []")
@@ -502,5 +504,3 @@ class KStruct(Construct):  # type: ignore[misc]
         lines.append("    return obj")
         code.append("\n".join(lines) + "\n")
         return f"{fname}(obj, io, this)"
-
-

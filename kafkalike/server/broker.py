@@ -166,10 +166,10 @@ class Broker:
 
     def auto_create(self, name: str) -> TopicImage | None:
         """Create a topic a client asked for, when auto.create.topics.enable allows it."""
-        if not self.config.bool("auto.create.topics.enable") or name.startswith("__"):
+        if not self.config.get_bool("auto.create.topics.enable") or name.startswith("__"):
             return None
         try:
-            return self.create_topic(name, self.config.int("num.partitions"), {})
+            return self.create_topic(name, self.config.get_int("num.partitions"), {})
         except ControllerError:
             return self.controller.image.topics.get(name)
 
@@ -202,7 +202,7 @@ class Broker:
             task_status.started((host, bound_port))
 
     async def _background_jobs(self) -> None:
-        interval_s = self.config.int("log.retention.check.interval.ms") / 1000
+        interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_ms = self.config.get("log.flush.interval.ms")
         tick_s = min(interval_s, int(flush_ms) / 1000 if flush_ms else interval_s, 1.0)
         next_retention = trio.current_time() + interval_s

@@ -142,13 +142,13 @@ class BrokerConfig:
         hours = self.explicit.get(f"{prefix}.hours", BROKER_CONFIGS[f"{prefix}.hours"].default or "168")
         return str(int(hours) * 3_600_000)
 
-    def int(self, name: str) -> int:
+    def get_int(self, name: str) -> int:
         value = self.get(name)
         if value is None:
             raise KeyError(name)
         return int(value)
 
-    def bool(self, name: str) -> bool:
+    def get_bool(self, name: str) -> bool:
         return (self.get(name) or "false").lower() == "true"
 
     def source(self, name: str) -> str:
@@ -157,7 +157,7 @@ class BrokerConfig:
 
     @property
     def node_id(self) -> int:
-        return self.int("node.id")
+        return self.get_int("node.id")
 
     @property
     def log_dirs(self) -> list[Path]:

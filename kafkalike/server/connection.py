@@ -36,7 +36,7 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
         client_host = str(peer[0])
     except OSError:
         client_host = "?"
-    splitter = FrameSplitter(broker.config.int("socket.request.max.bytes"))
+    splitter = FrameSplitter(broker.config.get_int("socket.request.max.bytes"))
     try:
         async with stream:
             while True:

@@ -54,9 +54,9 @@ def _create_one(ctx: RequestContext, topic: Message, validate_only: bool) -> dic
                 topic.name, ErrorCode.BROKER_NOT_AVAILABLE, "Replica assignment names a broker that does not exist."
             )
     if partitions == -1:
-        partitions = broker.config.int("num.partitions")
+        partitions = broker.config.get_int("num.partitions")
     if replication == -1:
-        replication = broker.config.int("default.replication.factor")
+        replication = broker.config.get_int("default.replication.factor")
     if replication <= 0:
         return _error(
             topic.name,

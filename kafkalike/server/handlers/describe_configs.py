@@ -91,7 +91,7 @@ def _broker_synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
 
 def _topic_entry(config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool) -> dict[str, Any]:
     type_, broker_name, fixed = TOPIC_CONFIGS[name]
-    chain = []
+    chain: list[dict[str, Any]] = []
     if name in overrides:
         chain.append({"name": name, "value": overrides[name], "source": TOPIC_CONFIG})
     if broker_name is not None:
