@@ -43,7 +43,8 @@ class TopicImage:
 class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
-    broker_configs: dict[str, str] = field(default_factory=dict)
+    # Dynamic broker configs by resource name: "" is the cluster-wide default, "1" broker 1.
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     next_producer_id_block: int = 0  # producer ids below this were handed out in earlier blocks
 
     def apply(self, record: Mapping[str, Any]) -> None:
@@ -72,7 +73,7 @@ class MetadataImage:
     def _config_target(self, record: Mapping[str, Any]) -> dict[str, str]:
         if record["resource_type"] == TOPIC_RESOURCE:
             return self.topics[record["resource_name"]].configs
-        return self.broker_configs
+        return self.broker_configs.setdefault(record["resource_name"], {})
 
 
 def validate_topic_name(name: str) -> None:

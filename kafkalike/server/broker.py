@@ -23,7 +23,7 @@ from kafkalike.log import LogConfig, LogManager, PartitionLog
 from kafkalike.protocol.api import RequestHeader
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener
+from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
 from kafkalike.server.registry import Handler, load_handlers
 
 log = logging.getLogger("kafkalike.broker")
@@ -71,6 +71,7 @@ class Broker:
         self.cluster_id = self._load_identity()
         self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, LogConfig(flush_interval_messages=1), now_ms())
         self.controller.replay(self._read_metadata_values())
+        self.apply_configs()
         for topic in self.controller.image.topics.values():
             self._open_partitions(topic)
         self.logs.remove_orphans(set(self.partitions) | {(METADATA_TOPIC, 0)})
@@ -107,28 +108,22 @@ class Broker:
 
     # -- topics -----------------------------------------------------------------------------
 
+    def topic_properties(self, topic: TopicImage) -> dict[str, str | None]:
+        """Every topic config's effective value: the topic's own, else the broker's."""
+        return {name: topic.configs.get(name, self.config.topic_default(name)) for name in TOPIC_CONFIGS}
+
     def log_config(self, topic: TopicImage) -> LogConfig:
-        def value(name: str) -> str:
-            return topic.configs.get(name) or self.config.topic_default(name) or ""
+        return LogConfig.from_properties(self.topic_properties(topic))
 
-        def int_value(name: str, fallback: int) -> int:
-            text = value(name)
-            return int(text) if text else fallback
-
-        return LogConfig(
-            segment_bytes=int_value("segment.bytes", 1 << 30),
-            segment_ms=int_value("segment.ms", 7 * 86_400_000),
-            retention_ms=int_value("retention.ms", 7 * 86_400_000),
-            retention_bytes=int_value("retention.bytes", -1),
-            flush_interval_messages=int_value("flush.messages", 2**63 - 1),
-            flush_interval_ms=int_value("flush.ms", 2**63 - 1),
-            index_interval_bytes=int_value("index.interval.bytes", 4096),
-            segment_index_bytes=int_value("segment.index.bytes", 10 << 20),
-            file_delete_delay_ms=int_value("file.delete.delay.ms", 60_000),
-            max_message_bytes=int_value("max.message.bytes", 1048588),
-            message_timestamp_type=value("message.timestamp.type") or "CreateTime",
-            cleanup_policy=value("cleanup.policy") or "delete",
-        )
+    def apply_configs(self) -> None:
+        """Make changed topic and broker configs take effect at once, without a restart."""
+        image = self.controller.image
+        self.config.dynamic_default = dict(image.broker_configs.get("", {}))
+        self.config.dynamic_broker = dict(image.broker_configs.get(str(self.node_id), {}))
+        for (name, _), state in self.partitions.items():
+            topic = image.topics.get(name)
+            if topic is not None:
+                state.log.config = self.log_config(topic)
 
     def _open_partitions(self, topic: TopicImage) -> None:
         config = self.log_config(topic)
@@ -141,9 +136,12 @@ class Broker:
     def create_topic(
         self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False
     ) -> TopicImage:
-        for key in configs:
+        for key, value in configs.items():
             if key not in TOPIC_CONFIGS:
                 raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+            problem = validate_value(key, value)
+            if problem is not None:
+                raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
         topic = self.controller.create_topic(name, partitions, configs, validate_only)
         if not validate_only:
             self._open_partitions(topic)

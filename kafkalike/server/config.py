@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+# DescribeConfigs config_source values.
+TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 3, 4, 5
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,10 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self.explicit: dict[str, str] = dict(values or {})
+        # Set at run time through AlterConfigs, kept in the metadata log: per this broker, and
+        # cluster-wide defaults. They win over the static file.
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_default: dict[str, str] = {}
 
     @classmethod
     def load(cls, path: Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -127,8 +135,9 @@ class BrokerConfig:
         return cls(values)
 
     def get(self, name: str) -> str | None:
-        if name in self.explicit:
-            return self.explicit[name]
+        for layer in (self.dynamic_broker, self.dynamic_default, self.explicit):
+            if name in layer:
+                return layer[name]
         if name == "log.retention.ms":
             return self._derived_ms("log.retention", "ms")
         if name == "log.roll.ms":
@@ -151,9 +160,34 @@ class BrokerConfig:
     def get_bool(self, name: str) -> bool:
         return (self.get(name) or "false").lower() == "true"
 
-    def source(self, name: str) -> str:
-        """``STATIC_BROKER_CONFIG`` when set in the file or overrides, ``DEFAULT_CONFIG`` otherwise."""
-        return "STATIC_BROKER_CONFIG" if name in self.explicit else "DEFAULT_CONFIG"
+    def source(self, name: str) -> int:
+        """Where the effective value comes from, as DescribeConfigs' config_source numbers it."""
+        if name in self.dynamic_broker:
+            return DYNAMIC_BROKER_CONFIG
+        if name in self.dynamic_default:
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        return STATIC_BROKER_CONFIG if name in self.explicit else DEFAULT_CONFIG
+
+    def synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
+        """Every layer that sets ``name``, strongest first: (name, value, source)."""
+        out: list[tuple[str, str | None, int]] = []
+        layers = (
+            (self.dynamic_broker, DYNAMIC_BROKER_CONFIG),
+            (self.dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self.explicit, STATIC_BROKER_CONFIG),
+        )
+        for layer, source in layers:
+            if name in layer:
+                out.append((name, layer[name], source))
+        d = BROKER_CONFIGS.get(name)
+        default = d.default if d else None
+        if name == "log.retention.ms" and default is None:
+            default = str(int(BROKER_CONFIGS["log.retention.hours"].default or "168") * 3_600_000)
+        if name == "log.roll.ms" and default is None:
+            default = str(int(BROKER_CONFIGS["log.roll.hours"].default or "168") * 3_600_000)
+        if default is not None:
+            out.append((name, default, DEFAULT_CONFIG))
+        return out
 
     @property
     def node_id(self) -> int:
@@ -179,3 +213,74 @@ def parse_listener(text: str) -> tuple[str, int]:
         text = text.split("://", 1)[1]
     host, _, port = text.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+_CHOICES = {
+    "cleanup.policy": {"delete", "compact"},
+    "compression.type": {"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
+    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
+    "log.cleanup.policy": {"delete", "compact"},
+    "log.message.timestamp.type": {"CreateTime", "LogAppendTime"},
+}
+# Smallest accepted values, as Kafka's ConfigDef validators state them.
+_AT_LEAST = {
+    "segment.bytes": 14,
+    "log.segment.bytes": 14,
+    "segment.ms": 1,
+    "segment.index.bytes": 4,
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "log.retention.bytes": -1,
+    "max.message.bytes": 0,
+    "message.max.bytes": 0,
+    "min.insync.replicas": 1,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "index.interval.bytes": 0,
+    "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "file.delete.delay.ms": 0,
+    "segment.jitter.ms": 0,
+    "num.partitions": 1,
+    "log.retention.ms": -1,
+}
+
+
+def config_type(name: str) -> str | None:
+    if name in TOPIC_CONFIGS:
+        return TOPIC_CONFIGS[name][0]
+    d = BROKER_CONFIGS.get(name)
+    return d.type if d else None
+
+
+def validate_value(name: str, value: str | None) -> str | None:
+    """None when ``value`` is acceptable for config ``name``, else Kafka's kind of message."""
+    type_ = config_type(name)
+    if type_ is None:
+        return f"Unknown config name: {name}"
+    if value is None:
+        return f"Null value not supported for config {name}"
+    try:
+        if type_ in ("int", "long", "short"):
+            number = int(value.strip())
+            limit = {"int": INT_MAX, "short": 2**15 - 1, "long": LONG_MAX}[type_]
+            if not -limit - 1 <= number <= limit:
+                raise ValueError
+            if number < _AT_LEAST.get(name, -limit - 1):
+                return f"Invalid value {value} for configuration {name}: Value must be at least {_AT_LEAST[name]}"
+        elif type_ == "double":
+            float(value)
+        elif type_ == "boolean" and value.strip().lower() not in ("true", "false"):
+            raise ValueError
+    except ValueError:
+        return f"Invalid value {value} for configuration {name}: Not a number of type {type_.upper()}"
+    choices = _CHOICES.get(name)
+    if choices is not None:
+        items = [v.strip() for v in value.split(",")] if type_ == "list" else [value]
+        bad = [v for v in items if v not in choices]
+        if bad or not items:
+            return (
+                f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(sorted(choices))}"
+            )
+    return None

@@ -5,26 +5,15 @@ from __future__ import annotations
 import struct
 
 import trio
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch
 from tests.server.conftest import RunningBroker
 
-# Apache Kafka 4.0's advertised ranges for the APIs this broker implements.
-AK_40 = {
-    0: (0, 12),
-    1: (4, 17),
-    2: (1, 10),
-    3: (0, 13),
-    18: (0, 4),
-    19: (2, 7),
-    20: (1, 6),
-    22: (0, 5),
-    23: (2, 4),
-    32: (1, 4),
-    37: (0, 3),
-    60: (0, 2),
-}
+# Apache Kafka 4.0.1's advertised ranges (4.0.0 plus JoinGroup from v0 again, KAFKA-19444), as
+# kafka-python records them to recognise brokers.
+AK_40 = {**BROKER_API_VERSIONS[(4, 0)], 11: (0, 9)}
 
 
 async def test_api_versions_match_kafka_40_for_every_api_served(running: RunningBroker) -> None:

@@ -1,9 +1,9 @@
 """DescribeConfigs (key 32): v1-4. Topic and broker configs with Kafka's values and sources.
 
 A topic config set on the topic reports source TOPIC_CONFIG; otherwise it shows the broker's
-value (STATIC_BROKER_CONFIG when the server was configured with it, DEFAULT_CONFIG when not).
-v1+ can list synonyms (topic -> broker -> default); v3+ adds the type and documentation
-(documentation is null: not carried).
+value, sourced where the broker got it (dynamic per-broker, dynamic cluster default, the
+static file, or the default). v1+ can list synonyms, strongest first; v3+ adds the config
+type and documentation (documentation is null: not carried).
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from typing import Any
 from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig
+from kafkalike.server.config import BROKER_CONFIGS, DEFAULT_CONFIG, TOPIC_CONFIG, TOPIC_CONFIGS, BrokerConfig
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 BROKER_LOGGER_RESOURCE = 8
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8, "password": 9}
 
@@ -59,13 +58,14 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[st
         )
         return result
     wanted = resource.configuration_keys
-    result["configs"] = [e for e in entries if wanted is None or not wanted or e["name"] in wanted]
+    result["configs"] = [e for e in entries if not wanted or e["name"] in wanted]
     return result
 
 
 def _entry(
-    name: str, value: str | None, source: int, type_: str, read_only: bool, synonyms: list[dict[str, Any]]
+    name: str, chain: list[tuple[str, str | None, int]], type_: str, read_only: bool, synonyms: bool
 ) -> dict[str, Any]:
+    _, value, source = chain[0] if chain else (name, None, DEFAULT_CONFIG)
     return {
         "name": name,
         "value": value,
@@ -73,46 +73,27 @@ def _entry(
         "is_default": source == DEFAULT_CONFIG,
         "config_source": source,
         "is_sensitive": type_ == "password",
-        "synonyms": synonyms,
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in chain] if synonyms else [],
         "config_type": _TYPES.get(type_, 0),
         "documentation": None,
     }
 
 
-def _broker_synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
-    out = []
-    if name in config.explicit:
-        out.append({"name": name, "value": config.explicit[name], "source": STATIC_BROKER_CONFIG})
-    d = BROKER_CONFIGS.get(name)
-    if d is not None and d.default is not None:
-        out.append({"name": name, "value": d.default, "source": DEFAULT_CONFIG})
-    return out
-
-
 def _topic_entry(config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool) -> dict[str, Any]:
     type_, broker_name, fixed = TOPIC_CONFIGS[name]
-    chain: list[dict[str, Any]] = []
+    chain: list[tuple[str, str | None, int]] = []
     if name in overrides:
-        chain.append({"name": name, "value": overrides[name], "source": TOPIC_CONFIG})
+        chain.append((name, overrides[name], TOPIC_CONFIG))
     if broker_name is not None:
-        chain += _broker_synonyms(config, broker_name)
-        if broker_name not in config.explicit and not any(s["source"] == DEFAULT_CONFIG for s in chain):
-            chain.append({"name": broker_name, "value": config.get(broker_name), "source": DEFAULT_CONFIG})
+        chain += config.synonyms(broker_name)
     else:
-        chain.append({"name": name, "value": fixed, "source": DEFAULT_CONFIG})
-    first = chain[0]
-    return _entry(name, first["value"], first["source"], type_, False, chain if synonyms else [])
+        chain.append((name, fixed, DEFAULT_CONFIG))
+    return _entry(name, chain, type_, False, synonyms)
 
 
 def _broker_entry(config: BrokerConfig, name: str, synonyms: bool) -> dict[str, Any]:
     d = BROKER_CONFIGS[name]
-    chain = _broker_synonyms(config, name)
-    source = config.source(name)
-    return _entry(
-        name,
-        config.get(name),
-        STATIC_BROKER_CONFIG if source == "STATIC_BROKER_CONFIG" else DEFAULT_CONFIG,
-        d.type,
-        d.read_only,
-        chain if synonyms else [],
-    )
+    chain = config.synonyms(name)
+    if not chain:
+        chain = [(name, config.get(name), config.source(name))]
+    return _entry(name, chain, d.type, d.read_only, synonyms)

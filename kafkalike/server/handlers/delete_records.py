@@ -1,0 +1,40 @@
+"""DeleteRecords (key 21): v0-2. Moves a partition's log start offset forward.
+
+Offset -1 means "up to the high watermark". An offset past the high watermark is
+OFFSET_OUT_OF_RANGE. Reads below the new start then get OFFSET_OUT_OF_RANGE; whole segments
+below it are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.broker import now_ms
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+
+@handles(21, 0, 2)
+async def handle_delete_records(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            entry: dict[str, Any] = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
+            state = ctx.broker.partitions.get((topic.name, part.partition_index))
+            if state is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offset = state.log.high_watermark if part.offset == -1 else part.offset
+                if offset < 0 or offset > state.log.high_watermark:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    entry["low_watermark"] = ctx.broker.logs.delete_records(
+                        topic.name, part.partition_index, offset, now_ms()
+                    )
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

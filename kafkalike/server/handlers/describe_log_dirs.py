@@ -1,0 +1,44 @@
+"""DescribeLogDirs (key 35): v1-4. Each log directory, its partitions and their sizes.
+
+v3 adds a top-level error code; v4 adds the directory's total and usable bytes.
+A null topic list means every topic.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.protocol.codec import Message
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+
+@handles(35, 1, 4)
+async def handle_describe_log_dirs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    broker = ctx.broker
+    wanted: dict[str, set[int] | None] | None = None
+    if request.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in request.topics}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (name, index), state in sorted(broker.partitions.items()):
+        if wanted is not None and (name not in wanted or index not in (wanted[name] or ())):
+            continue
+        by_topic.setdefault(name, []).append(
+            {
+                "partition_index": index,
+                "partition_size": state.log.size_in_bytes,
+                "offset_lag": 0,
+                "is_future_key": False,
+            }
+        )
+    usage = shutil.disk_usage(broker.data_dir)
+    result = {
+        "error_code": 0,
+        "log_dir": str(broker.data_dir.resolve()),
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        "total_bytes": usage.total,
+        "usable_bytes": usage.free,
+    }
+    return {"throttle_time_ms": 0, "error_code": 0, "results": [result]}
