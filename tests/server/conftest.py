@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -17,9 +17,13 @@ class RunningBroker:
     broker: Broker
     host: str
     port: int
+    clients: list[AsyncWireClient] = field(default_factory=list)
 
     async def client(self) -> AsyncWireClient:
-        return await AsyncWireClient.connect(self.host, self.port)
+        """A raw protocol client, closed when the test ends."""
+        client = await AsyncWireClient.connect(self.host, self.port)
+        self.clients.append(client)
+        return client
 
 
 def make_config(tmp_path: Path, **overrides: str) -> BrokerConfig:
@@ -33,6 +37,9 @@ async def running(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Runnin
     broker = Broker(make_config(tmp_path))
     broker.open()
     host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    yield RunningBroker(broker, host, port)
+    running = RunningBroker(broker, host, port)
+    yield running
+    for client in running.clients:
+        await client.aclose()
     nursery.cancel_scope.cancel()
     broker.close()
