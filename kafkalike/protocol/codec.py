@@ -122,6 +122,11 @@ class Schema:
     def decode_from(self, reader: FrameReader) -> Message:
         return _call_parse(self.construct, reader)
 
+    def field_names(self) -> set[str]:
+        """The top-level fields this version carries on the wire (regular and tagged)."""
+        tree = self.construct.defersubcon
+        return {name for name, _, _ in tree.fields} | {name for _, name, _, _ in tree.tagged}
+
     def encode(self, message: Mapping[str, Any]) -> bytes:
         try:
             return bytes(self.construct.build(message))

@@ -11,7 +11,6 @@ import base64
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,18 @@ import trio
 
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
 from kafkalike.log import LogConfig, LogManager, PartitionLog
-from kafkalike.protocol.api import RequestHeader
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
+from kafkalike.server.faults import FaultInjector
 from kafkalike.server.registry import Handler, load_handlers
 
 log = logging.getLogger("kafkalike.broker")
 METADATA_TOPIC = "__cluster_metadata"
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def now_ms() -> int:
@@ -50,16 +53,19 @@ class PartitionState:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, ephemeral: bool = False, logs: LogManager | None = None) -> None:
+        """``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
+        storage of a previous broker object, so an ephemeral broker can be restarted."""
         self.config = config
         self.node_id = config.node_id
         self.data_dir = config.log_dirs[0]
+        self.ephemeral = ephemeral or (logs is not None and logs.memory)
         self.handlers: dict[int, Handler] = load_handlers()
         self.partitions: dict[tuple[str, int], PartitionState] = {}
-        self.logs = LogManager(config.log_dirs)
+        self.logs = logs or LogManager(config.log_dirs, storage="memory" if ephemeral else "file")
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
-        self.request_hooks: list[Callable[[RequestHeader], None]] = []
+        self.faults = FaultInjector()
         self._metadata_log: PartitionLog | None = None
         self.controller = QuorumController(self._append_metadata)
 
@@ -67,8 +73,11 @@ class Broker:
 
     def open(self) -> None:
         """Load the data directory: identity, metadata log replay, partition logs."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_identity()
+        if self.ephemeral:
+            self.cluster_id = self.config.get("cluster.id") or _new_cluster_id()
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.cluster_id = self._load_identity()
         self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, LogConfig(flush_interval_messages=1), now_ms())
         self.controller.replay(self._read_metadata_values())
         self.apply_configs()
@@ -87,7 +96,7 @@ class Broker:
                     values[key.strip()] = value.strip()
         cluster_id = self.config.get("cluster.id") or values.get("cluster.id")
         if not cluster_id:
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = _new_cluster_id()
         if values.get("cluster.id") != cluster_id:
             path.write_text(f"#kafkalike meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
         return cluster_id
@@ -162,6 +171,12 @@ class Broker:
             self._open_partitions(topic)
         return topic
 
+    def seed_topics(self, topics: list[tuple[str, int]]) -> None:
+        """Create the named topics unless they exist (start-up seeding)."""
+        for name, partitions in topics:
+            if name not in self.controller.image.topics:
+                self.create_topic(name, partitions, {})
+
     def auto_create(self, name: str) -> TopicImage | None:
         """Create a topic a client asked for, when auto.create.topics.enable allows it."""
         if not self.config.get_bool("auto.create.topics.enable") or name.startswith("__"):
@@ -178,10 +193,6 @@ class Broker:
             {"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
             for h in sorted(self.handlers.values(), key=lambda h: h.api_key)
         ]
-
-    def intercept(self, header: RequestHeader) -> None:
-        for hook in self.request_hooks:
-            hook(header)
 
     # -- serving ----------------------------------------------------------------------------
 

@@ -98,6 +98,18 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None]] = {
 }
 
 
+# For test suites, like a dev-container broker: topics appear on first use, groups form at
+# once, small internal topics.
+TEST_PROFILE = {
+    "auto.create.topics.enable": "true",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "100",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "log.retention.check.interval.ms": "1000",
+}
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Java .properties, the subset Kafka's files use: key=value or key: value, # and ! comments."""
     out: dict[str, str] = {}

@@ -8,7 +8,8 @@ client pipelines. A frame that cannot be split or decoded closes this connection
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -19,9 +20,12 @@ from kafkalike.protocol.api import (
     decode_request,
     encode_response,
 )
+from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.server.context import RequestContext
+from kafkalike.server.error_responses import error_response
+from kafkalike.server.faults import Fault
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
@@ -64,7 +68,11 @@ async def _handle_frame(broker: Broker, frame: bytes, client_host: str) -> bytes
     handler = broker.handlers.get(header.api_key)
     if handler is None or not handler.supports(header.api_version):
         return _unsupported(broker, header)
-    broker.intercept(header)
+    fault = broker.faults.take(header.api_key) if broker.faults.faults else None
+    if fault is not None:
+        injected = await _apply_fault(fault, header, body)
+        if injected is not None:
+            return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
     ctx = RequestContext(broker, header, client_host)
     try:
         result = await handler.fn(ctx, body)
@@ -77,6 +85,26 @@ async def _handle_frame(broker: Broker, frame: bytes, client_host: str) -> bytes
     if result is None:
         return None
     return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+
+class DroppedByFault(ProtocolError):
+    """A test asked for this connection to be dropped."""
+
+
+async def _apply_fault(fault: Fault, header: RequestHeader, body: Message) -> Mapping[str, Any] | None:
+    """Delay, drop or answer with an error instead of handling; None lets the handler run."""
+    if fault.delay_s:
+        await trio.sleep(fault.delay_s)
+    if fault.drop:
+        raise DroppedByFault(f"fault injected: drop on API {header.api_key}")
+    if fault.interceptor is not None:
+        return fault.interceptor(header, body)
+    if fault.error_code is not None:
+        response = error_response(header.api_key, header.api_version, body, fault.error_code)
+        if response is None:
+            raise DroppedByFault(f"fault injected: API {header.api_key} has no error response; dropping")
+        return response
+    return None
 
 
 def _unsupported(broker: Broker, header: RequestHeader) -> bytes:

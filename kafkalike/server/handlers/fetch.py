@@ -101,6 +101,9 @@ def _read_partition(
         unknown_id = ctx.version >= 13 and name is None
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return entry
+    if ctx.broker.faults.is_paused(state.topic, state.index):
+        entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return entry
     plog = state.log
     entry.update(
         high_watermark=plog.high_watermark,

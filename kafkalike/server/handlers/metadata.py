@@ -26,11 +26,12 @@ def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
     for index in range(topic.partitions):
         state = ctx.broker.partitions.get((topic.name, index))
         epoch = state.leader_epoch if state else 0
+        paused = ctx.broker.faults.is_paused(topic.name, index)
         partitions.append(
             {
-                "error_code": 0,
+                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if paused else 0,
                 "partition_index": index,
-                "leader_id": node,
+                "leader_id": -1 if paused else node,
                 "leader_epoch": epoch,
                 "replica_nodes": [node],
                 "isr_nodes": [node],

@@ -74,6 +74,8 @@ def _produce_partition(ctx: RequestContext, topic: str, index: int, records: byt
             raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
         if state is None:
             raise ProduceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if ctx.broker.faults.is_paused(topic, index):
+            raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic.startswith("__") and topic != "__consumer_offsets":
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
         appended = _append(ctx, state, records)

@@ -1,0 +1,295 @@
+"""An in-process broker for test suites: start in milliseconds, no disk, fault hooks.
+
+    with InProcessBroker(seed_topics={"orders": 3}) as kafka:
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
+        ...
+        kafka.faults.inject_error(api_key=0, error_code=6, times=2)  # NOT_LEADER_OR_FOLLOWER twice
+
+Used outside trio (plain code, asyncio, pytest without trio) it runs its trio loop in a
+thread; inside trio, ``async with InProcessBroker()`` runs it in the caller's loop. The API is
+shaped for several brokers (``Cluster(brokers=3)``) once replication exists.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from kafkalike.log import LogManager
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkalike.server.broker import Broker
+from kafkalike.server.config import TEST_PROFILE, BrokerConfig
+from kafkalike.server.faults import Fault, Interceptor
+from kafkalike.testing.wire_client import WireClient
+
+T = TypeVar("T")
+
+
+class Faults:
+    """Fault hooks of a running in-process broker; safe to call from the test's thread."""
+
+    def __init__(self, owner: InProcessBroker) -> None:
+        self._owner = owner
+
+    def _add(self, fault: Fault) -> None:
+        self._owner._call(lambda b: b.faults.add(fault))
+
+    def inject_error(self, api_key: int, error_code: int, times: int | None = 1) -> None:
+        """Answer the next ``times`` requests of ``api_key`` with ``error_code`` instead of handling them."""
+        self._add(Fault(api_key, error_code=error_code, times=times))
+
+    def delay(self, api_key: int, seconds: float, times: int | None = None) -> None:
+        """Hold requests of ``api_key`` for ``seconds`` before handling them."""
+        self._add(Fault(api_key, delay_s=seconds, times=times))
+
+    def drop_connection(self, api_key: int, times: int | None = 1) -> None:
+        """Close the client's connection when it sends ``api_key``."""
+        self._add(Fault(api_key, drop=True, times=times))
+
+    def intercept(self, api_key: int, interceptor: Interceptor, times: int | None = None) -> None:
+        """Call ``interceptor(header, request)``; a mapping it returns is sent as the response."""
+        self._add(Fault(api_key, interceptor=interceptor, times=times))
+
+    def pause_partition(self, topic: str, partition: int) -> None:
+        """The partition loses its leader: produce and fetch get NOT_LEADER_OR_FOLLOWER."""
+        self._owner._call(lambda b: b.faults.paused_partitions.add((topic, partition)))
+
+    def resume_partition(self, topic: str, partition: int) -> None:
+        self._owner._call(lambda b: b.faults.paused_partitions.discard((topic, partition)))
+
+    def clear(self) -> None:
+        self._owner._call(lambda b: b.faults.clear())
+
+
+class InProcessBroker:
+    def __init__(
+        self,
+        *,
+        ephemeral: bool = True,
+        data_dir: str | Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        test_profile: bool = True,
+        seed_topics: Mapping[str, int] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if not ephemeral and data_dir is None:
+            raise ValueError("a durable broker needs a data_dir")
+        values = dict(TEST_PROFILE) if test_profile else {}
+        values["log.dirs"] = str(data_dir or "kafkalike-memory")
+        values.update(overrides or {})
+        self.config = BrokerConfig(values)
+        self.ephemeral = ephemeral
+        self.seed = dict(seed_topics or {})
+        self.host, self.port = host, port
+        self.faults = Faults(self)
+        self.broker: Broker | None = None
+        self._logs: LogManager | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: trio.Event | None = None
+        self._stack: AsyncExitStack | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- running --------------------------------------------------------------------------
+
+    def _new_broker(self) -> Broker:
+        broker = Broker(self.config, ephemeral=self.ephemeral, logs=self._logs)
+        broker.open()
+        broker.seed_topics(list(self.seed.items()))
+        self._logs = broker.logs if self.ephemeral else None
+        # Later restarts keep the same cluster id, as a real restart does.
+        self.config.explicit.setdefault("cluster.id", broker.cluster_id)
+        return broker
+
+    async def _serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        self.broker = self._new_broker()
+        self._token = trio.lowlevel.current_trio_token()
+        self._stop = trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                host, port = await nursery.start(self.broker.serve, self.host, self.port)
+                self.host, self.port = host, port
+                task_status.started()
+                await self._stop.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.broker.close()
+
+    def start(self) -> InProcessBroker:
+        """Run the broker in a background thread (for code that is not on trio)."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._serve)
+                ready.set()
+
+        def run() -> None:
+            try:
+                trio.run(main)
+            except BaseException as exc:  # surfaced to the starting thread
+                failure.append(exc)
+                ready.set()
+
+        self._thread = threading.Thread(target=run, name="kafkalike-broker", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise RuntimeError("in-process broker failed to start") from failure[0]
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None and self._token is not None and self._stop is not None:
+            stop = self._stop
+            trio.from_thread.run_sync(stop.set, trio_token=self._token)
+            self._thread.join()
+            self._thread = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port, keeping the data (also when ephemeral)."""
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> InProcessBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> InProcessBroker:
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            return await _in_thread(self.start)
+        self._stack = AsyncExitStack()
+        nursery = await self._stack.enter_async_context(trio.open_nursery())
+        await nursery.start(self._serve)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._stack is None:
+            await _in_thread(self.stop)
+            return
+        assert self._stop is not None
+        self._stop.set()
+        await self._stack.aclose()
+        self._stack = None
+
+    def _call(self, fn: Callable[[Broker], object]) -> None:
+        """Run ``fn(broker)`` on the broker's own loop (faults change broker state)."""
+        assert self.broker is not None, "broker not started"
+        broker = self.broker
+        if self._thread is not None and threading.current_thread() is not self._thread and self._token is not None:
+            trio.from_thread.run_sync(lambda: fn(broker), trio_token=self._token)
+        else:
+            fn(broker)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def client(self) -> WireClient:
+        return WireClient(self.host, self.port)
+
+    def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None) -> None:
+        with self.client() as client:
+            response = client.request(
+                19,
+                7,
+                {
+                    "topics": [
+                        {
+                            "name": name,
+                            "num_partitions": partitions,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                        }
+                    ],
+                    "timeout_ms": 30000,
+                    "validate_only": False,
+                },
+            )
+        topic = response.topics[0]
+        if topic.error_code:
+            raise RuntimeError(f"create_topic {name}: error {topic.error_code}: {topic.error_message}")
+
+    def delete_topic(self, name: str) -> None:
+        with self.client() as client:
+            client.request(20, 6, {"topics": [{"name": name}], "timeout_ms": 30000})
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int = 0,
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> int:
+        """Append one record; returns its offset."""
+        batch = build_batch([Record(key=key, value=value, headers=list(headers or []))])
+        with self.client() as client:
+            response = client.request(
+                0,
+                9,
+                {
+                    "acks": -1,
+                    "timeout_ms": 30000,
+                    "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+                },
+            )
+        part = response.responses[0].partition_responses[0]
+        if part.error_code:
+            raise RuntimeError(f"produce to {topic}-{partition}: error {part.error_code}")
+        return int(part.base_offset)
+
+    def consume(
+        self, topic: str, partition: int = 0, offset: int = 0, max_bytes: int = 1 << 20
+    ) -> list[tuple[int, Record]]:
+        """The records from ``offset`` up to the high watermark (one fetch), with their offsets."""
+        with self.client() as client:
+            response = client.request(
+                1,
+                12,
+                {
+                    "replica_id": -1,
+                    "max_wait_ms": 0,
+                    "min_bytes": 0,
+                    "max_bytes": max_bytes,
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [
+                                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}
+                            ],
+                        }
+                    ],
+                },
+            )
+        part: Message = response.responses[0].partitions[0]
+        if part.error_code:
+            raise RuntimeError(f"fetch from {topic}-{partition}: error {part.error_code}")
+        out = []
+        blob = part.records or b""
+        for pos, header in iter_batches(blob, partial_ok=True):
+            for record in decode_records(blob, pos, header):
+                record_offset = header.base_offset + record.offset_delta
+                if record_offset >= offset:
+                    out.append((record_offset, record))
+        return out
+
+
+async def _in_thread(fn: Callable[[], T]) -> T:
+    """Run blocking start/stop from an asyncio (or other non-trio) event loop."""
+    import asyncio
+
+    return await asyncio.get_running_loop().run_in_executor(None, fn)
