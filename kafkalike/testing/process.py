@@ -31,6 +31,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
         self.host = "127.0.0.1"
+        self._drainer: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -52,7 +53,8 @@ class BrokerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._drain, args=(self.proc, lines), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(self.proc, lines), daemon=True)
+        self._drainer.start()
         while True:
             try:
                 line = lines.get(timeout=self.ready_timeout_s)
@@ -68,22 +70,31 @@ class BrokerProcess:
 
     def _drain(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            self.output.append(line)
-            lines.put(line)
+        with proc.stdout:  # closed at EOF, so no pipe outlives the process
+            for line in proc.stdout:
+                self.output.append(line)
+                lines.put(line)
         lines.put(None)
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM and wait: the broker flushes and exits."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout_s)
+        code = self.proc.wait(timeout_s)
+        self._join_drainer()
+        return code
 
     def kill(self) -> None:
         """SIGKILL: no flush, no clean-shutdown marker."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
+            self._join_drainer()
+
+    def _join_drainer(self) -> None:
+        """After the process exits: its last output is in ``output`` and its pipe is closed."""
+        if self._drainer is not None:
+            self._drainer.join(30)
 
     def restart(self) -> BrokerProcess:
         """Start again on the same port and data directory."""
