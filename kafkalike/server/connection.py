@@ -67,7 +67,11 @@ async def _handle_frame(broker: Broker, frame: bytes, client_host: str) -> bytes
         return _unsupported(broker, exc.header)
     handler = broker.handlers.get(header.api_key)
     if handler is None or not handler.supports(header.api_version):
-        return _unsupported(broker, header)
+        # Decodable but not served: answer UNSUPPORTED_VERSION where the response can carry it.
+        answer = error_response(header.api_key, header.api_version, body, ErrorCode.UNSUPPORTED_VERSION)
+        if answer is None or header.api_key == API_VERSIONS_KEY:
+            return _unsupported(broker, header)
+        return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
     fault = broker.faults.take(header.api_key) if broker.faults.faults else None
     if fault is not None:
         injected = await _apply_fault(fault, header, body)
@@ -108,7 +112,8 @@ async def _apply_fault(fault: Fault, header: RequestHeader, body: Message) -> Ma
 
 
 def _unsupported(broker: Broker, header: RequestHeader) -> bytes:
-    """UNSUPPORTED_VERSION for ApiVersions (v0 body, KIP-511); other APIs close the connection."""
+    """UNSUPPORTED_VERSION for ApiVersions (v0 body, KIP-511); other APIs, whose response we
+    cannot build at that version, close the connection."""
     if header.api_key == API_VERSIONS_KEY:
         body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": broker.api_versions()}
         return encode_response(API_VERSIONS_KEY, 0, header.correlation_id, body)

@@ -210,3 +210,26 @@ async def test_malformed_frame_closes_only_that_connection(running: RunningBroke
     assert await bad2.receive_frame() is None
     response = await good.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
     assert response.error_code == 0
+
+
+async def test_versions_below_the_advertised_range_get_unsupported_version(running: RunningBroker) -> None:
+    client = await running.client()
+    await _create(client, "old")
+    fetch_v3 = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1000,
+        "topics": [{"topic": "old", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}],
+    }
+    response = await client.request(1, 3, fetch_v3)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+    produce_v2 = await client.request(0, 2, _produce_body("old", 0, build_batch([Record(value=b"x")])))
+    assert produce_v2.responses[0].partition_responses[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+    # An API this broker does not serve at all, whose response has a top-level error code.
+    acls = await client.request(
+        29, 1, {"resource_type_filter": 1, "pattern_type_filter": 3, "operation": 1, "permission_type": 1}
+    )
+    assert acls.error_code == ErrorCode.UNSUPPORTED_VERSION
+    # The connection is still usable afterwards.
+    assert (await client.request(18, 3, {})).error_code == 0
