@@ -63,6 +63,11 @@ _BROKER_DEFS = [
     ConfigDef("group.initial.rebalance.delay.ms", "int", "3000"),
     ConfigDef("group.min.session.timeout.ms", "int", "6000"),
     ConfigDef("group.max.session.timeout.ms", "int", "1800000"),
+    ConfigDef("group.max.size", "int", "2147483647"),
+    ConfigDef("offsets.retention.minutes", "int", "10080"),
+    ConfigDef("offsets.retention.check.interval.ms", "long", "600000"),
+    ConfigDef("offsets.topic.segment.bytes", "int", "104857600"),
+    ConfigDef("offset.metadata.max.bytes", "int", "4096"),
     ConfigDef("transaction.max.timeout.ms", "int", "900000"),
     ConfigDef("producer.id.expiration.ms", "int", "86400000", read_only=False),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", "1000"),
@@ -77,7 +82,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None]] = {
     "delete.retention.ms": ("long", None, "86400000"),
     "file.delete.delay.ms": ("long", "log.segment.delete.delay.ms", None),
     "flush.messages": ("long", "log.flush.interval.messages", None),
-    "flush.ms": ("long", None, str(LONG_MAX)),
+    "flush.ms": ("long", "log.flush.interval.ms", str(LONG_MAX)),
     "index.interval.bytes": ("int", "log.index.interval.bytes", None),
     "max.compaction.lag.ms": ("long", None, str(LONG_MAX)),
     "max.message.bytes": ("int", "message.max.bytes", None),
@@ -216,7 +221,8 @@ class BrokerConfig:
         if entry is None:
             return None
         _, broker_name, fixed = entry
-        return self.get(broker_name) if broker_name else fixed
+        value = self.get(broker_name) if broker_name else None
+        return fixed if value is None else value
 
 
 def parse_listener(text: str) -> tuple[str, int]:
