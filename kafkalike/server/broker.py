@@ -23,6 +23,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
 from kafkalike.server.faults import FaultInjector
+from kafkalike.server.group_service import GroupService
 from kafkalike.server.registry import Handler, load_handlers
 
 log = logging.getLogger("kafkalike.broker")
@@ -68,6 +69,7 @@ class Broker:
         self.faults = FaultInjector()
         self._metadata_log: PartitionLog | None = None
         self.controller = QuorumController(self._append_metadata)
+        self.groups = GroupService(self)
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -84,6 +86,11 @@ class Broker:
         for topic in self.controller.image.topics.values():
             self._open_partitions(topic)
         self.logs.remove_orphans(set(self.partitions) | {(METADATA_TOPIC, 0)})
+        self._open_groups()
+
+    def _open_groups(self) -> None:
+        """The group coordinator, with its state replayed from __consumer_offsets."""
+        self.groups.open()
 
     def _load_identity(self) -> str:
         """meta.properties, as Kafka writes it: cluster.id, node.id, version."""
@@ -163,6 +170,7 @@ class Broker:
             if state is not None:
                 state.notify()
                 self.logs.delete_partition(name, index)
+        self.groups.on_topic_deleted(name)
         return topic
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
@@ -207,6 +215,7 @@ class Broker:
             self.advertised = (self.advertised[0], bound_port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._background_jobs)
+            nursery.start_soon(self.groups.run)
             nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
             task_status.started((host, bound_port))
 

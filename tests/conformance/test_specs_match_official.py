@@ -49,7 +49,8 @@ def _oracles() -> list[dict[str, dict[str, Any]]]:
     newer = _newer_dir()
     if newer is not None:
         dirs.append(newer)
-    return [{p.stem: _load_json(p) for p in d.glob("*.json")} for d in dirs]
+    # The coordinators' own records (``data`` specs such as OffsetCommitKey) live under internal/.
+    return [{p.stem: _load_json(p) for p in (*d.glob("*.json"), *d.glob("internal/*/*.json"))} for d in dirs]
 
 
 ORACLES = _oracles()

@@ -1,0 +1,424 @@
+"""The group coordinator: a synchronous state machine for classic groups and committed offsets.
+
+Rules (Kafka's GroupCoordinatorShard, without threads):
+
+- Every call takes ``now_ms``; nothing here reads a clock. ``poll(now_ms)`` fires due timers
+  and returns the next deadline (or None), so a thin adapter can sleep until then.
+- Member ids come from the ``random.Random`` passed in, so a seeded run replays exactly.
+- JoinGroup and SyncGroup may have to wait for other members: they return ``Pending(token)``,
+  and the result appears later in ``take_completions()``, after another call or a ``poll``.
+  Everything else answers at once.
+- State changes that must survive a restart are written through the ``GroupStore`` before the
+  call returns (and so before any response is sent): offset commits, and group metadata at the
+  end of each rebalance. ``replay`` rebuilds the state from those records at start-up.
+
+``ClassicMembership`` (membership.py) holds the classic protocol itself; this module holds the
+shared state, offsets, the admin APIs and persistence. A KIP-848 consumer group would be a
+second group type beside ``ClassicGroup`` in ``groups``, with its own membership module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import TypeVar, cast
+
+from kafkalike.group.api import (
+    CommitRequest,
+    DescribedGroup,
+    DescribedMember,
+    FetchedOffset,
+    FetchResult,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    LeavingMember,
+    ListedGroup,
+    Pending,
+    SyncRequest,
+    SyncResult,
+)
+from kafkalike.group.classic import ClassicGroup, ClassicMember
+from kafkalike.group.config import GroupConfig
+from kafkalike.group.membership import ClassicMembership
+from kafkalike.group.offsets import OffsetAndMetadata, OffsetStore
+from kafkalike.group.records import (
+    CoordinatorRecord,
+    GroupRecord,
+    GroupSnapshot,
+    OffsetRecord,
+    RecordError,
+    decode_record,
+    group_tombstone,
+    offset_commit_record,
+    offset_tombstone,
+    partition_for,
+)
+from kafkalike.group.state import GroupState
+from kafkalike.group.store import GroupStore, StoreError
+from kafkalike.group.timer import Timer
+from kafkalike.protocol.errors import ErrorCode
+
+log = logging.getLogger("kafkalike.group")
+E = ErrorCode
+S = GroupState
+EXPIRY_KEY = ("expire-offsets",)
+Completion = tuple[int, JoinResult | SyncResult]
+R = TypeVar("R", JoinResult, SyncResult)
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, store: GroupStore, rng: random.Random) -> None:
+        self.config = config
+        self.store = store
+        self.rng = rng
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        self.timer = Timer()
+        self._tokens = itertools.count(1)
+        self._completed: dict[int, JoinResult | SyncResult] = {}
+        self.classic = ClassicMembership(self)
+
+    # -- plumbing shared with the membership module ------------------------------------------
+
+    def new_token(self) -> int:
+        return next(self._tokens)
+
+    def new_member_id(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
+
+    def new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = ClassicGroup(group_id, GroupState.EMPTY, now_ms)
+        self.groups[group_id] = group
+        return group
+
+    def complete(self, token: int, result: JoinResult | SyncResult) -> None:
+        self._completed[token] = result
+
+    def resolve(self, result: R | Pending) -> R | Pending:
+        """A parked request whose result is already known comes back as that result."""
+        if isinstance(result, Pending) and result.token in self._completed:
+            return cast(R, self._completed.pop(result.token))
+        return result
+
+    def take_completions(self) -> list[Completion]:
+        """Results of parked requests completed since the last call, oldest first."""
+        done = list(self._completed.items())
+        self._completed.clear()
+        return done
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_partitions)
+
+    def write(self, group_id: str, records: Sequence[CoordinatorRecord], now_ms: int) -> ErrorCode | None:
+        """Make records durable in the group's partition; the error to answer with on failure."""
+        try:
+            self.store.append(self.partition_for(group_id), records, now_ms)
+        except StoreError as exc:
+            log.error("group %s: cannot persist %d record(s): %s", group_id, len(records), exc)
+            return E.UNKNOWN_SERVER_ERROR if exc.too_large else E.NOT_COORDINATOR
+        return None
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> int | None:
+        """Fire every due timer; the next deadline in ms, or None when nothing is scheduled."""
+        self.timer.run_due(now_ms)
+        return self.timer.next_deadline()
+
+    # -- the classic protocol -----------------------------------------------------------------
+
+    def join_group(self, request: JoinRequest, now_ms: int) -> JoinResult | Pending:
+        return self.classic.join(request, now_ms)
+
+    def sync_group(self, request: SyncRequest, now_ms: int) -> SyncResult | Pending:
+        return self.classic.sync(request, now_ms)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
+    ) -> ErrorCode:
+        return self.classic.heartbeat(group_id, member_id, group_instance_id, generation_id, now_ms)
+
+    def leave_group(self, group_id: str, members: Sequence[LeavingMember], now_ms: int) -> LeaveResult:
+        return self.classic.leave(group_id, tuple(members), now_ms)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def commit_offsets(self, request: CommitRequest, now_ms: int) -> list[tuple[str, int, ErrorCode]]:
+        """OffsetCommit: one (topic, partition, error) per requested partition, in order."""
+        parts = request.partitions
+        group = self.groups.get(request.group_id)
+        created = False
+        if group is None:
+            if request.generation_id >= 0:
+                error = E.GROUP_ID_NOT_FOUND if request.group_id_not_found_error else E.ILLEGAL_GENERATION
+                return [(p.topic, p.partition, error) for p in parts]
+            # A "simple" group: offsets only, no membership.
+            group = self.new_group(request.group_id, now_ms)
+            created = True
+        invalid = group.validate_offset_commit(request.member_id, request.group_instance_id, request.generation_id)
+        if invalid is not None:
+            if created:
+                del self.groups[request.group_id]
+            return [(p.topic, p.partition, invalid) for p in parts]
+        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            # A commit keeps a classic member's session alive, as a heartbeat would.
+            self.classic.reschedule_heartbeat(group, group.members[request.member_id], now_ms)
+        expire = None if request.retention_time_ms == -1 else now_ms + request.retention_time_ms
+        results: list[tuple[str, int, ErrorCode]] = []
+        accepted: list[tuple[str, int, OffsetAndMetadata]] = []
+        for p in parts:
+            metadata = p.metadata or ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                results.append((p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
+                continue
+            accepted.append(
+                (p.topic, p.partition, OffsetAndMetadata(p.offset, p.leader_epoch, metadata, now_ms, expire))
+            )
+            results.append((p.topic, p.partition, E.NONE))
+        if accepted:
+            records = [offset_commit_record(group.group_id, t, n, o) for t, n, o in accepted]
+            failed = self.write(group.group_id, records, now_ms)
+            if failed is not None:
+                if failed is E.UNKNOWN_SERVER_ERROR:
+                    failed = E.INVALID_COMMIT_OFFSET_SIZE
+                if created and not self.offsets.has_offsets(group.group_id):
+                    del self.groups[group.group_id]
+                return [(t, n, failed if e is E.NONE else e) for t, n, e in results]
+            for topic, partition, offset in accepted:
+                self.offsets.put(group.group_id, topic, partition, offset)
+        return results
+
+    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None) -> FetchResult:
+        """OffsetFetch for one group; ``topics`` None means every committed offset.
+
+        Partitions without a committed offset come back as offset -1. Offsets are never
+        "unstable" here (no transactional commits yet), so ``require_stable`` changes nothing.
+        """
+        group = self.groups.get(group_id)
+        known = group is not None and not group.is_in(S.DEAD)
+        if topics is None:
+            by_topic: dict[str, list[FetchedOffset]] = defaultdict(list)
+            if known:
+                for topic, partition, offset in self.offsets.group_offsets(group_id):
+                    by_topic[topic].append(_fetched(partition, offset))
+            return FetchResult(E.NONE, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
+        out = []
+        for topic, partitions in topics:
+            entries = []
+            for partition in partitions:
+                committed = self.offsets.get(group_id, topic, partition) if known else None
+                entries.append(_fetched(partition, committed))
+            out.append((topic, tuple(entries)))
+        return FetchResult(E.NONE, tuple(out))
+
+    def delete_offsets(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]], now_ms: int
+    ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """OffsetDelete: only for topics the group does not consume (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, []
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(S.DEAD):
+            return E.GROUP_ID_NOT_FOUND, []
+        if not group.is_empty and not group.uses_consumer_protocol:
+            return E.NON_EMPTY_GROUP, []
+        results: list[tuple[str, int, ErrorCode]] = []
+        doomed: list[tuple[str, int]] = []
+        for topic, partitions in topics:
+            subscribed = group.is_subscribed_to_topic(topic)
+            for partition in partitions:
+                results.append((topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC if subscribed else E.NONE))
+                if not subscribed and self.offsets.get(group_id, topic, partition) is not None:
+                    doomed.append((topic, partition))
+        if doomed:
+            error = self.write(group_id, [offset_tombstone(group_id, t, p) for t, p in doomed], now_ms)
+            if error is not None:
+                return error, []
+            for topic, partition in doomed:
+                self.offsets.remove(group_id, topic, partition)
+        return E.NONE, results
+
+    # -- admin --------------------------------------------------------------------------------
+
+    def delete_groups(self, group_ids: Sequence[str], now_ms: int) -> list[tuple[str, ErrorCode]]:
+        results = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(S.DEAD):
+                results.append((group_id, E.GROUP_ID_NOT_FOUND))
+            elif not group.is_empty:
+                results.append((group_id, E.NON_EMPTY_GROUP))
+            else:
+                error = self._delete_group(group, now_ms)
+                results.append((group_id, E.NONE if error is None else error))
+        return results
+
+    def _delete_group(self, group: ClassicGroup, now_ms: int) -> ErrorCode | None:
+        gid = group.group_id
+        owned = [(t, p) for t, p, _ in self.offsets.group_offsets(gid)]
+        records = [offset_tombstone(gid, t, p) for t, p in owned]
+        records.append(group_tombstone(gid))
+        error = self.write(gid, records, now_ms)
+        if error is not None:
+            return error
+        group.transition_to(S.DEAD, now_ms)
+        for topic, partition in owned:
+            self.offsets.remove(gid, topic, partition)
+        del self.groups[gid]
+        log.info("deleted group %s and its %d offset(s)", gid, len(owned))
+        return None
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                out.append(DescribedGroup(group_id, found=False))
+                continue
+            stable = group.is_in(S.STABLE) and group.protocol_name is not None
+            protocol = group.protocol_name if stable else None
+            members = tuple(_described(m, protocol) for m in group.members.values())
+            out.append(
+                DescribedGroup(
+                    group_id,
+                    found=True,
+                    state=group.state.value,
+                    protocol_type=group.protocol_type or "",
+                    protocol_data=protocol or "",
+                    members=members,
+                )
+            )
+        return out
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+        """Every group, filtered by state and type names (case-insensitive; empty: no filter)."""
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        out = []
+        for group in self.groups.values():
+            if wanted_states and group.state.lower not in wanted_states:
+                continue
+            if wanted_types and group.group_type not in wanted_types:
+                continue
+            out.append(ListedGroup(group.group_id, group.protocol_type or "", group.state.value, group.group_type))
+        return out
+
+    def on_topic_deleted(self, topic: str, now_ms: int) -> None:
+        """Forget every group's offsets for a deleted topic, so a new topic of that name starts afresh."""
+        doomed: dict[str, list[int]] = defaultdict(list)
+        for group_id, partition in self.offsets.partitions_of_topic(topic):
+            doomed[group_id].append(partition)
+        for group_id, partitions in doomed.items():
+            if self.write(group_id, [offset_tombstone(group_id, topic, p) for p in partitions], now_ms) is None:
+                for partition in partitions:
+                    self.offsets.remove(group_id, topic, partition)
+
+    # -- offset expiry ------------------------------------------------------------------------
+
+    def _schedule_expiry(self, now_ms: int) -> None:
+        self.timer.schedule(EXPIRY_KEY, now_ms + self.config.offsets_retention_check_interval_ms, self._expire)
+
+    def _expire(self, now_ms: int) -> None:
+        """Drop expired offsets; then drop empty groups left without any (Kafka's cleanupGroupMetadata)."""
+        self._schedule_expiry(now_ms)
+        for group in list(self.groups.values()):
+            self._expire_group(group, now_ms)
+
+    def _expire_group(self, group: ClassicGroup, now_ms: int) -> None:
+        gid = group.group_id
+        base = group.offset_expiry_base()
+        expired: list[tuple[str, int]] = []
+        all_expired = True
+        for topic, partition, offset in self.offsets.group_offsets(gid):
+            if base is None or group.is_subscribed_to_topic(topic):
+                all_expired = False
+            elif offset.is_expired(now_ms, base(offset), self.config.offsets_retention_ms):
+                expired.append((topic, partition))
+            else:
+                all_expired = False
+        records = [offset_tombstone(gid, t, p) for t, p in expired]
+        drop_group = all_expired and group.is_empty
+        if drop_group:
+            records.append(group_tombstone(gid))
+        if records and self.write(gid, records, now_ms) is not None:
+            return
+        for topic, partition in expired:
+            self.offsets.remove(gid, topic, partition)
+        if drop_group:
+            group.transition_to(S.DEAD, now_ms)
+            del self.groups[gid]
+            log.info("group %s expired with %d offset(s)", gid, len(expired))
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def replay(self, key: bytes | None, value: bytes | None, now_ms: int) -> None:
+        """Apply one record of the offsets topic, read back in log order at start-up."""
+        try:
+            record = decode_record(key, value)
+        except RecordError as exc:
+            log.warning("skipping an unreadable record in the offsets topic: %s", exc)
+            return
+        if isinstance(record, OffsetRecord):
+            if record.offset is None:
+                self.offsets.remove(record.group_id, record.topic, record.partition)
+                return
+            if record.group_id not in self.groups:
+                self.new_group(record.group_id, now_ms)
+            self.offsets.put(record.group_id, record.topic, record.partition, record.offset)
+        elif isinstance(record, GroupRecord):
+            if record.group is None:
+                self.groups.pop(record.group_id, None)
+            else:
+                self.groups[record.group_id] = _loaded_group(record.group_id, record.group)
+
+    def on_loaded(self, now_ms: int) -> None:
+        """After the replay: start loaded members' sessions and the offset expiry job."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self.classic.reschedule_heartbeat(group, member, now_ms)
+        self._schedule_expiry(now_ms)
+        log.info("loaded %d group(s) with %d offset(s)", len(self.groups), self.offsets.count())
+
+
+def _fetched(partition: int, offset: OffsetAndMetadata | None) -> FetchedOffset:
+    if offset is None:
+        return FetchedOffset(partition)
+    return FetchedOffset(partition, offset.committed_offset, offset.leader_epoch, offset.metadata)
+
+
+def _described(member: ClassicMember, protocol: str | None) -> DescribedMember:
+    metadata = member.metadata(protocol) if protocol is not None else b""
+    return DescribedMember(
+        member.member_id, member.group_instance_id, member.client_id, member.client_host, metadata, member.assignment
+    )
+
+
+def _loaded_group(group_id: str, snap: GroupSnapshot) -> ClassicGroup:
+    """A group as its last GroupMetadataValue left it: Stable with its members, or Empty."""
+    state = GroupState.STABLE if snap.members else GroupState.EMPTY
+    group = ClassicGroup(group_id, state, snap.state_timestamp_ms, generation_id=snap.generation_id)
+    group.protocol_type = snap.protocol_type or None
+    group.protocol_name = snap.protocol_name
+    for m in snap.members:
+        protocols = ((snap.protocol_name or "", m.subscription),)
+        member = ClassicMember(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            session_timeout_ms=m.session_timeout_ms,
+            protocol_type=snap.protocol_type,
+            protocols=protocols,
+            assignment=m.assignment,
+        )
+        group.add(member)
+    group.leader_id = snap.leader_id if snap.leader_id in group.members else next(iter(group.members), None)
+    group.protocol_type = snap.protocol_type or None
+    group.subscribed_topics = group.compute_subscribed_topics()
+    return group

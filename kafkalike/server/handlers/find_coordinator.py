@@ -1,0 +1,59 @@
+"""FindCoordinator (key 10): v0-6. This broker coordinates every group and transaction.
+
+v0 looks up a group; v1 adds the key type (0 group, 1 transaction, 2 share group); v4+
+looks up several keys at once (KIP-699). Group lookups create ``__consumer_offsets`` on first
+use, as Kafka does. Transactional ids are answered with this broker too, so transactional
+clients find it; InitProducerId then tells them the coordinator is not available until the
+transaction coordinator exists. Share groups (v6) are not served: INVALID_REQUEST, which is
+also Kafka's answer when no share coordinator runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# Errors.message() for v1-3 responses: the exception's message, or the name for NONE.
+_MESSAGES = {
+    ErrorCode.NONE: "NONE",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
+    "or the message was sent to an incompatible broker. See the broker logs for more details.",
+}
+
+
+def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
+    if key_type == GROUP_KEY_TYPE:
+        ctx.broker.groups.ensure_offsets_topic()
+    elif key_type != TRANSACTION_KEY_TYPE:
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    host, port = ctx.broker.advertised
+    return ErrorCode.NONE, ctx.broker.node_id, host, port
+
+
+@handles(10, 0, 6)
+async def handle_find_coordinator(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    key_type = request.key_type if ctx.version >= 1 else GROUP_KEY_TYPE
+    if ctx.version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, node_id, host, port = _lookup(ctx, key_type)
+            coordinators.append(
+                {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": None}
+            )
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
+    error, node_id, host, port = _lookup(ctx, key_type)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": _MESSAGES.get(error),
+        "node_id": node_id,
+        "host": host,
+        "port": port,
+    }

@@ -1,0 +1,61 @@
+"""OffsetCommit (key 8): v2-9. Commit a group's offsets, durably, before answering.
+
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and are not committed. Members
+commit with their generation and member id (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+REBALANCE_IN_PROGRESS as in Kafka); generation -1 with no member id commits for a group
+without members (a "simple" group, created if needed). v2-4 carry a retention time; v6+ the
+committed leader epoch; v7+ the group instance id; v9 answers an unknown group with
+GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION (KIP-848 member epochs are not served yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.group import CommitPartition, CommitRequest
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+
+@handles(8, 2, 9)
+async def handle_offset_commit(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    v = ctx.version
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            if (topic.name, part.partition_index) not in ctx.broker.partitions:
+                errors[(topic.name, part.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = part.committed_leader_epoch if v >= 6 else -1
+            valid.append(
+                CommitPartition(topic.name, part.partition_index, part.committed_offset, epoch, part.committed_metadata)
+            )
+    if valid:
+        commit = CommitRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id if v >= 7 else None,
+            partitions=tuple(valid),
+            retention_time_ms=request.retention_time_ms if v <= 4 else -1,
+            group_id_not_found_error=v >= 9,
+        )
+        for topic_name, partition, error in ctx.broker.groups.commit_offsets(commit):
+            errors[(topic_name, partition)] = error
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    }
