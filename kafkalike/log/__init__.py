@@ -4,6 +4,8 @@ No networking and no clock: callers pass ``now_ms``. The broker talks to ``LogMa
 ``PartitionLog``; the rest is exported for tests and tools.
 """
 
+from kafkalike.log.cleaner import CleanableLog, LogCleaner
+from kafkalike.log.compaction import CleanerStats, batch_has_null_key
 from kafkalike.log.config import LogConfig
 from kafkalike.log.epoch_cache import LeaderEpochCache
 from kafkalike.log.errors import (
@@ -42,6 +44,8 @@ __all__ = [
     "AppendOrigin",
     "AppendResult",
     "CheckResult",
+    "CleanableLog",
+    "CleanerStats",
     "CorruptLogError",
     "FileLogDirectory",
     "FileRange",
@@ -49,6 +53,7 @@ __all__ = [
     "InvalidProducerEpoch",
     "InvalidTxnState",
     "LeaderEpochCache",
+    "LogCleaner",
     "LogClosed",
     "LogConfig",
     "LogDirectory",
@@ -68,4 +73,5 @@ __all__ = [
     "TransactionCoordinatorFenced",
     "UnknownProducerId",
     "Verdict",
+    "batch_has_null_key",
 ]

@@ -35,6 +35,11 @@ class LogConfig:
     cleanup_policy: str = "delete"
     # A broker setting in Kafka (producer.id.expiration.ms); per log here because the log owns the state.
     producer_id_expiration_ms: int = 86_400_000
+    # Log compaction (cleanup.policy=compact), read by ``cleaner.py``.
+    delete_retention_ms: int = 86_400_000  # how long tombstones and empty-txn markers outlive their first clean
+    min_cleanable_dirty_ratio: float = 0.5  # dirty bytes / cleanable bytes before a log is worth cleaning
+    min_compaction_lag_ms: int = 0  # a segment is cleaned only once its newest record is this old
+    max_compaction_lag_ms: int = LONG_MAX  # a dirty segment this old is cleaned whatever the ratio
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_bytes > INT_MAX:
@@ -52,11 +57,30 @@ class LogConfig:
             raise ValueError(f"message.timestamp.type must be one of {TIMESTAMP_TYPES}")
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ValueError(f"cleanup.policy must be one of {CLEANUP_POLICIES}")
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
+            raise ValueError("delete.retention.ms and min.compaction.lag.ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError("max.compaction.lag.ms must be >= 1")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError("min.cleanable.dirty.ratio must be in [0, 1]")
 
     @property
     def deletes(self) -> bool:
         """True when retention may delete segments (cleanup.policy contains ``delete``)."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        """True when the log cleaner compacts this log (cleanup.policy contains ``compact``)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's maxSegmentMs: segment.ms, capped by max.compaction.lag.ms on compacted logs so
+        that records in the active segment still become cleanable within the lag."""
+        if self.compacts:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:
@@ -83,6 +107,8 @@ class LogConfig:
                 changes[field.name] = None if raw is None or int(raw) == LONG_MAX else int(raw)
             elif field.name in ("message_timestamp_type", "cleanup_policy"):
                 changes[field.name] = "" if raw is None else raw.replace(" ", "")
+            elif field.name == "min_cleanable_dirty_ratio" and raw is not None:
+                changes[field.name] = float(raw)
             elif raw is not None:
                 changes[field.name] = int(raw)
         return dataclasses.replace(base, **changes)

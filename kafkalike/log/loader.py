@@ -191,14 +191,21 @@ def scan_log(
 
 def _clear_leftovers(directory: LogDirectory) -> None:
     names = directory.list_names()
+    # Kafka (KAFKA-6264): a .swap at or above a .cleaned file's offset belongs to an operation that
+    # had not finished writing, so it is dropped rather than swapped in.
+    min_cleaned = min(
+        (o for n in names if n.endswith(CLEANED_SUFFIX) and (o := offset_of_name(n)) is not None), default=None
+    )
     for name in names:
         if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, TMP_SUFFIX)):
             directory.delete(name)
         elif name.endswith(SWAP_SUFFIX):
-            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            offset = offset_of_name(name)
+            complete = min_cleaned is None or (offset is not None and offset < min_cleaned)
+            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and complete:
                 _complete_swap(directory, name)
             else:
-                directory.delete(name)  # index swaps: recovery rebuilds the indexes
+                directory.delete(name)  # index swaps (recovery rebuilds indexes), or an unfinished one
     existing = set(directory.list_names())
     for name in existing:
         base = offset_of_name(name)

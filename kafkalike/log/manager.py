@@ -2,8 +2,9 @@
 
 Each log dir holds, besides one ``<topic>-<partition>/`` directory per partition:
 
-- ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``: Kafka's checkpoint
-  format with ``<topic> <partition> <offset>`` entries (see ``checkpoint.py``);
+- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and (for compacted logs)
+  ``cleaner-offset-checkpoint``: Kafka's checkpoint format with ``<topic> <partition> <offset>``
+  entries (see ``checkpoint.py``);
 - ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":-1}``), written after every log closed
   cleanly and removed at start-up, so its absence at the next start means "recover";
 - transiently ``<topic>-<partition>.<uuid hex>-delete/``, a partition being deleted.
@@ -27,6 +28,7 @@ from kafkalike.log.checkpoint import (
     format_offset_checkpoint,
     parse_offset_checkpoint,
 )
+from kafkalike.log.cleaner import CLEANER_OFFSET_CHECKPOINT, DEFAULT_STEP_BYTES, LogCleaner
 from kafkalike.log.config import LogConfig
 from kafkalike.log.partition_log import PartitionLog
 from kafkalike.log.storage import FileLogDirectory, LogDirectory, MemoryLogDirectory
@@ -60,7 +62,8 @@ class _LogDir:
         self.clean_shutdown = memory
         self.recovery_points: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
-        self._written: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] = ({}, {})
+        self.cleaner_offsets: dict[TopicPartition, int] = {}
+        self._written: tuple[dict[TopicPartition, int], ...] = ({}, {}, {})
         if memory:
             return
         path.mkdir(parents=True, exist_ok=True)
@@ -68,7 +71,8 @@ class _LogDir:
         self.clean_shutdown = marker.exists()
         self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT)
-        self._written = (dict(self.recovery_points), dict(self.log_start_offsets))
+        self.cleaner_offsets = self._read(CLEANER_OFFSET_CHECKPOINT)
+        self._written = (dict(self.recovery_points), dict(self.log_start_offsets), dict(self.cleaner_offsets))
         # From now on a crash must be seen as unclean.
         marker.unlink(missing_ok=True)
         for entry in path.iterdir():
@@ -90,7 +94,9 @@ class _LogDir:
             directory.write_document(RECOVERY_POINT_CHECKPOINT, format_offset_checkpoint(self.recovery_points))
         if force or self.log_start_offsets != self._written[1]:
             directory.write_document(LOG_START_OFFSET_CHECKPOINT, format_offset_checkpoint(self.log_start_offsets))
-        self._written = (dict(self.recovery_points), dict(self.log_start_offsets))
+        if self.cleaner_offsets != self._written[2]:
+            directory.write_document(CLEANER_OFFSET_CHECKPOINT, format_offset_checkpoint(self.cleaner_offsets))
+        self._written = (dict(self.recovery_points), dict(self.log_start_offsets), dict(self.cleaner_offsets))
 
     def mark_clean_shutdown(self) -> None:
         if not self.memory:
@@ -167,6 +173,7 @@ class LogManager:
             recovery_point=home.recovery_points.get(tp),
             log_start_offset=home.log_start_offsets.get(tp),
         )
+        log.cleaner_checkpoint = home.cleaner_offsets.get(tp)
         self._logs[tp] = log
         self._homes[tp] = home
         self._existing()[tp] = home
@@ -209,6 +216,7 @@ class LogManager:
         for log_dir in self._dirs:
             log_dir.recovery_points.pop(tp, None)
             log_dir.log_start_offsets.pop(tp, None)
+            log_dir.cleaner_offsets.pop(tp, None)
             log_dir.write_checkpoints()
         return True
 
@@ -225,6 +233,8 @@ class LogManager:
         log, home = self._logs[tp], self._homes[tp]
         home.recovery_points[tp] = log.recovery_point
         home.log_start_offsets[tp] = log.log_start_offset
+        if log.cleaner_checkpoint is not None:
+            home.cleaner_offsets[tp] = log.cleaner_checkpoint
 
     def _checkpoint(self) -> None:
         for tp in self._logs:
@@ -248,6 +258,16 @@ class LogManager:
         deleted = sum(log.apply_retention(now_ms) for log in self._logs.values())
         self._checkpoint()
         return deleted
+
+    def run_cleaner(self, cleaner: LogCleaner, now_ms: int, *, max_bytes: int = DEFAULT_STEP_BYTES) -> bool:
+        """One bounded step of log compaction over the open logs, then checkpoint what moved.
+
+        True while there is more to do (call again after letting other work run); False when no
+        compacted log needs cleaning (wait log.cleaner.backoff.ms, 15 s in Kafka, before the next).
+        """
+        more = cleaner.work(self._logs.values(), now_ms, max_bytes=max_bytes)
+        self._checkpoint()
+        return more
 
     def delete_records(self, topic: str, partition: int, offset: int, now_ms: int) -> int:
         """DeleteRecords, with the new log start offset checkpointed before returning."""

@@ -7,7 +7,8 @@ On disk, ``<log.dir>/<topic>-<partition>/`` holds:
 - ``leader-epoch-checkpoint`` (see ``epoch_cache.py``);
 - ``partition.metadata``: ``version: 0`` and ``topic_id: <base64 uuid>``, so a directory left over
   from a deleted topic of the same name is never mistaken for the new one;
-- transiently ``*.deleted`` segments waiting out ``file.delete.delay.ms``.
+- transiently ``*.deleted`` segments waiting out ``file.delete.delay.ms``, and the
+  ``*.log.cleaned`` / ``*.log.swap`` of a compaction being swapped in (``replace_segments``).
 
 The log start offset and recovery point live in the log dir's checkpoint files, kept by ``LogManager``.
 Nothing here is thread-safe: the broker calls one log from one task at a time. Time is always passed
@@ -26,7 +27,7 @@ from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata,
 from kafkalike.log.config import LogConfig
 from kafkalike.log.epoch_cache import LeaderEpochCache
 from kafkalike.log.errors import CorruptLogError, InconsistentTopicId, LogClosed, OffsetOutOfRange, RecordBatchTooLarge
-from kafkalike.log.loader import LoadedLog, load_log, load_producer_state, snapshot_offsets
+from kafkalike.log.loader import CLEANED_SUFFIX, SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, snapshot_offsets
 from kafkalike.log.producer_state import (
     SNAPSHOT_SUFFIX,
     AppendOrigin,
@@ -35,7 +36,7 @@ from kafkalike.log.producer_state import (
     parse_control_marker,
 )
 from kafkalike.log.retention import RetentionMixin
-from kafkalike.log.segment import LogSegment, segment_name
+from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
 from kafkalike.log.storage import FileLogDirectory, LogDirectory, SegmentFile
 from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.records import (
@@ -124,6 +125,9 @@ class PartitionLog(RetentionMixin):
         self._stop_cache: tuple[int, int, int] | None = None  # (offset, segment index, position)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # The log cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint entry, which
+        # LogManager loads and saves); None: never cleaned, everything from the log start is dirty.
+        self.cleaner_checkpoint: int | None = None
 
     # ---- opening ------------------------------------------------------------------------------
 
@@ -291,6 +295,46 @@ class PartitionLog(RetentionMixin):
         self._take_snapshot(self._log_end_offset)
         return segment
 
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment], now_ms: int, on_step: Callable[[str], None] | None = None
+    ) -> None:
+        """Swap a compacted segment in for the consecutive segments ``old`` it was cleaned from.
+
+        ``new`` has ``old[0]``'s base offset and was written and flushed as ``%020d.log.cleaned``.
+        The steps are Kafka's replaceSegments, so a crash at any point leaves either the old
+        segments or the new one once the loader has run: ``.cleaned`` -> ``.swap`` ("swap"; from
+        here the loader finishes the swap), each old segment -> ``.deleted`` ("deleted-<n>"),
+        ``.swap`` -> ``.log`` ("renamed"), and the index files last ("done"; a missing one is
+        rebuilt). ``on_step(name)`` runs after each step, for fault-injection tests.
+        """
+        self._ensure_open()
+        first = self.segments.index(old[0])
+        if self.segments[first : first + len(old)] != old or new.base_offset != old[0].base_offset:
+            raise ValueError("replace_segments needs consecutive live segments starting at the new one's base")
+        step = on_step or (lambda _name: None)
+        base = new.base_offset
+        swap = segment_name(base, LOG_SUFFIX + SWAP_SUFFIX)
+        self.directory.rename(segment_name(base, LOG_SUFFIX + CLEANED_SUFFIX), swap, new.file)
+        self.directory.sync()
+        step("swap")
+        for n, segment in enumerate(old):
+            self._schedule_delete(segment, now_ms)
+            step(f"deleted-{n}")
+        self.directory.sync()  # the old names must be gone for good before the swap loses its suffix
+        self.directory.rename(swap, segment_name(base, LOG_SUFFIX), new.file)
+        step("renamed")
+        self.segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [base]
+        self._stop_cache = None
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # fresh files: the old ones went with old[0]
+            self.directory.delete(segment_name(base, suffix))
+            self.directory.open_file(segment_name(base, suffix), create=True).close()
+        new.time_index.maybe_append(new.max_timestamp, new.offset_of_max_timestamp)
+        new.flush()
+        new.on_become_inactive()
+        self.directory.sync()
+        step("done")
+
     def _take_snapshot(self, offset: int) -> None:
         self.directory.write_document(segment_name(offset, SNAPSHOT_SUFFIX), self.producer_state.snapshot_bytes())
 
@@ -404,6 +448,8 @@ class PartitionLog(RetentionMixin):
             if segment.max_timestamp < timestamp or segment.next_offset <= self._log_start_offset:
                 continue
             hit = segment.find_by_timestamp(timestamp, self._log_start_offset)
+            while hit is not None and hit[1].records_count == 0:  # emptied by compaction: look further
+                hit = segment.find_by_timestamp(timestamp, hit[1].last_offset + 1)
             if hit is not None:
                 return self._exact_record(segment, hit[0], hit[1], lambda ts: ts >= timestamp)
         return None
@@ -486,6 +532,8 @@ class PartitionLog(RetentionMixin):
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        if self.cleaner_checkpoint is not None:  # Kafka's maybeTruncateCheckpoint
+            self.cleaner_checkpoint = min(self.cleaner_checkpoint, self._log_end_offset)
         self._stop_cache = None
         self.epoch_cache.truncate_from_end(self._log_end_offset)
         for offset in snapshot_offsets(self.directory):

@@ -236,13 +236,14 @@ class LogSegment:
     def should_roll(
         self, append_size: int, max_timestamp: int, last_offset: int, config: LogConfig, now_ms: int
     ) -> bool:
-        """Kafka's ``LogSegment.shouldRoll``: full by bytes or index, too old, or offsets overflow."""
+        """Kafka's ``LogSegment.shouldRoll``: full by bytes or index, too old (segment.ms, or
+        max.compaction.lag.ms when compacted), or offsets overflow."""
         if self.size > config.segment_bytes - append_size:
             return True
         if self.size > 0:
             first = self.first_batch_timestamp
             waited = max_timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
-            if waited > config.segment_ms:
+            if waited > config.max_segment_ms:
                 return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
