@@ -23,16 +23,11 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
     for topic in request.topics:
-        if topic.name in duplicates:
-            results.append(
-                _error(
-                    topic.name,
-                    ErrorCode.INVALID_REQUEST,
-                    f"Create topics request from client contains duplicate topic {topic.name}.",
-                )
-            )
-            continue
-        results.append(_create_one(ctx, topic, request.validate_only))
+        if topic.name not in duplicates:
+            results.append(_create_one(ctx, topic, request.validate_only))
+    # As Apache Kafka's controller answers: one INVALID_REQUEST result per duplicated name.
+    for name in sorted(duplicates):
+        results.append(_error(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
     return {"throttle_time_ms": 0, "topics": results}
 
 

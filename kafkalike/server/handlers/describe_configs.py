@@ -31,7 +31,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Message) -> Mapp
 def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "error_code": 0,
-        "error_message": None,
+        "error_message": "",  # Apache Kafka's answer on success: an empty message, not null
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
         "configs": [],
@@ -49,7 +49,10 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[st
                 error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}"
             )
             return result
-        entries = [_broker_entry(config, name, synonyms) for name in sorted(BROKER_CONFIGS)]
+        # The empty name is the cluster-wide default resource: only dynamic cluster defaults
+        # (set with AlterConfigs) show there, and this broker has none, as Apache Kafka shows.
+        names = sorted(BROKER_CONFIGS) if resource.resource_name else []
+        entries = [_broker_entry(config, name, synonyms) for name in names]
     elif resource.resource_type == BROKER_LOGGER_RESOURCE:
         entries = []
     else:

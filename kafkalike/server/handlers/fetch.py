@@ -100,6 +100,7 @@ def _read_partition(
     if state is None:
         unknown_id = ctx.version >= 13 and name is None
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        entry["aborted_transactions"] = []  # as Apache Kafka answers a partition it does not know: empty, not null
         return entry
     if ctx.broker.faults.is_paused(state.topic, state.index):
         entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -124,5 +125,8 @@ def _read_partition(
             part.fetch_offset, int(limit), max_offset=plog.high_watermark, min_one_batch=first
         )
     except OffsetOutOfRange:
-        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        # As Apache Kafka answers it: the offsets unknown (-1), the client asks ListOffsets.
+        entry.update(
+            error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
+        )
     return entry

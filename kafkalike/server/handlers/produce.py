@@ -37,9 +37,13 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
 
 
 class ProduceError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    """``with_log_start``: the answer carries the partition's log start offset, as Apache Kafka's
+    does for errors found while appending (its known request-level errors carry -1)."""
+
+    def __init__(self, code: ErrorCode, message: str, with_log_start: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.with_log_start = with_log_start
 
 
 @handles(0, 0, 12)
@@ -81,7 +85,10 @@ def _produce_partition(ctx: RequestContext, topic: str, index: int, records: byt
         appended = _append(ctx, state, records)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
-        result.update(error_code=exc.code, error_message=str(exc))
+        # Apache Kafka leaves error_message null for these (it fills it for per-record errors only).
+        result["error_code"] = exc.code
+        if exc.with_log_start and state is not None:
+            result["log_start_offset"] = state.log.log_start_offset
         return result
     result.update(appended)
     return result
@@ -106,7 +113,7 @@ def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -
         )
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
-        raise ProduceError(code, str(exc)) from None
+        raise ProduceError(code, str(exc), with_log_start=code != ErrorCode.MESSAGE_TOO_LARGE) from None
     state.log.high_watermark = state.log.log_end_offset
     state.notify()
     return {
@@ -127,11 +134,13 @@ def _validate(buf: bytearray, pos: int, header: Any, max_bytes: int) -> None:
         raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "Record batch is corrupt (CRC mismatch)")
     if header.base_offset != 0:
         raise ProduceError(
-            ErrorCode.INVALID_RECORD, f"The baseOffset of the record batch should be 0, but it is {header.base_offset}"
+            ErrorCode.INVALID_RECORD,
+            f"The baseOffset of the record batch should be 0, but it is {header.base_offset}",
+            with_log_start=True,
         )
     if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Inconsistent batch offset range and record count")
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Inconsistent batch offset range and record count", True)
     if header.is_control:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records", True)
     if header.producer_id >= 0 and header.base_sequence < 0:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Invalid sequence number for an idempotent batch")
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Invalid sequence number for an idempotent batch", True)
