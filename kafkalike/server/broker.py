@@ -19,6 +19,7 @@ import trio
 
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
 from kafkalike.log import LogConfig, LogManager, PartitionLog
+from kafkalike.log.cleaner import LogCleaner
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
@@ -215,9 +216,22 @@ class Broker:
             self.advertised = (self.advertised[0], bound_port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._background_jobs)
+            if self.config.get_bool("log.cleaner.enable"):
+                nursery.start_soon(self._log_cleaner)
             nursery.start_soon(self.groups.run)
             nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
             task_status.started((host, bound_port))
+
+    async def _log_cleaner(self) -> None:
+        """Compaction in bounded steps on this task, between appends (the logs take no locks)."""
+        cleaner = LogCleaner(dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
+        try:
+            while True:
+                more = self.logs.run_cleaner(cleaner, now_ms())
+                await trio.sleep(0 if more else self.config.get_int("log.cleaner.backoff.ms") / 1000)
+        finally:
+            if cleaner.cleaning is not None:
+                cleaner.abort(cleaner.cleaning)
 
     async def _background_jobs(self) -> None:
         interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.log.compaction import batch_has_null_key
 from kafkalike.log.errors import (
     InvalidProducerEpoch,
     LogError,
@@ -99,9 +100,16 @@ def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -
         raise ProduceError(ErrorCode.INVALID_RECORD, "Produce request has no record batches")
     buf = bytearray(records)
     max_bytes = state.log.config.max_message_bytes
+    compacted = state.log.config.compacts
     try:
         for pos, header in iter_batches(buf):
             _validate(buf, pos, header, max_bytes)
+            # Only compacted topics pay for decoding: every record there needs a key.
+            if compacted and batch_has_null_key(buf, pos, header):
+                raise ProduceError(
+                    ErrorCode.INVALID_RECORD,
+                    f"Compacted topic cannot accept message without key in topic partition {state.topic}-{state.index}.",
+                )
     except ProtocolError as exc:
         raise ProduceError(exc.error_code, str(exc)) from None
     try:
