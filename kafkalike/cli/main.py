@@ -35,8 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     config = BrokerConfig.load(args.config, args.override)
     if args.test_profile:
