@@ -110,6 +110,9 @@ class CommitRequest:
     # OffsetCommit v9+ reports an unknown group as GROUP_ID_NOT_FOUND, older versions as
     # ILLEGAL_GENERATION.
     group_id_not_found_error: bool = False
+    # OffsetCommit v9+ (KIP-848): generation_id is the member epoch of a consumer group member,
+    # and members of consumer groups must commit with it.
+    supports_member_epoch: bool = False
 
 
 @dataclass(frozen=True)

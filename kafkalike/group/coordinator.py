@@ -13,8 +13,10 @@ Rules (Kafka's GroupCoordinatorShard, without threads):
   end of each rebalance. ``replay`` rebuilds the state from those records at start-up.
 
 ``ClassicMembership`` (membership.py) holds the classic protocol itself; this module holds the
-shared state, offsets, the admin APIs and persistence. A KIP-848 consumer group would be a
-second group type beside ``ClassicGroup`` in ``groups``, with its own membership module.
+shared state, offsets, the admin APIs and persistence. KIP-848 consumer groups live in
+``consumer_groups`` (a group id is in at most one of the two maps); ``ConsumerMembership``
+(consumer_membership.py) runs their protocol and ``ConsumerGroupAdmin`` (consumer_admin.py)
+what the other group APIs do to them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ from kafkalike.group.api import (
 )
 from kafkalike.group.classic import ClassicGroup, ClassicMember
 from kafkalike.group.config import GroupConfig
+from kafkalike.group.consumer_admin import ConsumerGroupAdmin
+from kafkalike.group.consumer_api import ConsumerHeartbeatRequest, ConsumerHeartbeatResult, DescribedConsumerGroup
+from kafkalike.group.consumer_group import ConsumerGroup
+from kafkalike.group.consumer_membership import ConsumerGroupConfig, ConsumerMembership, TopicsView
 from kafkalike.group.membership import ClassicMembership
 from kafkalike.group.offsets import OffsetAndMetadata, OffsetStore
 from kafkalike.group.records import (
@@ -61,6 +67,7 @@ from kafkalike.group.records import (
 from kafkalike.group.state import GroupState
 from kafkalike.group.store import GroupStore, StoreError
 from kafkalike.group.timer import Timer
+from kafkalike.group.txn_offsets import PendingTxnOffsets
 from kafkalike.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkalike.group")
@@ -72,16 +79,29 @@ R = TypeVar("R", JoinResult, SyncResult)
 
 
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig, store: GroupStore, rng: random.Random) -> None:
+    def __init__(
+        self,
+        config: GroupConfig,
+        store: GroupStore,
+        rng: random.Random,
+        *,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topics: TopicsView = dict,
+    ) -> None:
         self.config = config
         self.store = store
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
+        # TxnOffsetCommit offsets waiting for their transaction's marker (txn_offsets.py).
+        self.txn_offsets = PendingTxnOffsets()
         self.timer = Timer()
         self._tokens = itertools.count(1)
         self._completed: dict[int, JoinResult | SyncResult] = {}
         self.classic = ClassicMembership(self)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.consumer = ConsumerMembership(self, consumer_config or ConsumerGroupConfig(), topics)
+        self.consumer_admin = ConsumerGroupAdmin(self.consumer)
 
     # -- plumbing shared with the membership module ------------------------------------------
 
@@ -133,24 +153,52 @@ class GroupCoordinator:
     # -- the classic protocol -----------------------------------------------------------------
 
     def join_group(self, request: JoinRequest, now_ms: int) -> JoinResult | Pending:
-        return self.classic.join(request, now_ms)
+        answered = self.consumer_admin.classic_join(request, now_ms)
+        return answered if answered is not None else self.classic.join(request, now_ms)
 
     def sync_group(self, request: SyncRequest, now_ms: int) -> SyncResult | Pending:
+        if request.group_id in self.consumer_groups:
+            return SyncResult(
+                self.consumer_admin.classic_member_error(request.group_id, request.member_id, request.group_instance_id)
+            )
         return self.classic.sync(request, now_ms)
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
     ) -> ErrorCode:
+        if group_id in self.consumer_groups:
+            return self.consumer_admin.classic_member_error(group_id, member_id, group_instance_id)
         return self.classic.heartbeat(group_id, member_id, group_instance_id, generation_id, now_ms)
 
     def leave_group(self, group_id: str, members: Sequence[LeavingMember], now_ms: int) -> LeaveResult:
+        if group_id in self.consumer_groups:
+            error = self.consumer_admin.classic_member_error
+            return LeaveResult(
+                E.NONE, tuple((m, error(group_id, m.member_id, m.group_instance_id, by_admin=True)) for m in members)
+            )
         return self.classic.leave(group_id, tuple(members), now_ms)
+
+    # -- the consumer protocol (KIP-848) ------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest, now_ms: int) -> ConsumerHeartbeatResult:
+        return self.consumer.heartbeat(request, now_ms)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        return self.consumer_admin.describe(group_ids)
 
     # -- offsets ------------------------------------------------------------------------------
 
     def commit_offsets(self, request: CommitRequest, now_ms: int) -> list[tuple[str, int, ErrorCode]]:
         """OffsetCommit: one (topic, partition, error) per requested partition, in order."""
         parts = request.partitions
+        consumer_group = self.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            invalid = consumer_group.validate_offset_commit(
+                request.member_id, request.generation_id, request.supports_member_epoch
+            )
+            if invalid is not None:
+                return [(p.topic, p.partition, invalid) for p in parts]
+            return self._store_offsets(request, now_ms)[0]
         group = self.groups.get(request.group_id)
         created = False
         if group is None:
@@ -168,10 +216,18 @@ class GroupCoordinator:
         if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
             # A commit keeps a classic member's session alive, as a heartbeat would.
             self.classic.reschedule_heartbeat(group, group.members[request.member_id], now_ms)
+        results, stored = self._store_offsets(request, now_ms)
+        if not stored and created and not self.offsets.has_offsets(group.group_id):
+            del self.groups[group.group_id]
+        return results
+
+    def _store_offsets(self, request: CommitRequest, now_ms: int) -> tuple[list[tuple[str, int, ErrorCode]], bool]:
+        """Persist the offsets of a validated commit: the per-partition results, and whether the write held."""
+        gid = request.group_id
         expire = None if request.retention_time_ms == -1 else now_ms + request.retention_time_ms
         results: list[tuple[str, int, ErrorCode]] = []
         accepted: list[tuple[str, int, OffsetAndMetadata]] = []
-        for p in parts:
+        for p in request.partitions:
             metadata = p.metadata or ""
             if len(metadata) > self.config.offset_metadata_max_bytes:
                 results.append((p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
@@ -181,26 +237,37 @@ class GroupCoordinator:
             )
             results.append((p.topic, p.partition, E.NONE))
         if accepted:
-            records = [offset_commit_record(group.group_id, t, n, o) for t, n, o in accepted]
-            failed = self.write(group.group_id, records, now_ms)
+            records = [offset_commit_record(gid, t, n, o) for t, n, o in accepted]
+            failed = self.write(gid, records, now_ms)
             if failed is not None:
                 if failed is E.UNKNOWN_SERVER_ERROR:
                     failed = E.INVALID_COMMIT_OFFSET_SIZE
-                if created and not self.offsets.has_offsets(group.group_id):
-                    del self.groups[group.group_id]
-                return [(t, n, failed if e is E.NONE else e) for t, n, e in results]
+                return [(t, n, failed if e is E.NONE else e) for t, n, e in results], False
             for topic, partition, offset in accepted:
-                self.offsets.put(group.group_id, topic, partition, offset)
-        return results
+                self.offsets.put(gid, topic, partition, offset)
+                self.txn_offsets.on_regular_commit(gid, topic, partition)
+        return results, True
 
-    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None) -> FetchResult:
+    def fetch_offsets(
+        self,
+        group_id: str,
+        topics: Sequence[tuple[str, Sequence[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> FetchResult:
         """OffsetFetch for one group; ``topics`` None means every committed offset.
 
-        Partitions without a committed offset come back as offset -1. Offsets are never
-        "unstable" here (no transactional commits yet), so ``require_stable`` changes nothing.
+        Partitions without a committed offset come back as offset -1. Pending transactional
+        offsets are not shown; ``require_stable`` is applied by the caller (``txn_offsets``).
+        A member of a consumer group (v9) must name itself with its current epoch.
         """
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            invalid = consumer_group.validate_offset_fetch(member_id, member_epoch)
+            if invalid is not None:
+                return FetchResult(invalid)
         group = self.groups.get(group_id)
-        known = group is not None and not group.is_in(S.DEAD)
+        known = consumer_group is not None or (group is not None and not group.is_in(S.DEAD))
         if topics is None:
             by_topic: dict[str, list[FetchedOffset]] = defaultdict(list)
             if known:
@@ -222,11 +289,13 @@ class GroupCoordinator:
         """OffsetDelete: only for topics the group does not consume (GROUP_SUBSCRIBED_TO_TOPIC)."""
         if not group_id:
             return E.INVALID_GROUP_ID, []
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
-            return E.GROUP_ID_NOT_FOUND, []
-        if not group.is_empty and not group.uses_consumer_protocol:
-            return E.NON_EMPTY_GROUP, []
+        group: ClassicGroup | ConsumerGroup | None = self.consumer_groups.get(group_id)
+        if group is None:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(S.DEAD):
+                return E.GROUP_ID_NOT_FOUND, []
+            if not group.is_empty and not group.uses_consumer_protocol:
+                return E.NON_EMPTY_GROUP, []
         results: list[tuple[str, int, ErrorCode]] = []
         doomed: list[tuple[str, int]] = []
         for topic, partitions in topics:
@@ -248,6 +317,11 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: Sequence[str], now_ms: int) -> list[tuple[str, ErrorCode]]:
         results = []
         for group_id in group_ids:
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                error = self.consumer_admin.delete(consumer_group, now_ms)
+                results.append((group_id, E.NONE if error is None else error))
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(S.DEAD):
                 results.append((group_id, E.GROUP_ID_NOT_FOUND))
@@ -306,6 +380,13 @@ class GroupCoordinator:
             if wanted_types and group.group_type not in wanted_types:
                 continue
             out.append(ListedGroup(group.group_id, group.protocol_type or "", group.state.value, group.group_type))
+        for cg in self.consumer_groups.values():
+            state = cg.state
+            if wanted_states and state.lower not in wanted_states:
+                continue
+            if wanted_types and cg.group_type not in wanted_types:
+                continue
+            out.append(ListedGroup(cg.group_id, cg.protocol_type, state.value, cg.group_type))
         return out
 
     def on_topic_deleted(self, topic: str, now_ms: int) -> None:
@@ -328,6 +409,8 @@ class GroupCoordinator:
         self._schedule_expiry(now_ms)
         for group in list(self.groups.values()):
             self._expire_group(group, now_ms)
+        for consumer_group in list(self.consumer_groups.values()):
+            self.consumer_admin.expire(consumer_group, now_ms)
 
     def _expire_group(self, group: ClassicGroup, now_ms: int) -> None:
         gid = group.group_id
@@ -367,7 +450,7 @@ class GroupCoordinator:
             if record.offset is None:
                 self.offsets.remove(record.group_id, record.topic, record.partition)
                 return
-            if record.group_id not in self.groups:
+            if record.group_id not in self.groups and record.group_id not in self.consumer_groups:
                 self.new_group(record.group_id, now_ms)
             self.offsets.put(record.group_id, record.topic, record.partition, record.offset)
         elif isinstance(record, GroupRecord):
@@ -375,14 +458,22 @@ class GroupCoordinator:
                 self.groups.pop(record.group_id, None)
             else:
                 self.groups[record.group_id] = _loaded_group(record.group_id, record.group)
+        elif key is not None:
+            self.consumer.replay(key, value, now_ms)
 
     def on_loaded(self, now_ms: int) -> None:
         """After the replay: start loaded members' sessions and the offset expiry job."""
         for group in self.groups.values():
             for member in group.members.values():
                 self.classic.reschedule_heartbeat(group, member, now_ms)
+        self.consumer.on_loaded(now_ms)
         self._schedule_expiry(now_ms)
-        log.info("loaded %d group(s) with %d offset(s)", len(self.groups), self.offsets.count())
+        log.info(
+            "loaded %d classic and %d consumer group(s) with %d offset(s)",
+            len(self.groups),
+            len(self.consumer_groups),
+            self.offsets.count(),
+        )
 
 
 def _fetched(partition: int, offset: OffsetAndMetadata | None) -> FetchedOffset:

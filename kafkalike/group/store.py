@@ -65,7 +65,8 @@ class LogGroupStore:
 
 
 def read_records(plog: PartitionLog) -> Iterator[tuple[int, CoordinatorRecord]]:
-    """Every (offset, (key, value)) of a partition, in order; control batches are skipped."""
+    """Every (offset, (key, value)) of a partition, in order; control and transactional batches
+    are skipped (the latter are replayed by ``txn_offsets``, which knows their fate)."""
     offset = plog.log_start_offset
     end = plog.log_end_offset
     while offset < end:
@@ -75,8 +76,8 @@ def read_records(plog: PartitionLog) -> Iterator[tuple[int, CoordinatorRecord]]:
         start = offset
         for pos, header in iter_batches(blob):
             offset = header.last_offset + 1
-            if header.is_control:
-                continue
+            if header.is_control or header.is_transactional:
+                continue  # transactional offset commits: txn_offsets.replay_transactional_offsets
             try:
                 records = decode_records(blob, pos, header)
             except ProtocolError as exc:

@@ -36,11 +36,13 @@ from kafkalike.log.partition_log import (
 )
 from kafkalike.log.producer_state import AppendOrigin, CheckResult, ProducerStateManager, Verdict
 from kafkalike.log.storage import FileLogDirectory, LogDirectory, MemoryLogDirectory, SegmentFile
+from kafkalike.log.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "AbortedTxn",
     "AppendOrigin",
     "AppendResult",
     "CheckResult",
@@ -71,6 +73,7 @@ __all__ = [
     "SegmentFile",
     "TimestampAndOffset",
     "TransactionCoordinatorFenced",
+    "TransactionIndex",
     "UnknownProducerId",
     "Verdict",
     "batch_has_null_key",

@@ -6,7 +6,10 @@ an unclean shutdown revalidate every segment from the recovery point on (framing
 offsets), truncating a torn or corrupt tail and dropping the segments after it; otherwise trust the
 indexes unless one is missing or insane, which also forces that segment's recovery. Then rebuild the
 leader epoch cache (checkpoint, plus epochs seen by recovery) and the producer state (latest usable
-``.snapshot`` at or below the log end, plus the batches after it).
+``.snapshot`` at or below the log end, plus the batches after it). When segments were recovered, the
+producer state is replayed from a snapshot at or below the first of them instead, and the
+transaction indexes of that segment and every later one are rebuilt from the transactions the
+replay sees aborted (Kafka rebuilds them in LogSegment.recover, with the same producer state).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kafkalike.log.segment import (
     segment_name,
 )
 from kafkalike.log.storage import LogDirectory
+from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from kafkalike.protocol.records import RecordBatchHeader
 
 CLEANED_SUFFIX = ".cleaned"
@@ -44,6 +48,8 @@ class LoadedLog:
     producer_state: ProducerStateManager
     recovered_segments: int = 0
     truncated_bytes: int = 0
+    # The base offset of the first recovered segment: transaction indexes are rebuilt from there.
+    rebuild_txn_index_from: int | None = None
     deleted_segments: list[int] = field(default_factory=list)
 
 
@@ -93,7 +99,7 @@ def load_log(
     loaded.log_start_offset = start
     loaded.recovery_point = log_end if clean_shutdown else min(recovery_point or 0, log_end)
     _load_epoch_cache(loaded, epochs_seen)
-    load_producer_state(loaded, directory, config, now_ms)
+    load_producer_state(loaded, directory, config, now_ms, rebuild_txn_index_from=loaded.rebuild_txn_index_from)
     return loaded
 
 
@@ -113,6 +119,8 @@ def _recover_segments(
         if (clean_shutdown or not unflushed) and segment.load():
             continue
         truncated = segment.recover(track_epoch)
+        if loaded.rebuild_txn_index_from is None:
+            loaded.rebuild_txn_index_from = segment.base_offset
         loaded.recovered_segments += 1
         loaded.truncated_bytes += truncated
         if truncated and i + 1 < len(segments):
@@ -145,27 +153,53 @@ def _load_epoch_cache(loaded: LoadedLog, epochs_seen: list[tuple[int, int]]) -> 
     loaded.epoch_cache = cache
 
 
-def load_producer_state(loaded: LoadedLog, directory: LogDirectory, config: LogConfig, now_ms: int) -> None:
+def load_producer_state(
+    loaded: LoadedLog,
+    directory: LogDirectory,
+    config: LogConfig,
+    now_ms: int,
+    *,
+    rebuild_txn_index_from: int | None = None,
+) -> None:
     """Latest readable snapshot at or below the log end, then the batches after it (also used
-    after a truncation, which may have cut batches the current state already reflects)."""
+    after a truncation, which may have cut batches the current state already reflects).
+
+    With ``rebuild_txn_index_from`` the snapshot must lie at or below that offset too, and the
+    transaction index of every segment from there on is rebuilt during the replay.
+    """
     state = loaded.producer_state
     log_end = loaded.segments[-1].next_offset
+    limit = log_end if rebuild_txn_index_from is None else min(log_end, rebuild_txn_index_from)
     replay_from = loaded.log_start_offset
     state.clear()
     for offset in reversed(snapshot_offsets(directory)):
         name = segment_name(offset, SNAPSHOT_SUFFIX)
+        if offset > limit:
+            if offset > log_end:
+                directory.delete(name)  # beyond the recovered log: useless
+            continue
         data = directory.read_document(name)
-        if offset > log_end or data is None or not state.load_snapshot(data, now_ms, config.producer_id_expiration_ms):
-            directory.delete(name)  # beyond the recovered log, or unreadable: useless either way
+        if data is None or not state.load_snapshot(data, now_ms, config.producer_id_expiration_ms):
+            directory.delete(name)  # unreadable
             continue
         replay_from = max(offset, loaded.log_start_offset)
         break
+    rebuild_from = log_end + 1 if rebuild_txn_index_from is None else rebuild_txn_index_from
+    for segment in loaded.segments:
+        if segment.base_offset >= rebuild_from:
+            segment.txn_index.reset()
 
     def replay(pos: int, header: RecordBatchHeader, segment: LogSegment) -> None:
         marker = None
         if header.is_control and header.producer_id >= 0:
             marker = parse_control_marker(segment.file.read(pos, header.size), 0, header)
-        state.replay(header, marker)
+        completed = state.replay(header, marker)
+        if completed is not None and completed.is_aborted and segment.base_offset >= rebuild_from:
+            first_unstable = state.first_unstable_offset()
+            lso = completed.last_offset + 1 if first_unstable is None else first_unstable
+            segment.txn_index.append(
+                AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+            )
 
     scan_log(loaded.segments, replay_from, None, replay)
 
@@ -210,7 +244,7 @@ def _clear_leftovers(directory: LogDirectory) -> None:
     for name in existing:
         base = offset_of_name(name)
         orphan = base is not None and segment_name(base, LOG_SUFFIX) not in existing
-        if orphan and name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        if orphan and name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
             directory.delete(name)
 
 

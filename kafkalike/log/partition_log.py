@@ -2,7 +2,8 @@
 
 On disk, ``<log.dir>/<topic>-<partition>/`` holds:
 
-- segments ``%020d.log`` / ``.index`` / ``.timeindex`` named by base offset (see ``segment.py``);
+- segments ``%020d.log`` / ``.index`` / ``.timeindex`` named by base offset (see ``segment.py``), and
+  ``.txnindex`` for a segment holding abort markers (see ``txn_index.py``);
 - ``%020d.snapshot`` producer-state snapshots (see ``producer_state.py``), one per roll and one at close;
 - ``leader-epoch-checkpoint`` (see ``epoch_cache.py``);
 - ``partition.metadata``: ``version: 0`` and ``topic_id: <base64 uuid>``, so a directory left over
@@ -32,14 +33,17 @@ from kafkalike.log.producer_state import (
     SNAPSHOT_SUFFIX,
     AppendOrigin,
     ControlMarker,
+    PendingAppend,
     ProducerStateManager,
     parse_control_marker,
 )
 from kafkalike.log.retention import RetentionMixin
-from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
+from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_header, segment_name
 from kafkalike.log.storage import FileLogDirectory, LogDirectory, SegmentFile
+from kafkalike.log.txn_index import AbortedTxn, collect_aborted, retained_aborts
 from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.records import (
+    BATCH_HEADER_SIZE,
     RecordBatchHeader,
     decode_records,
     read_batch_header,
@@ -251,6 +255,7 @@ class PartitionLog(RetentionMixin):
         if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
             self.epoch_cache.assign(leader_epoch, first_offset)
         self.producer_state.commit(pending)
+        self._index_aborted(pending, segment)
         self._unflushed_messages += sum(h.records_count for _, h in assigned)
         interval = self.config.flush_interval_ms
         if self._unflushed_messages >= self.config.flush_interval_messages or (
@@ -258,6 +263,15 @@ class PartitionLog(RetentionMixin):
         ):
             self.flush(now_ms)
         return AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+
+    def _index_aborted(self, pending: PendingAppend, segment: LogSegment) -> None:
+        """A transaction index entry for each transaction this append aborted (Kafka's
+        updateTxnIndex), with the last stable offset once its marker is in."""
+        for txn in pending.completed:
+            if txn.is_aborted:
+                first_unstable = self.producer_state.first_unstable_offset()
+                lso = txn.last_offset + 1 if first_unstable is None else first_unstable
+                segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
 
     def _walk(self, buf: memoryview) -> list[tuple[int, RecordBatchHeader]]:
         headers: list[tuple[int, RecordBatchHeader]] = []
@@ -313,6 +327,7 @@ class PartitionLog(RetentionMixin):
             raise ValueError("replace_segments needs consecutive live segments starting at the new one's base")
         step = on_step or (lambda _name: None)
         base = new.base_offset
+        retained = retained_aborts(new, old)  # before the old index files are renamed away
         swap = segment_name(base, LOG_SUFFIX + SWAP_SUFFIX)
         self.directory.rename(segment_name(base, LOG_SUFFIX + CLEANED_SUFFIX), swap, new.file)
         self.directory.sync()
@@ -329,6 +344,7 @@ class PartitionLog(RetentionMixin):
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # fresh files: the old ones went with old[0]
             self.directory.delete(segment_name(base, suffix))
             self.directory.open_file(segment_name(base, suffix), create=True).close()
+        new.txn_index.rewrite(retained)
         new.time_index.maybe_append(new.max_timestamp, new.offset_of_max_timestamp)
         new.flush()
         new.on_become_inactive()
@@ -481,6 +497,35 @@ class PartitionLog(RetentionMixin):
         except ProtocolError:
             pass
         return OffsetAndTimestamp(max(header.base_offset, self._log_start_offset), header.max_timestamp)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        transaction indexes of the segment holding ``start_offset`` and the ones after it,
+        until an entry shows nothing later can overlap (Kafka's collectAbortedTransactions)."""
+        self._ensure_open()
+        return collect_aborted(self.segments[self._segment_index(start_offset) :], start_offset, upper_bound_offset)
+
+    def aborted_transactions(self, fetch_offset: int, result: ReadResult) -> list[AbortedTxn]:
+        """What a read_committed fetch of ``result`` (read from ``fetch_offset``) must report:
+        the aborted transactions overlapping the batches it returns."""
+        if not result.ranges:
+            return []
+        return self.collect_aborted_transactions(fetch_offset, self._offset_after(result.ranges[-1]))
+
+    def _offset_after(self, last: FileRange) -> int:
+        """The first offset after the batches a range ends with: the next batch's base offset,
+        else the next segment's base, else the log end (Kafka's fetchUpperBoundOffset)."""
+        end = last.position + last.length
+        for i in range(len(self.segments) - 1, -1, -1):
+            segment = self.segments[i]
+            if segment.file is not last.file:
+                continue
+            if end < segment.size:
+                header = parse_header(segment.file.read(end, BATCH_HEADER_SIZE), 0)
+                if header is not None:
+                    return header.base_offset
+            return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._log_end_offset
+        return self._log_end_offset
 
     def epoch_for_offset(self, offset: int) -> int:
         """The leader epoch the record at ``offset`` was written in (ListOffsets' leader_epoch)."""

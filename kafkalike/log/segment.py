@@ -4,7 +4,9 @@ Files, all named by the segment's base offset (the first offset it may hold) as 
 
 - ``.log``: record batches exactly as produced, base offsets and leader epochs filled in, back to
   back with no framing of our own (Kafka's format, so ``kafka-dump-log`` reads it);
-- ``.index``: see ``OffsetIndex``; ``.timeindex``: see ``TimeIndex``.
+- ``.index``: see ``OffsetIndex``; ``.timeindex``: see ``TimeIndex``;
+- ``.txnindex``: the transactions aborted in this segment, see ``TransactionIndex`` (only once
+  there is one).
 
 Only batch headers are ever parsed here; records stay opaque bytes.
 """
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterator
 from kafkalike.log.config import INT_MAX, LogConfig
 from kafkalike.log.index import IndexCorrupt, OffsetIndex, TimeIndex
 from kafkalike.log.storage import LogDirectory, SegmentFile
+from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex, TxnIndexCorrupt
 from kafkalike.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, batch_crc_ok
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -26,7 +29,7 @@ VERIFY_WINDOW = 4 * 1024 * 1024
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 
 
@@ -87,6 +90,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             base_offset, config.segment_index_bytes // TimeIndex.ENTRY_SIZE, self._opener(TIME_INDEX_SUFFIX)
         )
+        self.txn_index = TransactionIndex(directory, base_offset)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -141,6 +145,10 @@ class LogSegment:
         if index_data is None or time_data is None:
             return False
         try:
+            self.txn_index.sanity_check()
+        except TxnIndexCorrupt:
+            return False
+        try:
             self.offset_index.load(index_data, self.size)
         except IndexCorrupt:
             return False
@@ -180,6 +188,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # the loader rebuilds it from the producer state it replays
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.bytes_since_last_index_entry = 0
@@ -254,6 +263,7 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.release()
 
     # ---- lookups --------------------------------------------------------------------------
 
@@ -313,6 +323,7 @@ class LogSegment:
         position = found[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(found[1].base_offset)  # markers in the dropped batches go too
         removed = self.size - position
         self.file.truncate(position)
         self.next_offset = self.base_offset
@@ -328,11 +339,13 @@ class LogSegment:
         self.file.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.release()
         self.file.close()
 
     def mark_deleted(self) -> None:
@@ -343,6 +356,7 @@ class LogSegment:
         """
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.release()
         self.marked_deleted = True
         for suffix in SEGMENT_SUFFIXES:
             name = segment_name(self.base_offset, suffix)
@@ -356,6 +370,7 @@ class LogSegment:
         self.file.close()
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.release()
         for suffix in SEGMENT_SUFFIXES:
             name = segment_name(self.base_offset, suffix)
             self.directory.delete(name + DELETED_SUFFIX if self.marked_deleted else name)

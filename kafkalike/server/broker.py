@@ -11,6 +11,7 @@ import base64
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener,
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.registry import Handler, load_handlers
+from kafkalike.server.txn_service import TxnService
 
 log = logging.getLogger("kafkalike.broker")
 METADATA_TOPIC = "__cluster_metadata"
@@ -71,6 +73,7 @@ class Broker:
         self._metadata_log: PartitionLog | None = None
         self.controller = QuorumController(self._append_metadata)
         self.groups = GroupService(self)
+        self.txn = TxnService(self)
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -88,6 +91,12 @@ class Broker:
             self._open_partitions(topic)
         self.logs.remove_orphans(set(self.partitions) | {(METADATA_TOPIC, 0)})
         self._open_groups()
+        self._open_transactions()
+
+    def _open_transactions(self) -> None:
+        """The transaction coordinator, with its state replayed from __transaction_state and
+        every transaction left half-way by the previous run completed."""
+        self.txn.open()
 
     def _open_groups(self) -> None:
         """The group coordinator, with its state replayed from __consumer_offsets."""
@@ -132,6 +141,30 @@ class Broker:
     def log_config(self, topic: TopicImage) -> LogConfig:
         return LogConfig.from_properties(self.topic_properties(topic))
 
+    def log_config_problem(self, overrides: Mapping[str, str], config: BrokerConfig | None = None) -> str | None:
+        """Why a topic with ``overrides`` over ``config``'s defaults (this broker's unless given)
+        could not have a log, or None. Checked before configs are stored: each value passing its
+        own check is not enough, the log's settings as a whole must stand."""
+        config = config or self.config
+        props = {name: overrides.get(name, config.topic_default(name)) for name in TOPIC_CONFIGS}
+        try:
+            LogConfig.from_properties(props)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def broker_config_problem(self, resource_name: str, dynamic: Mapping[str, str]) -> str | None:
+        """``log_config_problem`` for every topic, were ``dynamic`` the broker resource's dynamic
+        configs (``""``: the cluster-wide defaults)."""
+        trial = BrokerConfig(self.config.explicit)
+        trial.dynamic_default = dict(self.config.dynamic_default if resource_name else dynamic)
+        trial.dynamic_broker = dict(dynamic if resource_name else self.config.dynamic_broker)
+        for overrides in [{}, *(t.configs for t in self.controller.image.topics.values())]:
+            problem = self.log_config_problem(overrides, trial)
+            if problem is not None:
+                return problem
+        return None
+
     def apply_configs(self) -> None:
         """Make changed topic and broker configs take effect at once, without a restart."""
         image = self.controller.image
@@ -159,6 +192,9 @@ class Broker:
             problem = validate_value(key, value)
             if problem is not None:
                 raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
+        problem = self.log_config_problem(configs)
+        if problem is not None:
+            raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
         topic = self.controller.create_topic(name, partitions, configs, validate_only)
         if not validate_only:
             self._open_partitions(topic)
@@ -219,6 +255,7 @@ class Broker:
             if self.config.get_bool("log.cleaner.enable"):
                 nursery.start_soon(self._log_cleaner)
             nursery.start_soon(self.groups.run)
+            nursery.start_soon(self.txn.run)
             nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
             task_status.started((host, bound_port))
 

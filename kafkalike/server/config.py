@@ -3,12 +3,15 @@
 Values come from (lowest to highest): the defaults below, a ``server.properties`` file, and
 ``--override key=value``. Topic-level configs default to the matching broker config
 (``retention.ms`` <- ``log.retention.ms``...), which is what DescribeConfigs reports as the source.
+Every config carries a short description, which DescribeConfigs v3+ returns as its documentation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import dropwhile
 from pathlib import Path
 
 LONG_MAX = 2**63 - 1
@@ -24,86 +27,572 @@ class ConfigDef:
     type: str  # boolean, int, long, double, string, list, password, class, short
     default: str | None
     read_only: bool = True
+    doc: str = ""  # what DescribeConfigs v3+ returns as the config's documentation
 
 
 _BROKER_DEFS = [
-    ConfigDef("node.id", "int", "1"),
-    ConfigDef("process.roles", "list", "broker,controller"),
-    ConfigDef("listeners", "list", "PLAINTEXT://127.0.0.1:9092"),
-    ConfigDef("advertised.listeners", "list", None),
-    ConfigDef("log.dirs", "list", None),
-    ConfigDef("log.dir", "string", "./kafkalike-data"),
-    ConfigDef("num.partitions", "int", "1", read_only=False),
-    ConfigDef("default.replication.factor", "int", "1", read_only=False),
-    ConfigDef("auto.create.topics.enable", "boolean", "true"),
-    ConfigDef("delete.topic.enable", "boolean", "true"),
-    ConfigDef("log.retention.ms", "long", None, read_only=False),
-    ConfigDef("log.retention.minutes", "int", None),
-    ConfigDef("log.retention.hours", "int", "168"),
-    ConfigDef("log.retention.bytes", "long", "-1", read_only=False),
-    ConfigDef("log.retention.check.interval.ms", "long", "300000"),
-    ConfigDef("log.segment.bytes", "int", "1073741824", read_only=False),
-    ConfigDef("log.roll.ms", "long", None, read_only=False),
-    ConfigDef("log.roll.hours", "int", "168"),
-    ConfigDef("log.index.interval.bytes", "int", "4096", read_only=False),
-    ConfigDef("log.index.size.max.bytes", "int", "10485760", read_only=False),
-    ConfigDef("log.flush.interval.messages", "long", str(LONG_MAX), read_only=False),
-    ConfigDef("log.flush.interval.ms", "long", None, read_only=False),
-    ConfigDef("log.segment.delete.delay.ms", "long", "60000", read_only=False),
-    ConfigDef("log.cleanup.policy", "list", "delete", read_only=False),
-    ConfigDef("log.message.timestamp.type", "string", "CreateTime", read_only=False),
-    ConfigDef("log.cleaner.enable", "boolean", "true"),
-    ConfigDef("log.cleaner.backoff.ms", "long", "15000", read_only=False),
-    ConfigDef("log.cleaner.dedupe.buffer.size", "long", "134217728", read_only=False),
-    ConfigDef("message.max.bytes", "int", "1048588", read_only=False),
-    ConfigDef("min.insync.replicas", "int", "1", read_only=False),
-    ConfigDef("unclean.leader.election.enable", "boolean", "false", read_only=False),
-    ConfigDef("compression.type", "string", "producer", read_only=False),
-    ConfigDef("socket.request.max.bytes", "int", "104857600"),
-    ConfigDef("offsets.topic.num.partitions", "int", "50"),
-    ConfigDef("offsets.topic.replication.factor", "short", "1"),
-    ConfigDef("transaction.state.log.num.partitions", "int", "50"),
-    ConfigDef("group.initial.rebalance.delay.ms", "int", "3000"),
-    ConfigDef("group.min.session.timeout.ms", "int", "6000"),
-    ConfigDef("group.max.session.timeout.ms", "int", "1800000"),
-    ConfigDef("group.max.size", "int", "2147483647"),
-    ConfigDef("offsets.retention.minutes", "int", "10080"),
-    ConfigDef("offsets.retention.check.interval.ms", "long", "600000"),
-    ConfigDef("offsets.topic.segment.bytes", "int", "104857600"),
-    ConfigDef("offset.metadata.max.bytes", "int", "4096"),
-    ConfigDef("transaction.max.timeout.ms", "int", "900000"),
-    ConfigDef("producer.id.expiration.ms", "int", "86400000", read_only=False),
-    ConfigDef("max.incremental.fetch.session.cache.slots", "int", "1000"),
-    ConfigDef("cluster.id", "string", None),
+    ConfigDef("node.id", "int", "1", doc="This node's id, the one Metadata lists as the broker and controller."),
+    ConfigDef(
+        "process.roles",
+        "list",
+        "broker,controller",
+        doc="The roles this process plays; kafkalike always acts as both broker and controller.",
+    ),
+    ConfigDef(
+        "listeners",
+        "list",
+        "PLAINTEXT://127.0.0.1:9092",
+        doc="The addresses the broker binds and accepts connections on, as NAME://host:port.",
+    ),
+    ConfigDef(
+        "advertised.listeners",
+        "list",
+        None,
+        doc="The addresses given to clients in Metadata answers, when they differ from the bound listeners. "
+        "Unset means clients are told the listener address.",
+    ),
+    ConfigDef(
+        "log.dirs",
+        "list",
+        None,
+        doc="Comma-separated directories holding the partition logs. Unset means log.dir is used.",
+    ),
+    ConfigDef("log.dir", "string", "./kafkalike-data", doc="The log directory used when log.dirs is not set."),
+    ConfigDef(
+        "num.partitions",
+        "int",
+        "1",
+        read_only=False,
+        doc="How many partitions a topic gets when it is created without a partition count, "
+        "including topics created automatically.",
+    ),
+    ConfigDef(
+        "default.replication.factor",
+        "int",
+        "1",
+        read_only=False,
+        doc="The replication factor of topics created automatically or with -1 as their replication factor.",
+    ),
+    ConfigDef(
+        "auto.create.topics.enable",
+        "boolean",
+        "true",
+        doc="Whether a topic named in a Metadata request or by a producer is created when it does not exist.",
+    ),
+    ConfigDef(
+        "delete.topic.enable",
+        "boolean",
+        "true",
+        doc="Whether DeleteTopics may remove topics; when false, deletion requests have no effect.",
+    ),
+    ConfigDef(
+        "log.retention.ms",
+        "long",
+        None,
+        read_only=False,
+        doc="How long a log segment is kept, in milliseconds, before retention deletes it; -1 keeps data "
+        "without a time limit. Unset means log.retention.minutes, or else log.retention.hours, decides.",
+    ),
+    ConfigDef(
+        "log.retention.minutes",
+        "int",
+        None,
+        doc="Retention time in minutes, used when log.retention.ms is unset. Unset means log.retention.hours decides.",
+    ),
+    ConfigDef(
+        "log.retention.hours",
+        "int",
+        "168",
+        doc="Retention time in hours, used when neither log.retention.ms nor log.retention.minutes is set.",
+    ),
+    ConfigDef(
+        "log.retention.bytes",
+        "long",
+        "-1",
+        read_only=False,
+        doc="The largest size a partition's log may reach before its oldest segments are deleted; "
+        "-1 means no size limit.",
+    ),
+    ConfigDef(
+        "log.retention.check.interval.ms",
+        "long",
+        "300000",
+        doc="How often, in milliseconds, the broker looks for log segments that retention may delete.",
+    ),
+    ConfigDef(
+        "log.segment.bytes",
+        "int",
+        "1073741824",
+        read_only=False,
+        doc="The size at which a log's active segment is closed and a new one started.",
+    ),
+    ConfigDef(
+        "log.roll.ms",
+        "long",
+        None,
+        read_only=False,
+        doc="The longest time, in milliseconds, a segment stays active before a new one is rolled, even if it "
+        "is not full. Unset means log.roll.hours decides.",
+    ),
+    ConfigDef(
+        "log.roll.hours",
+        "int",
+        "168",
+        doc="The longest time, in hours, a segment stays active before a new one is rolled, "
+        "used when log.roll.ms is unset.",
+    ),
+    ConfigDef(
+        "log.roll.jitter.ms",
+        "long",
+        None,
+        read_only=False,
+        doc="The most, in milliseconds, randomly taken off a segment's roll time so that many logs do not roll "
+        "at once. Unset means log.roll.jitter.hours decides.",
+    ),
+    ConfigDef(
+        "log.roll.jitter.hours",
+        "int",
+        "0",
+        doc="The roll-time jitter in hours, used when log.roll.jitter.ms is unset.",
+    ),
+    ConfigDef(
+        "log.index.interval.bytes",
+        "int",
+        "4096",
+        read_only=False,
+        doc="How many bytes of records are appended between two entries of a segment's offset index.",
+    ),
+    ConfigDef(
+        "log.index.size.max.bytes",
+        "int",
+        "10485760",
+        read_only=False,
+        doc="The largest size of a segment's offset index; a full index makes the log roll a new segment.",
+    ),
+    ConfigDef(
+        "log.flush.interval.messages",
+        "long",
+        str(LONG_MAX),
+        read_only=False,
+        doc="How many messages a partition accepts before its log is forced to disk with fsync. "
+        "The default leaves flushing to the operating system.",
+    ),
+    ConfigDef(
+        "log.flush.interval.ms",
+        "long",
+        None,
+        read_only=False,
+        doc="The longest time, in milliseconds, appended data may wait before the log is forced to disk. "
+        "Unset means no time-based flush.",
+    ),
+    ConfigDef(
+        "log.segment.delete.delay.ms",
+        "long",
+        "60000",
+        read_only=False,
+        doc="How long a deleted segment's files stay on disk, renamed, before they are removed, "
+        "so that reads already in progress can finish.",
+    ),
+    ConfigDef(
+        "log.cleanup.policy",
+        "list",
+        "delete",
+        read_only=False,
+        doc="The default cleanup policy of topics: delete (drop old segments by time or size), "
+        "compact (keep the latest record per key), or both.",
+    ),
+    ConfigDef(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        read_only=False,
+        doc="The default timestamp type of topics: CreateTime keeps the producer's timestamps, "
+        "LogAppendTime replaces them with the broker's time of append.",
+    ),
+    ConfigDef(
+        "log.message.timestamp.before.max.ms",
+        "long",
+        str(LONG_MAX),
+        read_only=False,
+        doc="The default of how far, in milliseconds, a CreateTime record's timestamp may lie before the "
+        "broker's clock; records further in the past are rejected.",
+    ),
+    ConfigDef(
+        "log.message.timestamp.after.max.ms",
+        "long",
+        "3600000",
+        read_only=False,
+        doc="The default of how far, in milliseconds, a CreateTime record's timestamp may lie after the "
+        "broker's clock; records further in the future are rejected.",
+    ),
+    ConfigDef(
+        "log.preallocate",
+        "boolean",
+        "false",
+        read_only=False,
+        doc="The default of whether a new segment file is allocated at its full size when it is created.",
+    ),
+    ConfigDef(
+        "log.cleaner.enable",
+        "boolean",
+        "true",
+        doc="Whether the log cleaner runs. Without it, topics with cleanup.policy=compact are never compacted "
+        "and keep growing.",
+    ),
+    ConfigDef(
+        "log.cleaner.backoff.ms",
+        "long",
+        "15000",
+        read_only=False,
+        doc="How long, in milliseconds, the log cleaner waits before looking again when no log needs cleaning.",
+    ),
+    ConfigDef(
+        "log.cleaner.dedupe.buffer.size",
+        "long",
+        "134217728",
+        read_only=False,
+        doc="The memory the log cleaner may use for its map of keys to latest offsets; "
+        "a larger map lets one pass clean more of a log.",
+    ),
+    ConfigDef(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        "86400000",
+        read_only=False,
+        doc="The default of how long, in milliseconds, a tombstone stays in a compacted log after the cleaner "
+        "first keeps it; readers starting from the beginning have this long to see the deletion.",
+    ),
+    ConfigDef(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        "0",
+        read_only=False,
+        doc="The default of the shortest time, in milliseconds, a record stays uncompacted after it is written.",
+    ),
+    ConfigDef(
+        "log.cleaner.max.compaction.lag.ms",
+        "long",
+        str(LONG_MAX),
+        read_only=False,
+        doc="The default of the longest time, in milliseconds, a record may wait before its log becomes "
+        "eligible for compaction whatever its dirty ratio.",
+    ),
+    ConfigDef(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        "0.5",
+        read_only=False,
+        doc="The default of the share of a compacted log that must be dirty (written since the last clean) "
+        "before the cleaner compacts it.",
+    ),
+    ConfigDef(
+        "message.max.bytes",
+        "int",
+        "1048588",
+        read_only=False,
+        doc="The largest record batch the broker accepts, after compression; topics can override it with "
+        "max.message.bytes.",
+    ),
+    ConfigDef(
+        "min.insync.replicas",
+        "int",
+        "1",
+        read_only=False,
+        doc="The default number of in-sync replicas that must have a write before an acks=all produce succeeds.",
+    ),
+    ConfigDef(
+        "unclean.leader.election.enable",
+        "boolean",
+        "false",
+        read_only=False,
+        doc="The default of whether a replica that is not in sync may become leader as a last resort, "
+        "at the risk of losing data.",
+    ),
+    ConfigDef(
+        "compression.type",
+        "string",
+        "producer",
+        read_only=False,
+        doc="The default compression of stored batches: producer keeps the producer's codec; uncompressed, "
+        "gzip, snappy, lz4 or zstd recompress to that codec.",
+    ),
+    ConfigDef(
+        "socket.request.max.bytes",
+        "int",
+        "104857600",
+        doc="The largest request, in bytes, the broker reads from a connection.",
+    ),
+    ConfigDef(
+        "offsets.topic.num.partitions",
+        "int",
+        "50",
+        doc="How many partitions the __consumer_offsets topic gets when it is created; not to be changed afterwards.",
+    ),
+    ConfigDef(
+        "offsets.topic.replication.factor",
+        "short",
+        "1",
+        doc="The replication factor the __consumer_offsets topic is created with.",
+    ),
+    ConfigDef(
+        "transaction.state.log.num.partitions",
+        "int",
+        "50",
+        doc="How many partitions the __transaction_state topic gets when it is created; not to be changed afterwards.",
+    ),
+    ConfigDef(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        "3000",
+        doc="How long, in milliseconds, the coordinator waits for more members to join a new group "
+        "before its first rebalance.",
+    ),
+    ConfigDef(
+        "group.min.session.timeout.ms",
+        "int",
+        "6000",
+        doc="The shortest session timeout, in milliseconds, a group member may ask for.",
+    ),
+    ConfigDef(
+        "group.max.session.timeout.ms",
+        "int",
+        "1800000",
+        doc="The longest session timeout, in milliseconds, a group member may ask for.",
+    ),
+    ConfigDef(
+        "group.max.size",
+        "int",
+        "2147483647",
+        doc="The most members one consumer group may have.",
+    ),
+    ConfigDef(
+        "offsets.retention.minutes",
+        "int",
+        "10080",
+        doc="How long, in minutes, committed offsets are kept once their group is empty "
+        "(or, for offsets committed without a group membership, after their last commit).",
+    ),
+    ConfigDef(
+        "offsets.retention.check.interval.ms",
+        "long",
+        "600000",
+        doc="How often, in milliseconds, the coordinator looks for committed offsets past their retention.",
+    ),
+    ConfigDef(
+        "offsets.topic.segment.bytes",
+        "int",
+        "104857600",
+        doc="The segment size of the __consumer_offsets topic, kept small so it compacts and loads quickly.",
+    ),
+    ConfigDef(
+        "offset.metadata.max.bytes",
+        "int",
+        "4096",
+        doc="The largest metadata string a client may store with a committed offset.",
+    ),
+    ConfigDef(
+        "transaction.max.timeout.ms",
+        "int",
+        "900000",
+        doc="The longest transaction timeout, in milliseconds, a producer may ask for in InitProducerId.",
+    ),
+    ConfigDef(
+        "producer.id.expiration.ms",
+        "int",
+        "86400000",
+        read_only=False,
+        doc="How long, in milliseconds, a partition remembers an idle producer id before forgetting its "
+        "sequence state; ids with an open transaction do not expire.",
+    ),
+    ConfigDef(
+        "max.incremental.fetch.session.cache.slots",
+        "int",
+        "1000",
+        doc="The most incremental fetch sessions the broker keeps at once.",
+    ),
+    ConfigDef(
+        "cluster.id",
+        "string",
+        None,
+        doc="The cluster's id; unset means the id stored in the data directory, or a new random one.",
+    ),
 ]
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 
-# Topic config -> (type, broker config it defaults to, or a fixed default).
-TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None]] = {
-    "cleanup.policy": ("list", "log.cleanup.policy", None),
-    "compression.type": ("string", "compression.type", None),
-    "delete.retention.ms": ("long", None, "86400000"),
-    "file.delete.delay.ms": ("long", "log.segment.delete.delay.ms", None),
-    "flush.messages": ("long", "log.flush.interval.messages", None),
-    "flush.ms": ("long", "log.flush.interval.ms", str(LONG_MAX)),
-    "index.interval.bytes": ("int", "log.index.interval.bytes", None),
-    "max.compaction.lag.ms": ("long", None, str(LONG_MAX)),
-    "max.message.bytes": ("int", "message.max.bytes", None),
-    "message.timestamp.type": ("string", "log.message.timestamp.type", None),
-    "message.timestamp.before.max.ms": ("long", None, str(LONG_MAX)),
-    "message.timestamp.after.max.ms": ("long", None, "3600000"),
-    "min.cleanable.dirty.ratio": ("double", None, "0.5"),
-    "min.compaction.lag.ms": ("long", None, "0"),
-    "min.insync.replicas": ("int", "min.insync.replicas", None),
-    "preallocate": ("boolean", None, "false"),
-    "retention.bytes": ("long", "log.retention.bytes", None),
-    "retention.ms": ("long", "log.retention.ms", None),
-    "segment.bytes": ("int", "log.segment.bytes", None),
-    "segment.index.bytes": ("int", "log.index.size.max.bytes", None),
-    "segment.jitter.ms": ("long", None, "0"),
-    "segment.ms": ("long", "log.roll.ms", None),
-    "unclean.leader.election.enable": ("boolean", "unclean.leader.election.enable", None),
+# Topic config -> (type, broker config it defaults to, or a fixed default, documentation).
+TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None, str]] = {
+    "cleanup.policy": (
+        "list",
+        "log.cleanup.policy",
+        None,
+        "What happens to old data: delete drops whole segments past retention.ms or retention.bytes, "
+        "compact keeps only the latest record of each key; both may be listed.",
+    ),
+    "compression.type": (
+        "string",
+        "compression.type",
+        None,
+        "The codec batches are stored with: producer keeps the producer's codec; uncompressed, gzip, snappy, "
+        "lz4 or zstd recompress to that codec.",
+    ),
+    "delete.retention.ms": (
+        "long",
+        "log.cleaner.delete.retention.ms",
+        None,
+        "How long, in milliseconds, a tombstone stays in a compacted log after the cleaner first keeps it; "
+        "a reader starting from the beginning has this long to see the deletion.",
+    ),
+    "file.delete.delay.ms": (
+        "long",
+        "log.segment.delete.delay.ms",
+        None,
+        "How long, in milliseconds, a deleted segment's files stay on disk before they are removed.",
+    ),
+    "flush.messages": (
+        "long",
+        "log.flush.interval.messages",
+        None,
+        "How many messages are appended between two forced flushes (fsync) of the log. "
+        "The default leaves flushing to the operating system.",
+    ),
+    "flush.ms": (
+        "long",
+        "log.flush.interval.ms",
+        str(LONG_MAX),
+        "The longest time, in milliseconds, appended data may wait before the log is forced to disk. "
+        "The default leaves flushing to the operating system.",
+    ),
+    "index.interval.bytes": (
+        "int",
+        "log.index.interval.bytes",
+        None,
+        "How many bytes of records are appended between two offset index entries; "
+        "denser entries make lookups land closer but the index larger.",
+    ),
+    "max.compaction.lag.ms": (
+        "long",
+        "log.cleaner.max.compaction.lag.ms",
+        None,
+        "The longest time, in milliseconds, a record may stay uncompacted: after it the log is cleaned "
+        "whatever its dirty ratio. Only for compacted topics.",
+    ),
+    "max.message.bytes": (
+        "int",
+        "message.max.bytes",
+        None,
+        "The largest record batch, after compression, this topic accepts; larger ones are rejected "
+        "with MESSAGE_TOO_LARGE.",
+    ),
+    "message.timestamp.type": (
+        "string",
+        "log.message.timestamp.type",
+        None,
+        "CreateTime keeps the timestamps producers set; LogAppendTime stamps records with the broker's time of append.",
+    ),
+    "message.timestamp.before.max.ms": (
+        "long",
+        "log.message.timestamp.before.max.ms",
+        None,
+        "How far, in milliseconds, a record's timestamp may lie before the broker's clock under CreateTime; "
+        "records older than that are rejected.",
+    ),
+    "message.timestamp.after.max.ms": (
+        "long",
+        "log.message.timestamp.after.max.ms",
+        None,
+        "How far, in milliseconds, a record's timestamp may lie after the broker's clock under CreateTime; "
+        "records further in the future are rejected.",
+    ),
+    "min.cleanable.dirty.ratio": (
+        "double",
+        "log.cleaner.min.cleanable.ratio",
+        None,
+        "The share of a compacted log that must be dirty (written since the last clean) before the cleaner "
+        "compacts it; lower values clean more often and leave fewer duplicates.",
+    ),
+    "min.compaction.lag.ms": (
+        "long",
+        "log.cleaner.min.compaction.lag.ms",
+        None,
+        "The shortest time, in milliseconds, a record stays uncompacted after it is written. "
+        "Only for compacted topics.",
+    ),
+    "min.insync.replicas": (
+        "int",
+        "min.insync.replicas",
+        None,
+        "How many in-sync replicas must have a write before a produce with acks=all succeeds; "
+        "fewer make such produces fail.",
+    ),
+    "preallocate": (
+        "boolean",
+        "log.preallocate",
+        None,
+        "Whether a new segment file is allocated at its full size when it is created.",
+    ),
+    "retention.bytes": (
+        "long",
+        "log.retention.bytes",
+        None,
+        "The largest size, in bytes, one partition's log may reach before its oldest segments are deleted "
+        "(delete policy); -1 means no size limit.",
+    ),
+    "retention.ms": (
+        "long",
+        "log.retention.ms",
+        None,
+        "How long, in milliseconds, records are kept before their segment is deleted (delete policy); "
+        "-1 means no time limit.",
+    ),
+    "segment.bytes": (
+        "int",
+        "log.segment.bytes",
+        None,
+        "The size at which the active segment is closed and a new one begun. Retention and compaction "
+        "work a whole segment at a time.",
+    ),
+    "segment.index.bytes": (
+        "int",
+        "log.index.size.max.bytes",
+        None,
+        "The largest size, in bytes, of a segment's offset index; a full index rolls a new segment.",
+    ),
+    "segment.jitter.ms": (
+        "long",
+        "log.roll.jitter.ms",
+        "0",
+        "The most, in milliseconds, randomly taken off segment.ms so that many logs do not roll at once.",
+    ),
+    "segment.ms": (
+        "long",
+        "log.roll.ms",
+        None,
+        "The longest time, in milliseconds, a segment stays active before a new one is rolled, even if it "
+        "is not full, so that retention and compaction can reach its data.",
+    ),
+    "unclean.leader.election.enable": (
+        "boolean",
+        "unclean.leader.election.enable",
+        None,
+        "Whether a replica that is not in sync may become leader as a last resort, at the risk of losing data.",
+    ),
 }
+
+# Broker configs Kafka also accepts in coarser units, finest first: when the first is unset, the
+# next one set decides. DescribeConfigs lists them as each other's synonyms.
+_UNIT_SYNONYMS = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+}
+_UNIT_MS = {"minutes": 60_000, "hours": 3_600_000}
+
+
+def _synonym_names(name: str) -> tuple[str, ...]:
+    for names in _UNIT_SYNONYMS.values():
+        if name in names:
+            return names
+    return (name,)
 
 
 # For test suites, like a dev-container broker: topics appear on first use, groups form at
@@ -158,18 +647,18 @@ class BrokerConfig:
         for layer in (self.dynamic_broker, self.dynamic_default, self.explicit):
             if name in layer:
                 return layer[name]
-        if name == "log.retention.ms":
-            return self._derived_ms("log.retention", "ms")
-        if name == "log.roll.ms":
-            return self._derived_ms("log.roll", "ms")
+        if name in _UNIT_SYNONYMS:
+            return self._derived_ms(name)
         d = BROKER_CONFIGS.get(name)
         return d.default if d else None
 
-    def _derived_ms(self, prefix: str, _unit: str) -> str:
-        if f"{prefix}.minutes" in self.explicit:
-            return str(int(self.explicit[f"{prefix}.minutes"]) * 60_000)
-        hours = self.explicit.get(f"{prefix}.hours", BROKER_CONFIGS[f"{prefix}.hours"].default or "168")
-        return str(int(hours) * 3_600_000)
+    def _derived_ms(self, name: str) -> str:
+        """An unset ``*.ms`` config from its minutes or hours form (static only: those are read-only)."""
+        coarser = _UNIT_SYNONYMS[name][1:]
+        for unit_name in coarser:
+            if unit_name in self.explicit:
+                return str(int(self.explicit[unit_name]) * _UNIT_MS[unit_name.rsplit(".", 1)[1]])
+        return str(int(BROKER_CONFIGS[coarser[-1]].default or "0") * _UNIT_MS["hours"])
 
     def get_int(self, name: str) -> int:
         value = self.get(name)
@@ -189,25 +678,23 @@ class BrokerConfig:
         return STATIC_BROKER_CONFIG if name in self.explicit else DEFAULT_CONFIG
 
     def synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
-        """Every layer that sets ``name``, strongest first: (name, value, source)."""
-        out: list[tuple[str, str | None, int]] = []
+        """The layers that set ``name`` or a synonym of it, strongest first: (name, value, source).
+
+        As Kafka lists them: layer by layer, each synonym in turn (``log.retention.ms``, then
+        ``.minutes``, then ``.hours``), dropping whatever comes before the first entry for ``name``
+        itself. So a value that only a coarser unit sets (the default ``log.retention.hours=168``)
+        lists no synonyms for ``log.retention.ms``.
+        """
+        names = _synonym_names(name)
+        defaults = {n: d.default for n in names if (d := BROKER_CONFIGS.get(n)) is not None and d.default is not None}
         layers = (
             (self.dynamic_broker, DYNAMIC_BROKER_CONFIG),
             (self.dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
             (self.explicit, STATIC_BROKER_CONFIG),
+            (defaults, DEFAULT_CONFIG),
         )
-        for layer, source in layers:
-            if name in layer:
-                out.append((name, layer[name], source))
-        d = BROKER_CONFIGS.get(name)
-        default = d.default if d else None
-        if name == "log.retention.ms" and default is None:
-            default = str(int(BROKER_CONFIGS["log.retention.hours"].default or "168") * 3_600_000)
-        if name == "log.roll.ms" and default is None:
-            default = str(int(BROKER_CONFIGS["log.roll.hours"].default or "168") * 3_600_000)
-        if default is not None:
-            out.append((name, default, DEFAULT_CONFIG))
-        return out
+        found = [(n, layer[n], source) for layer, source in layers for n in names if n in layer]
+        return list(dropwhile(lambda entry: entry[0] != name, found))
 
     @property
     def node_id(self) -> int:
@@ -223,7 +710,7 @@ class BrokerConfig:
         entry = TOPIC_CONFIGS.get(name)
         if entry is None:
             return None
-        _, broker_name, fixed = entry
+        _, broker_name, fixed, _ = entry
         value = self.get(broker_name) if broker_name else None
         return fixed if value is None else value
 
@@ -265,7 +752,25 @@ _AT_LEAST = {
     "segment.jitter.ms": 0,
     "num.partitions": 1,
     "log.retention.ms": -1,
+    "log.roll.ms": 1,
+    "log.roll.jitter.ms": 0,
+    "log.index.size.max.bytes": 4,
+    "log.index.interval.bytes": 0,
+    "log.flush.interval.messages": 1,
+    "log.flush.interval.ms": 0,
+    "log.segment.delete.delay.ms": 0,
+    "log.cleaner.backoff.ms": 0,
+    "log.cleaner.delete.retention.ms": 0,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "log.cleaner.max.compaction.lag.ms": 1,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
+    "log.message.timestamp.before.max.ms": 0,
+    "log.message.timestamp.after.max.ms": 0,
+    "producer.id.expiration.ms": 1,
 }
+# Accepted ranges of double-typed configs.
+_BETWEEN = {"min.cleanable.dirty.ratio": (0.0, 1.0), "log.cleaner.min.cleanable.ratio": (0.0, 1.0)}
 
 
 def config_type(name: str) -> str | None:
@@ -291,7 +796,14 @@ def validate_value(name: str, value: str | None) -> str | None:
             if number < _AT_LEAST.get(name, -limit - 1):
                 return f"Invalid value {value} for configuration {name}: Value must be at least {_AT_LEAST[name]}"
         elif type_ == "double":
-            float(value)
+            ratio = float(value)
+            if not math.isfinite(ratio):
+                raise ValueError
+            low, high = _BETWEEN.get(name, (-math.inf, math.inf))
+            if ratio < low:
+                return f"Invalid value {value} for configuration {name}: Value must be at least {low:g}"
+            if ratio > high:
+                return f"Invalid value {value} for configuration {name}: Value must be no more than {high:g}"
         elif type_ == "boolean" and value.strip().lower() not in ("true", "false"):
             raise ValueError
     except ValueError:

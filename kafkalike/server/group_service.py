@@ -45,6 +45,8 @@ from kafkalike.group import (
     SyncResult,
     read_records,
 )
+from kafkalike.group.consumer_api import ConsumerHeartbeatRequest, ConsumerHeartbeatResult, DescribedConsumerGroup
+from kafkalike.group.consumer_membership import ConsumerGroupConfig
 from kafkalike.log import PartitionLog
 from kafkalike.protocol.errors import ErrorCode
 
@@ -80,6 +82,24 @@ def group_config(broker: Broker) -> GroupConfig:
     )
 
 
+def consumer_group_config(broker: Broker) -> ConsumerGroupConfig:
+    """The KIP-848 settings, under Kafka's group.consumer.* names, with Kafka's defaults."""
+    config = broker.config
+    defaults = ConsumerGroupConfig()
+
+    def get_int(name: str, default: int) -> int:
+        value = config.get(name)
+        return default if value is None else int(value)
+
+    assignors = config.get("group.consumer.assignors")
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=get_int("group.consumer.heartbeat.interval.ms", defaults.heartbeat_interval_ms),
+        session_timeout_ms=get_int("group.consumer.session.timeout.ms", defaults.session_timeout_ms),
+        max_size=get_int("group.consumer.max.size", defaults.max_size),
+        assignors=defaults.assignors if assignors is None else tuple(assignors.split(",")),
+    )
+
+
 class GroupService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -98,7 +118,13 @@ class GroupService:
         """Build the coordinator and replay ``__consumer_offsets`` if it exists."""
         config = group_config(self.broker)
         store = LogGroupStore(self._offsets_log, on_append=self._appended)
-        self._coordinator = GroupCoordinator(config, store, random.Random())
+        self._coordinator = GroupCoordinator(
+            config,
+            store,
+            random.Random(),
+            consumer_config=consumer_group_config(self.broker),
+            topics=lambda: self.broker.controller.image.topics,
+        )
         start = now_ms()
         topic = self.broker.controller.image.topics.get(OFFSETS_TOPIC)
         records = 0
@@ -217,8 +243,14 @@ class GroupService:
         self._after_call()
         return result
 
-    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None) -> FetchResult:
-        return self.coordinator.fetch_offsets(group_id, topics)
+    def fetch_offsets(
+        self,
+        group_id: str,
+        topics: Sequence[tuple[str, Sequence[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> FetchResult:
+        return self.coordinator.fetch_offsets(group_id, topics, member_id, member_epoch)
 
     def delete_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
@@ -237,6 +269,14 @@ class GroupService:
 
     def list_groups(self, states: Sequence[str], types: Sequence[str]) -> list[ListedGroup]:
         return self.coordinator.list_groups(states, types)
+
+    def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        result = self.coordinator.consumer_group_heartbeat(request, now_ms())
+        self._after_call()
+        return result
+
+    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
+        return self.coordinator.consumer_group_describe(group_ids)
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC and self._coordinator is not None:

@@ -64,7 +64,8 @@ def snake(name: str) -> str:
 def _official_view(fields: list[dict[str, Any]], structs: dict[str, Any], v: int) -> list[dict[str, Any]]:
     out = []
     for f in fields:
-        if v not in VersionRange.parse(f["versions"]):
+        # A field given only taggedVersions exists in those versions (Kafka's generator rule).
+        if v not in VersionRange.parse(f.get("versions", f.get("taggedVersions", "none"))):
             continue
         element = f["type"].removeprefix("[]")
         children = f.get("fields") or structs.get(element, {}).get("fields", [])

@@ -56,6 +56,13 @@ def apply_new_configs(
         problem = validate_value(name, value)
         if problem is not None:
             raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
+    # Nothing is stored that a log could not run with (it would fail here and at every start).
+    if resource_type == TOPIC_RESOURCE:
+        problem = ctx.broker.log_config_problem(new)
+    else:
+        problem = ctx.broker.broker_config_problem(resource_name, new)
+    if problem is not None:
+        raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
     if validate_only:
         return
     old = current_configs(ctx, resource_type, resource_name)

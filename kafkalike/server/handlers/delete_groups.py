@@ -1,7 +1,8 @@
 """DeleteGroups (key 42): v0-2. Delete empty groups together with their committed offsets.
 
-NON_EMPTY_GROUP while a group has members; GROUP_ID_NOT_FOUND for unknown groups. The
-group's and offsets' tombstones are written to ``__consumer_offsets`` before answering.
+NON_EMPTY_GROUP while a group (classic or KIP-848 consumer) has members; GROUP_ID_NOT_FOUND
+for unknown groups. The group's and offsets' tombstones are written to ``__consumer_offsets``
+before answering.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """DescribeConfigs (key 32): v1-4. Topic and broker configs with Kafka's values and sources.
 
-A topic config set on the topic reports source TOPIC_CONFIG; otherwise it shows the broker's
-value, sourced where the broker got it (dynamic per-broker, dynamic cluster default, the
-static file, or the default). v1+ can list synonyms, strongest first; v3+ adds the config
-type and documentation (documentation is null: not carried).
+A topic config set on the topic reports source TOPIC_CONFIG; otherwise it shows the value the
+topic's log uses, sourced where the broker got it (dynamic per-broker, dynamic cluster default,
+the static file, or the default). v1+ can list synonyms, strongest first, as Kafka lists them
+(``BrokerConfig.synonyms``); v3+ adds the config type, and the documentation when the request
+sets include_documentation (null otherwise).
 """
 
 from __future__ import annotations
@@ -14,21 +15,30 @@ from typing import Any
 from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.config import BROKER_CONFIGS, DEFAULT_CONFIG, TOPIC_CONFIG, TOPIC_CONFIGS, BrokerConfig
+from kafkalike.server.config import (
+    BROKER_CONFIGS,
+    DEFAULT_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    TOPIC_CONFIG,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+)
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 BROKER_LOGGER_RESOURCE = 8
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8, "password": 9}
 
+Chain = list[tuple[str, str | None, int]]
+
 
 @handles(32, 1, 4)
 async def handle_describe_configs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    results = [_describe(ctx, r, request.include_synonyms) for r in request.resources]
+    results = [_describe(ctx, r, request.include_synonyms, request.include_documentation) for r in request.resources]
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[str, Any]:
+def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "error_code": 0,
         "error_message": "",  # Apache Kafka's answer on success: an empty message, not null
@@ -42,17 +52,19 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[st
         if topic is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="Topic does not exist")
             return result
-        entries = [_topic_entry(config, topic.configs, name, synonyms) for name in sorted(TOPIC_CONFIGS)]
+        entries = [_topic_entry(config, topic.configs, name, synonyms, docs) for name in sorted(TOPIC_CONFIGS)]
     elif resource.resource_type == BROKER_RESOURCE:
         if resource.resource_name not in ("", str(ctx.broker.node_id)):
             result.update(
                 error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}"
             )
             return result
-        # The empty name is the cluster-wide default resource: only dynamic cluster defaults
-        # (set with AlterConfigs) show there, and this broker has none, as Apache Kafka shows.
-        names = sorted(BROKER_CONFIGS) if resource.resource_name else []
-        entries = [_broker_entry(config, name, synonyms) for name in names]
+        if resource.resource_name:
+            entries = [_broker_entry(config, name, synonyms, docs) for name in sorted(BROKER_CONFIGS)]
+        else:
+            # The empty name is the cluster-wide default resource: only the dynamic cluster
+            # defaults (set with AlterConfigs) show there, each its own only synonym, as in Kafka.
+            entries = [_default_entry(config, name, synonyms, docs) for name in sorted(config.dynamic_default)]
     elif resource.resource_type == BROKER_LOGGER_RESOURCE:
         entries = []
     else:
@@ -66,9 +78,15 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool) -> dict[st
 
 
 def _entry(
-    name: str, chain: list[tuple[str, str | None, int]], type_: str, read_only: bool, synonyms: bool
+    name: str,
+    value: str | None,
+    chain: Chain,
+    type_: str,
+    read_only: bool,
+    synonyms: bool,
+    doc: str | None,
 ) -> dict[str, Any]:
-    _, value, source = chain[0] if chain else (name, None, DEFAULT_CONFIG)
+    source = chain[0][2] if chain else DEFAULT_CONFIG  # Kafka: the strongest synonym's source
     return {
         "name": name,
         "value": value,
@@ -78,25 +96,36 @@ def _entry(
         "is_sensitive": type_ == "password",
         "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in chain] if synonyms else [],
         "config_type": _TYPES.get(type_, 0),
-        "documentation": None,
+        "documentation": doc,
     }
 
 
-def _topic_entry(config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool) -> dict[str, Any]:
-    type_, broker_name, fixed = TOPIC_CONFIGS[name]
-    chain: list[tuple[str, str | None, int]] = []
+def _topic_entry(
+    config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool, docs: bool
+) -> dict[str, Any]:
+    type_, broker_name, fixed, doc = TOPIC_CONFIGS[name]
+    chain: Chain = []
     if name in overrides:
         chain.append((name, overrides[name], TOPIC_CONFIG))
     if broker_name is not None:
         chain += config.synonyms(broker_name)
     else:
         chain.append((name, fixed, DEFAULT_CONFIG))
-    return _entry(name, chain, type_, False, synonyms)
+    # The value the topic's log runs with, even where no synonym names where it comes from.
+    value = overrides[name] if name in overrides else config.topic_default(name)
+    return _entry(name, value, chain, type_, False, synonyms, doc if docs else None)
 
 
-def _broker_entry(config: BrokerConfig, name: str, synonyms: bool) -> dict[str, Any]:
+def _broker_entry(config: BrokerConfig, name: str, synonyms: bool, docs: bool) -> dict[str, Any]:
     d = BROKER_CONFIGS[name]
     chain = config.synonyms(name)
-    if not chain:
-        chain = [(name, config.get(name), config.source(name))]
-    return _entry(name, chain, d.type, d.read_only, synonyms)
+    value = chain[0][1] if chain else config.get(name)
+    return _entry(name, value, chain, d.type, d.read_only, synonyms, d.doc if docs else None)
+
+
+def _default_entry(config: BrokerConfig, name: str, synonyms: bool, docs: bool) -> dict[str, Any]:
+    d = BROKER_CONFIGS.get(name)
+    value = config.dynamic_default[name]
+    chain: Chain = [(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    type_, read_only, doc = (d.type, d.read_only, d.doc) if d else ("string", False, "")
+    return _entry(name, value, chain, type_, read_only, synonyms, (doc or None) if docs else None)

@@ -1,5 +1,8 @@
 """DescribeGroups (key 15): v0-6. State, protocol and members of classic groups.
 
+A KIP-848 consumer group is not a classic group: as in Kafka it is described as Dead (from v6
+with GROUP_ID_NOT_FOUND); ConsumerGroupDescribe describes it.
+
 Member metadata and the protocol name are only shown while the group is Stable. An unknown
 group is described as Dead with no error before v6, and with GROUP_ID_NOT_FOUND and a message
 from v6 (KIP-1043). v3+ authorized operations: without an authorizer, every operation a group

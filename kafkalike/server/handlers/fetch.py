@@ -6,6 +6,12 @@ data always returns at least one whole batch, even past max_bytes (KIP-74). Fetc
 (KIP-227) are answered "sessionless" (session id 0), which every client accepts by sending
 full requests. v9+ checks the client's current leader epoch; v12+ reports diverging epochs;
 v13+ addresses topics by id.
+
+isolation_level 1 (read_committed, v4+) reads only up to the last stable offset (the first
+offset of the oldest open transaction) and lists the aborted transactions overlapping the
+returned batches (producer id, first offset, from the segments' transaction indexes), so the
+consumer can drop their records; read_uncommitted reads up to the high watermark. Every
+answer carries the last stable offset.
 """
 
 from __future__ import annotations
@@ -106,11 +112,8 @@ def _read_partition(
         entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return entry
     plog = state.log
-    entry.update(
-        high_watermark=plog.high_watermark,
-        last_stable_offset=plog.high_watermark,
-        log_start_offset=plog.log_start_offset,
-    )
+    lso = plog.last_stable_offset
+    entry.update(high_watermark=plog.high_watermark, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
     epoch = part.current_leader_epoch
     if epoch >= 0 and epoch != state.leader_epoch:
         entry["error_code"] = (
@@ -120,10 +123,20 @@ def _read_partition(
     limit = min(part.partition_max_bytes, budget)
     if limit <= 0 and not first:
         return entry
+    committed = request.isolation_level == READ_COMMITTED
     try:
-        entry["records"] = plog.read_bytes(
-            part.fetch_offset, int(limit), max_offset=plog.high_watermark, min_one_batch=first
+        result = plog.read(
+            part.fetch_offset,
+            int(limit),
+            max_offset=lso if committed else plog.high_watermark,
+            min_one_batch=first,
         )
+        entry["records"] = result.read_all()
+        if committed:
+            entry["aborted_transactions"] = [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                for a in plog.aborted_transactions(part.fetch_offset, result)
+            ]
     except OffsetOutOfRange:
         # As Apache Kafka answers it: the offsets unknown (-1), the client asks ListOffsets.
         entry.update(

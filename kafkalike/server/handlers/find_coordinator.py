@@ -2,10 +2,9 @@
 
 v0 looks up a group; v1 adds the key type (0 group, 1 transaction, 2 share group); v4+
 looks up several keys at once (KIP-699). Group lookups create ``__consumer_offsets`` on first
-use, as Kafka does. Transactional ids are answered with this broker too, so transactional
-clients find it; InitProducerId then tells them the coordinator is not available until the
-transaction coordinator exists. Share groups (v6) are not served: INVALID_REQUEST, which is
-also Kafka's answer when no share coordinator runs.
+use, as Kafka does. Transactional ids are answered with this broker too, whose transaction
+coordinator creates ``__transaction_state`` on its first write. Share groups (v6) are not
+served: INVALID_REQUEST, which is also Kafka's answer when no share coordinator runs.
 """
 
 from __future__ import annotations

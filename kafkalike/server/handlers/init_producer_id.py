@@ -1,9 +1,12 @@
-"""InitProducerId (key 22): v0-5. Producer ids for idempotent producers.
+"""InitProducerId (key 22): v0-5. Producer ids for idempotent and transactional producers.
 
-Ids come from the controller in persisted blocks, so none is reused after a restart. v3+
-lets an idempotent producer bump its epoch (KIP-360) by sending its current id and epoch.
-Transactional ids need the transaction coordinator, which this broker does not run yet:
-they get COORDINATOR_NOT_AVAILABLE.
+Without a transactional id: a new producer id from the controller's persisted blocks (so none is
+reused after a restart); v3+ lets an idempotent producer bump its epoch (KIP-360) by sending its
+current id and epoch. With one, the transaction coordinator answers: a new id, or the next epoch
+of the id's producer, which fences any older instance; if that instance left a transaction
+open, it is aborted first and the answer is CONCURRENT_TRANSACTIONS until that is done (the
+client retries). The timeout must lie in (0, transaction.max.timeout.ms]
+(INVALID_TRANSACTION_TIMEOUT). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 """
 
 from __future__ import annotations
@@ -23,7 +26,12 @@ MAX_EPOCH = 32767
 async def handle_init_producer_id(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     response = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
-        response["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        pid, epoch = (request.producer_id, request.producer_epoch) if ctx.version >= 3 else (-1, -1)
+        result = ctx.broker.txn.init_producer_id(request.transactional_id, request.transaction_timeout_ms, pid, epoch)
+        error = result.error
+        if error is ErrorCode.PRODUCER_FENCED and ctx.version < 4:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        response.update(error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
         return response
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         response.update(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)

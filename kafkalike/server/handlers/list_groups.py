@@ -1,7 +1,8 @@
 """ListGroups (key 16): v0-5. Every group this coordinator knows, with its protocol type.
 
 v4+ filter by and report the group state (KIP-518); v5+ by and the group type (KIP-848):
-every group here is "classic". Filters are case-insensitive; an empty filter matches all.
+"classic" or "consumer" (whose states are Empty, Assigning, Reconciling and Stable). Filters
+are case-insensitive; an empty filter matches all.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Latest is the log end offset (last offset + 1, however many records the last batch holds);
 by timestamp uses the records' own timestamps and returns the first offset whose timestamp
-is at or after the target, or -1 when none is. read_committed (v2+) reads up to the last
-stable offset, which equals the high watermark until transactions exist.
+is at or after the target, or -1 when none is. Everything is bounded by what the isolation
+level may read, as Kafka bounds it: the high watermark, or for read_committed (v2+) the last
+stable offset, so "latest" is the LSO while a transaction is open.
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
 
 
 @handles(2, 1, 10)
 async def handle_list_offsets(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     topics = []
     for topic in request.topics:
-        partitions = [_one(ctx, topic.name, p) for p in topic.partitions]
+        committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
+        partitions = [_one(ctx, topic.name, p, committed) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _one(ctx: RequestContext, topic: str, part: Message) -> dict[str, Any]:
+def _one(ctx: RequestContext, topic: str, part: Message, committed: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition_index": part.partition_index,
         "error_code": 0,
@@ -48,23 +51,24 @@ def _one(ctx: RequestContext, topic: str, part: Message) -> dict[str, Any]:
         )
         return entry
     plog = state.log
+    fetchable = plog.last_stable_offset if committed else plog.high_watermark
     target = part.timestamp
     if target == LATEST:
-        entry.update(offset=plog.high_watermark, leader_epoch=state.leader_epoch)
+        entry.update(offset=fetchable, leader_epoch=state.leader_epoch)
     elif target in (EARLIEST, EARLIEST_LOCAL):
         entry.update(offset=plog.log_start_offset, leader_epoch=state.leader_epoch)
     elif target == LATEST_TIERED:
         entry.update(offset=-1)
     elif target == MAX_TIMESTAMP:
         found = plog.max_timestamp()
-        if found is not None:
+        if found is not None and found.offset < fetchable:
             timestamp, offset = found
             entry.update(timestamp=timestamp, offset=offset, leader_epoch=state.leader_epoch)
     elif target < 0:
         entry["error_code"] = ErrorCode.INVALID_REQUEST
     else:
         hit = plog.offset_for_timestamp(target)
-        if hit is not None and hit[0] < plog.high_watermark:
+        if hit is not None and hit[0] < fetchable:
             offset, timestamp = hit
             entry.update(timestamp=timestamp, offset=offset, leader_epoch=state.leader_epoch)
     return entry

@@ -5,7 +5,9 @@ commit with their generation and member id (ILLEGAL_GENERATION, UNKNOWN_MEMBER_I
 REBALANCE_IN_PROGRESS as in Kafka); generation -1 with no member id commits for a group
 without members (a "simple" group, created if needed). v2-4 carry a retention time; v6+ the
 committed leader epoch; v7+ the group instance id; v9 answers an unknown group with
-GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION (KIP-848 member epochs are not served yet).
+GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION, and carries the member epoch of a KIP-848
+consumer group member (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; older versions get
+UNSUPPORTED_VERSION from a consumer group with members).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Message) -> Mapping
             partitions=tuple(valid),
             retention_time_ms=request.retention_time_ms if v <= 4 else -1,
             group_id_not_found_error=v >= 9,
+            supports_member_epoch=v >= 9,
         )
         for topic_name, partition, error in ctx.broker.groups.commit_offsets(commit):
             errors[(topic_name, partition)] = error

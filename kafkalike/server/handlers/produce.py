@@ -5,6 +5,15 @@ are appended as received with offsets and leader epoch assigned in place. Idempo
 producers' duplicates are acknowledged with their original offsets without a second append.
 acks=0 gets no response; with one replica, acks=1 and acks=-1 are both answered once the
 batch is in the log. v3+ accepts only message format v2 (INVALID_RECORD otherwise).
+
+Transactional batches (KIP-890 part 1): the first batch of a transaction on a partition is only
+accepted once the transaction coordinator confirms the partition joined the producer's ongoing
+transaction (AddPartitionsToTxn); otherwise INVALID_TXN_STATE, or TRANSACTION_ABORTABLE for
+v11+ clients, INVALID_PRODUCER_EPOCH for a fenced epoch, and NOT_ENOUGH_REPLICAS (which every
+client retries) while the coordinator is still ending the previous transaction
+(``transaction.partition.verification.enable=false`` turns this off, as in Kafka). v12 means
+transactions v2, where that first batch would add the partition implicitly; this broker does
+not run those (see end_txn.py), so v12 batches are verified like v11 ones.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import Any
 from kafkalike.log.compaction import batch_has_null_key
 from kafkalike.log.errors import (
     InvalidProducerEpoch,
+    InvalidTxnState,
     LogError,
     OutOfOrderSequence,
     RecordBatchTooLarge,
@@ -23,7 +33,7 @@ from kafkalike.log.errors import (
 )
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
-from kafkalike.protocol.records import batch_crc_ok, iter_batches
+from kafkalike.protocol.records import RecordBatchHeader, batch_crc_ok, iter_batches
 from kafkalike.server.broker import PartitionState, now_ms
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
@@ -33,8 +43,20 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
     UnknownProducerId: ErrorCode.UNKNOWN_PRODUCER_ID,
+    InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
     RecordBatchTooLarge: ErrorCode.MESSAGE_TOO_LARGE,
 }
+
+
+# Verification failures an older client would not retry: answered as NOT_ENOUGH_REPLICAS, as Kafka does.
+_RETRY_VERIFICATION = frozenset(
+    {
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 
 
 class ProduceError(Exception):
@@ -54,14 +76,18 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
     for topic in request.topic_data:
         partitions = []
         for part in topic.partition_data:
-            partitions.append(_produce_partition(ctx, topic.name, part.index, part.records, acks))
+            partitions.append(
+                _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
+            )
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
+def _produce_partition(
+    ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int, transactional_id: str | None
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "index": index,
         "error_code": 0,
@@ -83,7 +109,7 @@ def _produce_partition(ctx: RequestContext, topic: str, index: int, records: byt
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic.startswith("__") and topic != "__consumer_offsets":
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-        appended = _append(ctx, state, records)
+        appended = _append(ctx, state, records, transactional_id)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         # Apache Kafka leaves error_message null for these (it fills it for per-record errors only).
@@ -95,15 +121,20 @@ def _produce_partition(ctx: RequestContext, topic: str, index: int, records: byt
     return result
 
 
-def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -> dict[str, Any]:
+def _append(
+    ctx: RequestContext, state: PartitionState, records: bytes | None, transactional_id: str | None
+) -> dict[str, Any]:
     if not records:
         raise ProduceError(ErrorCode.INVALID_RECORD, "Produce request has no record batches")
     buf = bytearray(records)
     max_bytes = state.log.config.max_message_bytes
     compacted = state.log.config.compacts
+    transactional: RecordBatchHeader | None = None
     try:
         for pos, header in iter_batches(buf):
             _validate(buf, pos, header, max_bytes)
+            if header.is_transactional and transactional is None:
+                transactional = header
             # Only compacted topics pay for decoding: every record there needs a key.
             if compacted and batch_has_null_key(buf, pos, header):
                 raise ProduceError(
@@ -112,6 +143,8 @@ def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -
                 )
     except ProtocolError as exc:
         raise ProduceError(exc.error_code, str(exc)) from None
+    if transactional is not None and transactional_id is not None and ctx.broker.txn.verification_enabled:
+        _verify_transaction(ctx, state, transactional, transactional_id)
     try:
         appended = state.log.append(
             buf,
@@ -129,6 +162,28 @@ def _append(ctx: RequestContext, state: PartitionState, records: bytes | None) -
         "log_append_time_ms": appended.log_append_time_ms,
         "log_start_offset": appended.log_start_offset,
     }
+
+
+def _verify_transaction(
+    ctx: RequestContext, state: PartitionState, header: RecordBatchHeader, transactional_id: str
+) -> None:
+    """Kafka's transaction verification, asked only for a producer's first transactional batch
+    on the partition (later ones find its transaction open in the producer state)."""
+    pid, epoch = header.producer_id, header.producer_epoch
+    entry = state.log.producer_state.producers.get(pid)
+    if entry is not None and entry.current_txn_first_offset is not None and entry.epoch == epoch:
+        return
+    tp = (state.topic, state.index)
+    error = ctx.broker.txn.verify(transactional_id, pid, epoch, [tp])[tp]
+    if error is ErrorCode.NONE:
+        return
+    if error is ErrorCode.PRODUCER_FENCED:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif error is ErrorCode.TRANSACTION_ABORTABLE and ctx.version <= 10:
+        error = ErrorCode.INVALID_TXN_STATE
+    elif error in _RETRY_VERIFICATION:
+        error = ErrorCode.NOT_ENOUGH_REPLICAS
+    raise ProduceError(error, f"transactional batch of producer {pid} not verified: {error.name}")
 
 
 def _validate(buf: bytearray, pos: int, header: Any, max_bytes: int) -> None:

@@ -1,0 +1,332 @@
+"""Transactional offset commits (TxnOffsetCommit), held until their transaction ends.
+
+Kafka's layout (the old GroupMetadataManager and the new OffsetMetadataManager alike): the
+offsets go into the group's partition of ``__consumer_offsets`` as ordinary OffsetCommit
+records, but in a *transactional* batch carrying the producer id and epoch. They stay pending,
+per producer id, until the transaction coordinator writes the transaction's marker into that
+partition: a commit marker makes them the group's committed offsets, an abort marker drops
+them. While any are pending for a partition, OffsetFetch with ``require_stable`` answers
+UNSTABLE_OFFSET_COMMIT for it (KIP-447).
+
+A plain OffsetCommit of the same partition written after a pending transactional one wins, as
+in Kafka (which compares record offsets): the pending entry is then marked superseded and is
+not applied at commit.
+
+At start-up the committed-offsets replay skips transactional batches (``read_records``);
+``replay_transactional_offsets`` then walks each partition once more, in log order, and applies
+what committed transactions left, keeps what open ones hold pending, and drops what aborted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from kafkalike.group.api import CommitPartition, FetchedOffset, FetchResult
+from kafkalike.group.classic import ClassicGroup
+from kafkalike.group.offsets import OffsetAndMetadata
+from kafkalike.group.records import CoordinatorRecord, OffsetRecord, RecordError, decode_record, offset_commit_record
+from kafkalike.group.state import GroupState
+from kafkalike.log import AppendOrigin, InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
+from kafkalike.log.producer_state import CONTROL_COMMIT, parse_control_marker
+from kafkalike.protocol.errors import ErrorCode, ProtocolError
+from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records, iter_batches
+
+if TYPE_CHECKING:
+    from kafkalike.group.coordinator import GroupCoordinator
+
+log = logging.getLogger("kafkalike.group.txn")
+E = ErrorCode
+READ_CHUNK_BYTES = 1 << 20
+OffsetKey = tuple[str, str, int]  # group, topic, partition
+
+
+@dataclass
+class _Pending:
+    record: CoordinatorRecord
+    superseded: bool = False
+
+
+@dataclass
+class PendingTxnOffsets:
+    """Pending transactional offsets: producer id -> (group, topic, partition) -> record."""
+
+    by_producer: dict[int, dict[OffsetKey, _Pending]] = field(default_factory=dict)
+    producers_by_group: dict[str, set[int]] = field(default_factory=dict)
+
+    def add(self, producer_id: int, key: OffsetKey, record: CoordinatorRecord, superseded: bool = False) -> None:
+        self.by_producer.setdefault(producer_id, {})[key] = _Pending(record, superseded)
+        self.producers_by_group.setdefault(key[0], set()).add(producer_id)
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in self.by_producer.get(p, {}) for p in self.producers_by_group.get(group_id, ()))
+
+    def on_regular_commit(self, group_id: str, topic: str, partition: int) -> None:
+        """A plain OffsetCommit of the partition was written: it is newer than anything pending."""
+        key = (group_id, topic, partition)
+        for producer_id in self.producers_by_group.get(group_id, ()):
+            pending = self.by_producer[producer_id].get(key)
+            if pending is not None:
+                pending.superseded = True
+
+    def complete(self, producer_id: int, owns: Callable[[str], bool]) -> list[CoordinatorRecord]:
+        """Take the producer's pending offsets of the groups ``owns`` accepts (those whose offsets
+        partition got the marker); the records to apply if the transaction committed."""
+        entries = self.by_producer.get(producer_id)
+        if not entries:
+            return []
+        taken = {k: v for k, v in entries.items() if owns(k[0])}
+        for key in taken:
+            del entries[key]
+        if not entries:
+            del self.by_producer[producer_id]
+        for group_id in {k[0] for k in taken}:
+            if not any(k[0] == group_id for k in entries):
+                producers = self.producers_by_group[group_id]
+                producers.discard(producer_id)
+                if not producers:
+                    del self.producers_by_group[group_id]
+        return [p.record for p in taken.values() if not p.superseded]
+
+    def count(self) -> int:
+        return sum(len(e) for e in self.by_producer.values())
+
+    def mark_unstable(self, group_id: str, result: FetchResult) -> FetchResult:
+        """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT where offsets are pending."""
+        if group_id not in self.producers_by_group:
+            return result
+        topics = []
+        for topic, offsets in result.topics:
+            topics.append(
+                (
+                    topic,
+                    tuple(
+                        FetchedOffset(f.partition, error=E.UNSTABLE_OFFSET_COMMIT)
+                        if self.has_pending(group_id, topic, f.partition)
+                        else f
+                        for f in offsets
+                    ),
+                )
+            )
+        return replace(result, topics=tuple(topics))
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+class TxnWriteError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class LogTxnOffsetWriter:
+    """Appends transactional batches of offset records to ``__consumer_offsets`` partitions that
+    ``log_for(partition)`` returns with their leader epoch, flushed before returning; the
+    producer-state checks fence an old epoch (INVALID_PRODUCER_EPOCH)."""
+
+    def __init__(
+        self, log_for: Callable[[int], tuple[PartitionLog, int]], on_append: Callable[[int], None] | None = None
+    ) -> None:
+        self._log_for = log_for
+        self._on_append = on_append
+
+    def append(
+        self, partition: int, records: Sequence[CoordinatorRecord], producer_id: int, producer_epoch: int, now_ms: int
+    ) -> None:
+        batch = build_batch(
+            [Record(key=k, value=v) for k, v in records],
+            base_timestamp=now_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+        try:
+            plog, epoch = self._log_for(partition)
+            plog.append(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+            plog.flush(now_ms)
+        except InvalidProducerEpoch as exc:
+            raise TxnWriteError(E.INVALID_PRODUCER_EPOCH, str(exc)) from exc
+        except RecordBatchTooLarge as exc:
+            raise TxnWriteError(E.INVALID_COMMIT_OFFSET_SIZE, str(exc)) from exc
+        except (LogError, OSError) as exc:
+            raise TxnWriteError(E.NOT_COORDINATOR, str(exc)) from exc
+        if self._on_append is not None:
+            self._on_append(partition)
+
+
+# -- TxnOffsetCommit -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TxnCommitRequest:
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    partitions: tuple[CommitPartition, ...]
+
+
+def _validate_classic(group: ClassicGroup, request: TxnCommitRequest) -> ErrorCode | None:
+    """Kafka's ClassicGroup.validateOffsetCommit for a transactional commit: unlike a plain
+    commit, one without member information is accepted from a non-empty group (the producer's
+    sendOffsetsToTransaction(offsets, groupId)), and a rebalance in progress does not refuse it."""
+    if group.is_in(GroupState.DEAD):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if request.generation_id < 0 and group.is_empty:
+        return None
+    if request.generation_id >= 0 or request.member_id or request.group_instance_id is not None:
+        error = group.validate_member(request.member_id, request.group_instance_id)
+        if error is not None:
+            return error
+        if request.generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+    return None
+
+
+def _validate(coordinator: GroupCoordinator, request: TxnCommitRequest, now_ms: int) -> tuple[ErrorCode | None, bool]:
+    """(error, whether a simple group was created for the commit)."""
+    consumer_group = coordinator.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        error = consumer_group.validate_offset_commit(request.member_id, request.generation_id, True)
+        return (E.ILLEGAL_GENERATION if error is E.STALE_MEMBER_EPOCH else error), False
+    group = coordinator.groups.get(request.group_id)
+    if group is None:
+        if request.generation_id >= 0:
+            return E.ILLEGAL_GENERATION, False
+        coordinator.new_group(request.group_id, now_ms)  # a "simple" group, as Kafka creates
+        return None, True
+    return _validate_classic(group, request), False
+
+
+def commit_transactional_offsets(
+    coordinator: GroupCoordinator, writer: LogTxnOffsetWriter, request: TxnCommitRequest, now_ms: int
+) -> list[tuple[str, int, ErrorCode]]:
+    """TxnOffsetCommit (the transaction itself was verified by the caller): one (topic,
+    partition, error) per requested partition, in order. Accepted offsets are durable and
+    pending when this returns."""
+    parts = request.partitions
+    gid = request.group_id
+    error, created = _validate(coordinator, request, now_ms)
+    if error is not None:
+        return [(p.topic, p.partition, error) for p in parts]
+    results: list[tuple[str, int, ErrorCode]] = []
+    accepted: list[tuple[OffsetKey, CoordinatorRecord]] = []
+    for p in parts:
+        metadata = p.metadata or ""
+        if len(metadata) > coordinator.config.offset_metadata_max_bytes:
+            results.append((p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
+            continue
+        offset = OffsetAndMetadata(p.offset, p.leader_epoch, metadata, now_ms)
+        accepted.append(((gid, p.topic, p.partition), offset_commit_record(gid, p.topic, p.partition, offset)))
+        results.append((p.topic, p.partition, E.NONE))
+    if accepted:
+        try:
+            writer.append(
+                coordinator.partition_for(gid),
+                [r for _, r in accepted],
+                request.producer_id,
+                request.producer_epoch,
+                now_ms,
+            )
+        except TxnWriteError as exc:
+            log.info("group %s: transactional offsets of producer %d refused: %s", gid, request.producer_id, exc)
+            if created and not coordinator.offsets.has_offsets(gid):
+                coordinator.groups.pop(gid, None)
+            return [(t, n, exc.code if e is E.NONE else e) for t, n, e in results]
+        for key, record in accepted:
+            coordinator.txn_offsets.add(request.producer_id, key, record)
+    return results
+
+
+def complete_transaction(
+    coordinator: GroupCoordinator, offsets_partition: int, producer_id: int, commit: bool, now_ms: int
+) -> int:
+    """The producer's transaction ended with a marker in ``offsets_partition`` of
+    ``__consumer_offsets``: apply (commit) or drop (abort) its pending offsets of the groups
+    living there. Returns how many offsets became committed."""
+    records = coordinator.txn_offsets.complete(
+        producer_id, lambda group_id: coordinator.partition_for(group_id) == offsets_partition
+    )
+    if not commit:
+        return 0
+    for key, value in records:
+        coordinator.replay(key, value, now_ms)
+    return len(records)
+
+
+# -- start-up ----------------------------------------------------------------------------------
+
+
+def _batches(plog: PartitionLog) -> Iterator[tuple[bytes, int, RecordBatchHeader]]:
+    """(buffer, position, header) of every batch of a partition, in log order."""
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    while offset < end:
+        blob = plog.read_bytes(offset, READ_CHUNK_BYTES, min_one_batch=True)
+        if not blob:
+            return
+        start = offset
+        for pos, header in iter_batches(blob):
+            offset = header.last_offset + 1
+            yield blob, pos, header
+        if offset <= start:
+            return
+
+
+def _offset_records(
+    blob: bytes, pos: int, header: RecordBatchHeader
+) -> Iterator[tuple[int, OffsetKey, CoordinatorRecord]]:
+    """(record offset, key, record) of the OffsetCommit records in one batch."""
+    try:
+        records = decode_records(blob, pos, header)
+    except ProtocolError as exc:
+        log.warning("skipping an unreadable batch of the offsets topic: %s", exc)
+        return
+    for record in records:
+        try:
+            decoded = decode_record(record.key, record.value)
+        except RecordError:
+            continue
+        if isinstance(decoded, OffsetRecord) and record.key is not None:
+            key = (decoded.group_id, decoded.topic, decoded.partition)
+            yield record.offset(header), key, (record.key, record.value)
+
+
+def replay_transactional_offsets(coordinator: GroupCoordinator, plog: PartitionLog, now_ms: int) -> int:
+    """Second pass over one ``__consumer_offsets`` partition (after the plain replay): apply the
+    offsets of committed transactions unless a later plain commit replaced them, keep those of
+    open transactions pending. Returns how many transactional records were found."""
+    last_plain: dict[OffsetKey, int] = {}
+    committed: dict[OffsetKey, tuple[int, CoordinatorRecord]] = {}
+    open_txns: dict[int, dict[OffsetKey, tuple[int, CoordinatorRecord]]] = {}
+    found = 0
+    for blob, pos, header in _batches(plog):
+        pid = header.producer_id
+        if header.is_control:
+            marker = parse_control_marker(blob, pos, header) if pid >= 0 else None
+            entries = open_txns.pop(pid, {}) if marker is not None else {}
+            if marker is not None and marker.control_type == CONTROL_COMMIT:
+                for key, (offset, record) in entries.items():
+                    if offset > committed.get(key, (-1, record))[0]:
+                        committed[key] = (offset, record)
+        elif header.is_transactional and pid >= 0:
+            for offset, key, record in _offset_records(blob, pos, header):
+                open_txns.setdefault(pid, {})[key] = (offset, record)
+                found += 1
+        else:
+            for offset, key, _ in _offset_records(blob, pos, header):
+                last_plain[key] = offset
+    for key, (offset, (k, v)) in committed.items():
+        if offset > last_plain.get(key, -1):
+            coordinator.replay(k, v, now_ms)
+    for pid, entries in open_txns.items():
+        for key, (offset, record) in entries.items():
+            coordinator.txn_offsets.add(pid, key, record, superseded=last_plain.get(key, -1) > offset)
+    return found

@@ -1,0 +1,91 @@
+"""TxnOffsetCommit (key 28): v0-5. Commit consumer offsets inside a producer's transaction
+(the producer's sendOffsetsToTransaction); they become the group's offsets only if the
+transaction commits.
+
+First the transaction is verified with the coordinator, as Kafka does since KIP-890 part 1:
+the group's ``__consumer_offsets`` partition must have joined it through AddOffsetsToTxn
+(otherwise INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4), the producer epoch must be
+current (INVALID_PRODUCER_EPOCH otherwise, what producers expect here). Then the group checks
+the member: v3+ carry the member id, generation and group instance id (KIP-447:
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); without them (generation -1) the
+commit is accepted even from a group with members, as Kafka accepts it. The offsets are written
+to ``__consumer_offsets`` in a transactional batch and stay pending until the marker. Partitions
+of unknown topics get UNKNOWN_TOPIC_OR_PARTITION. v2 adds the committed leader epoch. v5 means
+transactions v2, where the offsets partition joins implicitly; this broker does not run those
+(see end_txn.py), so v5 is verified like v4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkalike.group import CommitPartition
+from kafkalike.group.txn_offsets import TxnCommitRequest
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.context import RequestContext
+from kafkalike.server.registry import handles
+
+E = ErrorCode
+
+
+def _verify(ctx: RequestContext, request: Message) -> ErrorCode | None:
+    """The error every partition gets when the transaction does not hold the group's offsets."""
+    tp = ctx.broker.txn.offsets_partition(request.group_id)
+    error = ctx.broker.txn.verify(request.transactional_id, request.producer_id, request.producer_epoch, [tp])[tp]
+    if error is E.NONE:
+        return None
+    if error is E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH
+    if error is E.TRANSACTION_ABORTABLE:
+        return E.TRANSACTION_ABORTABLE if ctx.version >= 4 else E.INVALID_TXN_STATE
+    if error is E.CONCURRENT_TRANSACTIONS:
+        # The end of the previous transaction is still being written: retriable for every client.
+        return E.COORDINATOR_LOAD_IN_PROGRESS if ctx.version >= 2 else E.COORDINATOR_NOT_AVAILABLE
+    return error
+
+
+@handles(28, 0, 5)
+async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    v = ctx.version
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            if (topic.name, part.partition_index) not in ctx.broker.partitions:
+                errors[(topic.name, part.partition_index)] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = part.committed_leader_epoch if v >= 2 else -1
+            valid.append(
+                CommitPartition(topic.name, part.partition_index, part.committed_offset, epoch, part.committed_metadata)
+            )
+    if valid:
+        refused = _verify(ctx, request)
+        if refused is not None:
+            errors.update({(p.topic, p.partition): refused for p in valid})
+        else:
+            commit = TxnCommitRequest(
+                group_id=request.group_id,
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+                generation_id=request.generation_id if v >= 3 else -1,
+                member_id=request.member_id if v >= 3 else "",
+                group_instance_id=request.group_instance_id if v >= 3 else None,
+                partitions=tuple(valid),
+            )
+            for topic_name, partition, error in ctx.broker.txn.commit_offsets(commit):
+                errors[(topic_name, partition)] = error
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    }

@@ -1,0 +1,126 @@
+"""The records of ``__transaction_state``, in Apache Kafka's layout, so the topic reads the same.
+
+Key: int16 version 0, then TransactionLogKey (the transactional id). Value: int16 version, then
+TransactionLogValue (``protocol_specs/transaction_log_value.kspec``); a null value is a
+tombstone, written when a transactional id expires. Values are written at v0, as Kafka does
+until transaction.version 1 is finalized, and read at v0 or v1.
+
+A transactional id lives in partition ``abs(hash(id)) % partitions`` of the topic, with Java's
+String.hashCode, so the layout matches Kafka's for the same partition count.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from dataclasses import dataclass
+
+from kafkalike.protocol.codec import schema
+from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
+from kafkalike.txn.metadata import TxnTransit
+from kafkalike.txn.state import TxnState
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+KEY_VERSION = 0
+VALUE_VERSION = 0
+_VERSION = struct.Struct(">h")
+
+TxnRecord = tuple[bytes, bytes | None]
+
+
+class RecordError(ValueError):
+    """A key or value in the transaction state topic that cannot be read."""
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: 31*h + c over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(transactional_id: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(transactionalId.hashCode) % partitions`` (abs of MIN_VALUE is 0)."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass(frozen=True)
+class LoadedTxn:
+    transactional_id: str
+    transit: TxnTransit | None  # None: a tombstone
+
+
+def key_bytes(transactional_id: str) -> bytes:
+    return _VERSION.pack(KEY_VERSION) + schema("TransactionLogKey", "message", KEY_VERSION).encode(
+        {"transactional_id": transactional_id}
+    )
+
+
+def value_bytes(transit: TxnTransit) -> bytes:
+    if transit.state is TxnState.EMPTY and transit.partitions:
+        raise ValueError(f"an Empty transaction cannot hold partitions: {transit}")
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in sorted(transit.partitions):
+        by_topic[topic].append(partition)
+    body = {
+        "producer_id": transit.producer_id,
+        "producer_epoch": transit.producer_epoch,
+        "transaction_timeout_ms": transit.timeout_ms,
+        "transaction_status": transit.state.id,
+        "transaction_partitions": None
+        if transit.state is TxnState.EMPTY
+        else [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
+        "transaction_last_update_timestamp_ms": transit.last_update_ms,
+        "transaction_start_timestamp_ms": transit.start_ms,
+    }
+    return _VERSION.pack(VALUE_VERSION) + schema("TransactionLogValue", "message", VALUE_VERSION).encode(body)
+
+
+def state_record(transactional_id: str, transit: TxnTransit) -> TxnRecord:
+    return key_bytes(transactional_id), value_bytes(transit)
+
+
+def tombstone(transactional_id: str) -> TxnRecord:
+    return key_bytes(transactional_id), None
+
+
+def decode_record(key: bytes | None, value: bytes | None) -> LoadedTxn | None:
+    """What a key/value pair of the topic holds; None for a key version this broker does not know
+    (Kafka skips those too: leftovers of an aborted upgrade)."""
+    if key is None or len(key) < 2:
+        raise RecordError("record without a versioned key")
+    (version,) = _VERSION.unpack_from(key)
+    if version != KEY_VERSION:
+        return None
+    try:
+        k = schema("TransactionLogKey", "message", version).decode(key[2:])
+    except (DecodeError, UnsupportedVersionError) as exc:
+        raise RecordError(f"TransactionLogKey: {exc}") from exc
+    return LoadedTxn(k.transactional_id, None if value is None else _transit(value))
+
+
+def _transit(value: bytes) -> TxnTransit:
+    if len(value) < 2:
+        raise RecordError("TransactionLogValue without a version")
+    (version,) = _VERSION.unpack_from(value)
+    try:
+        v = schema("TransactionLogValue", "message", version).decode(value[2:])
+        state = TxnState.from_id(v.transaction_status)
+    except (DecodeError, UnsupportedVersionError, ValueError) as exc:
+        raise RecordError(f"TransactionLogValue v{version}: {exc}") from exc
+    partitions = frozenset((p.topic, pid) for p in (v.transaction_partitions or []) for pid in p.partition_ids)
+    return TxnTransit(
+        producer_id=v.producer_id,
+        prev_producer_id=v.previous_producer_id,
+        next_producer_id=v.next_producer_id,
+        producer_epoch=v.producer_epoch,
+        last_producer_epoch=-1,
+        timeout_ms=v.transaction_timeout_ms,
+        state=state,
+        partitions=frozenset() if state is TxnState.EMPTY else partitions,
+        start_ms=v.transaction_start_timestamp_ms,
+        last_update_ms=v.transaction_last_update_timestamp_ms,
+    )
