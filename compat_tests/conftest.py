@@ -65,3 +65,26 @@ def topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses: the test's name, made legal, and a random suffix."""
     name = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:100]
     return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def shared_group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the consumer-group tests, set to form groups at once (no initial
+    rebalance delay) and to accept the short session timeouts that make them quick."""
+    from compat_tests.group_support import GROUP_BROKER_OVERRIDES
+
+    broker = BrokerProcess(tmp_path_factory.mktemp("group-broker"), GROUP_BROKER_OVERRIDES)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            assert broker.stop() == 0, "".join(broker.output[-50:])
+
+
+@pytest.fixture
+def group_broker(shared_group_broker: BrokerProcess) -> Iterator[BrokerProcess]:
+    since = len(shared_group_broker.output)
+    yield shared_group_broker
+    assert shared_group_broker.proc is not None and shared_group_broker.proc.poll() is None, "the group broker died"
+    assert not _faults(shared_group_broker, since), "".join(shared_group_broker.output[since:])

@@ -1,0 +1,1 @@
+"""Differential runs: the same raw requests to Apache Kafka and to kafkalike, compared field by field."""

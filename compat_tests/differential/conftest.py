@@ -1,0 +1,180 @@
+"""Two brokers for the differential runs: Apache Kafka (KRaft, broker and controller in one JVM,
+from the jars in $KAFKALIKE_AK_LIB) and kafkalike, both with the same settings. Every test sends
+the same requests to both and compares the answers (compare.py).
+
+Without $KAFKALIKE_AK_LIB these tests are deselected: ``python scripts/compat.py`` resolves the jars
+with Maven and sets it (or ``--only differential`` for these alone).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat_tests.differential.compare import differences
+from kafkalike.testing.apache_kafka import ApacheKafkaProcess
+from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing.wire_client import WireClient
+
+AK_LIB = os.environ.get("KAFKALIKE_AK_LIB", "")
+LOG_DIR = os.environ.get("KAFKALIKE_COMPAT_LOGS", "")
+# The same on both: topics are created explicitly.
+SETTINGS = {"auto.create.topics.enable": "false", "num.partitions": "1"}
+ZERO_UUID = uuid.UUID(int=0)
+NOT_REQUESTED = -2147483648
+
+Body = Mapping[str, Any] | Callable[["Side"], Mapping[str, Any]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "differential: compares kafkalike's raw answers with Apache Kafka's (needs Java and the Kafka jars)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if AK_LIB:
+        return
+    # Not collected at all without the Kafka jars (the default, fast run): python scripts/compat.py
+    # resolves them and runs these.
+    deselected = [item for item in items if "differential" in item.keywords]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if "differential" not in item.keywords]
+
+
+@dataclass
+class Side:
+    """One of the two brokers and a connection to it."""
+
+    name: str
+    host: str
+    port: int
+    client: WireClient
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    def request(self, api_key: int, version: int, body: Body) -> Any:
+        """One request; a closed connection fails this request and the next one reconnects."""
+        resolved = body(self) if callable(body) else body
+        try:
+            return self.client.request(api_key, version, resolved)
+        except OSError:
+            self.client.close()
+            self.client = self.connect()
+            raise
+
+    def connect(self) -> WireClient:
+        return WireClient(self.host, self.port)
+
+
+@dataclass
+class Pair:
+    ak: Side
+    kl: Side
+
+    def both(self, api_key: int, version: int, body: Body) -> tuple[Any, Any]:
+        """The same request to each broker; ``body`` may be a function of the side (for topic ids)."""
+        return self.ak.request(api_key, version, body), self.kl.request(api_key, version, body)
+
+    def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None) -> None:
+        """Create on both, and wait until each has a leader ready (Apache Kafka makes it a moment later)."""
+        body = create_topics_body([topic_spec(name, partitions, configs)])
+        for side in (self.ak, self.kl):
+            response = side.request(19, 7, body)
+            assert response.topics[0].error_code == 0, (side.name, response.topics[0])
+            side.topic_ids[name] = response.topics[0].topic_id
+        for side in (self.ak, self.kl):
+            wait_ready(side, name, partitions)
+
+
+def assert_same(ak: Any, kl: Any, ignore: tuple[str, ...] = ()) -> None:
+    """Fail with every difference between the two answers, one a line."""
+    found = differences(ak, kl, ignore)
+    assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
+
+
+def topic_spec(
+    name: str, partitions: int = 1, configs: Mapping[str, str | None] | None = None, rf: int = 1
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": rf,
+        "assignments": [],
+        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+    }
+
+
+def create_topics_body(topics: list[dict[str, Any]], validate_only: bool = False) -> dict[str, Any]:
+    return {"topics": topics, "timeout_ms": 15000, "validate_only": validate_only}
+
+
+def wait_ready(side: Side, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+    """Until every partition answers ListOffsets without an error."""
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(partitions)
+                ],
+            }
+        ],
+    }
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = side.request(2, 7, body)
+        if all(p.error_code == 0 for p in response.topics[0].partitions):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} not ready on {side.name}: {response}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    work = tmp_path_factory.mktemp("differential")
+    ak = ApacheKafkaProcess(Path(AK_LIB), work / "apache-kafka", SETTINGS)
+    kl = BrokerProcess(work / "kafkalike", [f"{k}={v}" for k, v in SETTINGS.items()])
+    ak.start()
+    try:
+        kl.start()
+        try:
+            pair = Pair(
+                Side("Apache Kafka", ak.host, ak.port, WireClient(ak.host, ak.port)),
+                Side("kafkalike", kl.host, kl.port, WireClient(kl.host, kl.port)),
+            )
+            yield pair
+            pair.ak.client.close()
+            pair.kl.client.close()
+        finally:
+            if kl.proc is not None and kl.proc.poll() is None:
+                kl.stop()
+    finally:
+        ak.stop()
+        if LOG_DIR:  # scripts/compat.py keeps both brokers' logs with its own
+            Path(LOG_DIR).mkdir(parents=True, exist_ok=True)
+            (Path(LOG_DIR) / "differential-apache-kafka.log").write_text("".join(ak.output))
+            (Path(LOG_DIR) / "differential-kafkalike.log").write_text("".join(kl.output))
+
+
+@pytest.fixture
+def name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Topic names unique to the test, the same on both brokers."""
+    suffix = uuid.uuid4().hex[:6]
+    base = re.sub(r"[^a-zA-Z0-9-]+", "-", request.node.name.removeprefix("test_")).strip("-")[:60]
+
+    def make(tag: str = "t") -> str:
+        return f"d-{base}-{tag}-{suffix}"
+
+    return make

@@ -1,0 +1,81 @@
+"""ListOffsets: earliest, latest, max timestamp and by timestamp, on an empty and a filled partition."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from compat_tests.differential.conftest import Pair, assert_same
+from compat_tests.differential.test_produce_fetch import BASE_TIMESTAMP, batch, produce_body
+
+pytestmark = pytest.mark.differential
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def list_body(topic: str, timestamp: int, partition: int = 0, isolation: int = 0) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "isolation_level": isolation,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}],
+            }
+        ],
+    }
+
+
+TARGETS = {
+    "latest": LATEST,
+    "earliest": EARLIEST,
+    "max-timestamp": MAX_TIMESTAMP,
+    "earliest-local": EARLIEST_LOCAL,
+    "latest-tiered": LATEST_TIERED,
+    "before-all": BASE_TIMESTAMP - 1000,
+    "exact-first": BASE_TIMESTAMP,
+    "between": BASE_TIMESTAMP + 15,
+    "second-batch": BASE_TIMESTAMP + 5000,
+    "exact-last": BASE_TIMESTAMP + 5020,
+    "after-all": BASE_TIMESTAMP + 999_999,
+}
+
+
+@pytest.fixture
+def filled(pair: Pair, name: Callable[[str], str]) -> str:
+    topic = name()
+    pair.create_topic(topic, 1)
+    pair.both(0, 9, produce_body(topic, batch(5, 0)))
+    pair.both(0, 9, produce_body(topic, batch(3, 5, compression=3)))
+    return topic
+
+
+@pytest.mark.parametrize("version", [1, 2, 4, 5, 6, 7, 8, 9, 10])
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_a_filled_partition(pair: Pair, filled: str, target: str, version: int) -> None:
+    timestamp = TARGETS[target]
+    if (timestamp == MAX_TIMESTAMP and version < 7) or (timestamp == EARLIEST_LOCAL and version < 8):
+        pytest.skip("not defined at this version")
+    if timestamp == LATEST_TIERED and version < 9:
+        pytest.skip("not defined at this version")
+    ak, kl = pair.both(2, version, list_body(filled, timestamp))
+    assert_same(ak, kl)
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_an_empty_partition(pair: Pair, name: Callable[[str], str], target: str) -> None:
+    topic = name()
+    pair.create_topic(topic, 1)
+    ak, kl = pair.both(2, 9, list_body(topic, TARGETS[target]))
+    assert_same(ak, kl)
+
+
+def test_read_committed_and_unknown_partitions(pair: Pair, filled: str, name: Callable[[str], str]) -> None:
+    ak, kl = pair.both(2, 9, list_body(filled, LATEST, isolation=1))
+    assert_same(ak, kl)
+    ak, kl = pair.both(2, 9, list_body(filled, LATEST, partition=4))
+    assert_same(ak, kl)
+    ak, kl = pair.both(2, 9, list_body(name("missing"), LATEST))
+    assert_same(ak, kl)

@@ -1,0 +1,180 @@
+"""Run a real Apache Kafka broker (KRaft, broker and controller in one JVM) from its jars, for tests
+that compare this project's answers with Kafka's own.
+
+The jars come from Maven Central (``compat_tests/java/tools/pom.xml`` copies ``kafka_2.13`` and its
+dependencies into one directory); nothing is downloaded here. ``start`` picks two free loopback
+ports, writes a ``server.properties``, formats the storage with Kafka's ``StorageTool`` and starts
+``kafka.Kafka``, then waits until the broker answers a Metadata request listing itself. Everything
+listens on 127.0.0.1 only; ``stop`` sends SIGTERM (SIGKILL after a timeout).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from kafkalike.testing.wire_client import WireClient
+
+# What every run gets: a single node acting as broker and controller, loopback listeners,
+# internal topics that a single node can host.
+BASE_PROPERTIES = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def java_executable() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise RuntimeError("no java on PATH (and JAVA_HOME unset)")
+    return found
+
+
+class ApacheKafkaProcess:
+    """One Apache Kafka 4.x node in KRaft combined mode, started from a directory of jars."""
+
+    def __init__(
+        self,
+        lib_dir: Path,
+        work_dir: Path,
+        overrides: Mapping[str, str] | None = None,
+        heap: str = "512m",
+        ready_timeout_s: float = 120.0,
+    ) -> None:
+        self.lib_dir = Path(lib_dir)
+        self.work_dir = Path(work_dir)
+        self.overrides = dict(overrides or {})
+        self.heap = heap
+        self.ready_timeout_s = ready_timeout_s
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.controller_port = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _classpath(self) -> str:
+        if not any(self.lib_dir.glob("kafka_2.13-*.jar")):
+            raise RuntimeError(f"{self.lib_dir} holds no kafka_2.13 jar")
+        return str(self.lib_dir / "*")
+
+    def properties(self) -> dict[str, str]:
+        props = dict(BASE_PROPERTIES)
+        props.update(
+            {
+                "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+                "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+                "log.dirs": str(self.work_dir / "logs"),
+            }
+        )
+        props.update(self.overrides)
+        return props
+
+    def start(self) -> ApacheKafkaProcess:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.port, self.controller_port = free_port(), free_port()
+        config = self.work_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        log4j = self.work_dir / "log4j2.properties"
+        log4j.write_text(
+            "appender.err.type = Console\nappender.err.name = STDERR\nappender.err.target = SYSTEM_ERR\n"
+            "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = WARN\nrootLogger.appenderRef.err.ref = STDERR\n"
+        )
+        java = java_executable()
+        jvm = [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", self._classpath()]
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        formatted = subprocess.run(
+            [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if formatted.returncode != 0:
+            raise RuntimeError(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
+        self.proc = subprocess.Popen(
+            [*jvm, "kafka.Kafka", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        self._wait_ready()
+        return self
+
+    def _drain(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout:
+            for line in proc.stdout:
+                self.output.append(line)
+
+    def _wait_ready(self) -> None:
+        """Until a Metadata request lists this node (the broker has joined its own quorum)."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError("Apache Kafka exited before it was ready:\n" + "".join(self.output[-80:]))
+            try:
+                with WireClient(self.host, self.port, timeout_s=5.0) as client:
+                    response = client.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})
+                    if response.brokers:
+                        return
+            except (OSError, ConnectionError) as exc:
+                last = exc
+            time.sleep(0.25)
+        self.kill()
+        raise RuntimeError(f"Apache Kafka not ready after {self.ready_timeout_s} s ({last}):\n" + "".join(self.output))
+
+    def stop(self, timeout_s: float = 60.0) -> int | None:
+        """SIGTERM and wait for a controlled shutdown; SIGKILL if it takes longer than ``timeout_s``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def __enter__(self) -> ApacheKafkaProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""Helpers of scripts/compat.py: the suites, the allowlist and the report."""
