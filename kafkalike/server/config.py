@@ -233,6 +233,41 @@ _BROKER_DEFS = [
         doc="The default of whether a new segment file is allocated at its full size when it is created.",
     ),
     ConfigDef(
+        "compression.gzip.level",
+        "int",
+        "-1",
+        read_only=False,
+        doc="The gzip level used when the broker itself compresses with gzip (-1: the codec's default).",
+    ),
+    ConfigDef(
+        "compression.lz4.level",
+        "int",
+        "9",
+        read_only=False,
+        doc="The lz4 level used when the broker itself compresses with lz4.",
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        "int",
+        "3",
+        read_only=False,
+        doc="The zstd level used when the broker itself compresses with zstd.",
+    ),
+    ConfigDef(
+        "log.local.retention.ms",
+        "long",
+        "-2",
+        read_only=False,
+        doc="With tiered storage, how long segments stay on local disk (-2: as long as retention.ms).",
+    ),
+    ConfigDef(
+        "log.local.retention.bytes",
+        "long",
+        "-2",
+        read_only=False,
+        doc="With tiered storage, how many bytes stay on local disk (-2: as many as retention.bytes).",
+    ),
+    ConfigDef(
         "log.cleaner.enable",
         "boolean",
         "true",
@@ -421,6 +456,66 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 
 # Topic config -> (type, broker config it defaults to, or a fixed default, documentation).
 TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None, str]] = {
+    "compression.gzip.level": (
+        "int",
+        "compression.gzip.level",
+        None,
+        "The gzip level when the broker recompresses this topic's batches.",
+    ),
+    "compression.lz4.level": (
+        "int",
+        "compression.lz4.level",
+        None,
+        "The lz4 level when the broker recompresses this topic's batches.",
+    ),
+    "compression.zstd.level": (
+        "int",
+        "compression.zstd.level",
+        None,
+        "The zstd level when the broker recompresses this topic's batches.",
+    ),
+    "follower.replication.throttled.replicas": (
+        "list",
+        None,
+        "",
+        "Replicas whose follower fetching is throttled during reassignment (partition:broker pairs, or *).",
+    ),
+    "leader.replication.throttled.replicas": (
+        "list",
+        None,
+        "",
+        "Replicas whose leader-side replication is throttled during reassignment (partition:broker pairs, or *).",
+    ),
+    "local.retention.bytes": (
+        "long",
+        "log.local.retention.bytes",
+        None,
+        "With tiered storage, bytes kept on local disk per partition (-2: retention.bytes).",
+    ),
+    "local.retention.ms": (
+        "long",
+        "log.local.retention.ms",
+        None,
+        "With tiered storage, how long data stays on local disk (-2: retention.ms).",
+    ),
+    "remote.log.copy.disable": (
+        "boolean",
+        None,
+        "false",
+        "With tiered storage, stop copying new segments to remote storage.",
+    ),
+    "remote.log.delete.on.disable": (
+        "boolean",
+        None,
+        "false",
+        "With tiered storage, delete the remote data when tiering is turned off.",
+    ),
+    "remote.storage.enable": (
+        "boolean",
+        None,
+        "false",
+        "Whether this topic's segments are copied to tiered (remote) storage; kafkalike has no tiered storage.",
+    ),
     "cleanup.policy": (
         "list",
         "log.cleanup.policy",

@@ -13,7 +13,9 @@ from typing import Any
 from kafkalike.controller.metadata import ControllerError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.config import TOPIC_CONFIGS
 from kafkalike.server.context import RequestContext
+from kafkalike.server.handlers.describe_configs import topic_config_entry
 from kafkalike.server.registry import handles
 
 
@@ -78,27 +80,14 @@ def _create_one(ctx: RequestContext, topic: Message, validate_only: bool) -> dic
         "error_message": None,
         "num_partitions": partitions,
         "replication_factor": replication,
+        # Every topic config with its value and source, as DescribeConfigs reports them.
         "configs": [
-            {
-                "name": name,
-                "value": configs.get(name, broker.config.topic_default(name)),
-                "read_only": False,
-                "config_source": 1 if name in configs else 5,
-                "is_sensitive": False,
-            }
-            for name in sorted(set(configs) | _REPORTED)
+            {k: entry[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            for entry in (
+                topic_config_entry(broker.config, configs, name, False, False) for name in sorted(TOPIC_CONFIGS)
+            )
         ],
     }
-
-
-_REPORTED = {
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "segment.bytes",
-    "max.message.bytes",
-    "min.insync.replicas",
-}
 
 
 def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:

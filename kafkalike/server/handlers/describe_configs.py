@@ -52,7 +52,7 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
         if topic is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="Topic does not exist")
             return result
-        entries = [_topic_entry(config, topic.configs, name, synonyms, docs) for name in sorted(TOPIC_CONFIGS)]
+        entries = [topic_config_entry(config, topic.configs, name, synonyms, docs) for name in sorted(TOPIC_CONFIGS)]
     elif resource.resource_type == BROKER_RESOURCE:
         if resource.resource_name not in ("", str(ctx.broker.node_id)):
             result.update(
@@ -100,17 +100,16 @@ def _entry(
     }
 
 
-def _topic_entry(
+def topic_config_entry(
     config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool, docs: bool
 ) -> dict[str, Any]:
-    type_, broker_name, fixed, doc = TOPIC_CONFIGS[name]
+    type_, broker_name, _fixed, doc = TOPIC_CONFIGS[name]
     chain: Chain = []
     if name in overrides:
         chain.append((name, overrides[name], TOPIC_CONFIG))
     if broker_name is not None:
         chain += config.synonyms(broker_name)
-    else:
-        chain.append((name, fixed, DEFAULT_CONFIG))
+    # A topic-only config (no broker-level synonym) lists no default synonym, as Apache Kafka does.
     # The value the topic's log runs with, even where no synonym names where it comes from.
     value = overrides[name] if name in overrides else config.topic_default(name)
     return _entry(name, value, chain, type_, False, synonyms, doc if docs else None)
