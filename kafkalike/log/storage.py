@@ -12,6 +12,9 @@ import contextlib
 import os
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from kafkalike.protocol.wire import ExternalBytes
 
 BytesLike = bytes | bytearray | memoryview
 
@@ -46,6 +49,12 @@ class SegmentFile(ABC):
     @abstractmethod
     def fileno(self) -> int | None:
         """An OS file descriptor for ``os.sendfile``, or None when there is no file."""
+
+    @property
+    def descriptor(self) -> int | None:
+        """The descriptor already open on the file, or None (closed, or no file): unlike
+        ``fileno`` this never opens one, so a closed file is never silently reopened."""
+        return None
 
     @abstractmethod
     def close(self) -> None: ...
@@ -119,6 +128,10 @@ class FileSegmentFile(SegmentFile):
     def fileno(self) -> int:
         return self._require_fd()
 
+    @property
+    def descriptor(self) -> int | None:
+        return self._fd
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -126,6 +139,27 @@ class FileSegmentFile(SegmentFile):
 
     def last_modified_ms(self) -> int:
         return os.stat(self._path).st_mtime_ns // 1_000_000
+
+
+class FileSlices(ExternalBytes):
+    """Byte ranges of segment files, in order, as a response's records field: a server sends them
+    with ``os.sendfile`` where a range's file has a ``descriptor``, else with ``to_bytes``.
+    ``ranges`` holds (file, position, length) triples (``FileRange`` is one)."""
+
+    __slots__ = ("ranges", "size")
+
+    def __init__(self, ranges: Sequence[tuple[SegmentFile, int, int]]) -> None:
+        self.ranges = ranges
+        self.size = sum(r[2] for r in ranges)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def to_bytes(self) -> bytes:
+        data = b"".join(file.read(position, length) for file, position, length in self.ranges)
+        if len(data) != self.size:
+            raise OSError(f"segment data shrank while being read: {len(data)} of {self.size} bytes")
+        return data
 
 
 class MemorySegmentFile(SegmentFile):

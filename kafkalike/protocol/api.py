@@ -15,12 +15,22 @@ from typing import Any
 from kafkalike.protocol.codec import Message, request_schema, response_schema
 from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
 from kafkalike.protocol.spec import api_specs
-from kafkalike.protocol.wire import FrameReader, read_string, read_uvarint, write_string
+from kafkalike.protocol.wire import (
+    ExternalBytes,
+    FrameReader,
+    PartsWriter,
+    ViewReader,
+    frame_reader,
+    read_string,
+    read_uvarint,
+    write_string,
+)
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
 _FIXED_HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">ii")  # a response's size prefix and correlation id
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +66,7 @@ def response_header_version(api_key: int, version: int) -> int:
     return 1 if is_flexible(api_key, version) else 0
 
 
-def decode_request_header(reader: FrameReader) -> RequestHeader:
+def decode_request_header(reader: FrameReader | ViewReader) -> RequestHeader:
     fixed = reader.read(_FIXED_HEADER.size)
     if len(fixed) != _FIXED_HEADER.size:
         raise DecodeError("request header truncated")
@@ -76,8 +86,11 @@ def decode_request_header(reader: FrameReader) -> RequestHeader:
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message]:
-    """Header and body of one request frame (without its size prefix)."""
-    reader = FrameReader(frame)
+    """Header and body of one request frame (without its size prefix).
+
+    RECORDS fields (Produce's batches) are views of ``frame``, not copies: writable when the
+    frame is a bytearray."""
+    reader = frame_reader(frame, share_records=True)
     header = decode_request_header(reader)
     try:
         schema = request_schema(header.api_key, header.api_version)
@@ -103,11 +116,43 @@ def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """A whole response frame, size prefix included."""
-    payload = response_schema(api_key, api_version).encode(body)
-    head = _SIZE.pack(correlation_id)
-    if response_header_version(api_key, api_version) >= 1:
-        head += b"\x00"
-    return _SIZE.pack(len(head) + len(payload)) + head + payload
+    parts = encode_response_parts(api_key, api_version, correlation_id, body)
+    if len(parts) == 1:
+        return parts[0]  # type: ignore[return-value]
+    return b"".join(p if isinstance(p, bytes) else p.to_bytes() for p in parts)
+
+
+def encode_response_parts(
+    api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
+) -> list[bytes | ExternalBytes]:
+    """A whole response frame, size prefix included, as bytes and the ``ExternalBytes`` values
+    of the body left uncopied, in order (one bytes part when the body has none)."""
+    flexible_header = response_header_version(api_key, api_version) >= 1
+    writer = _ResponseWriter(correlation_id, flexible_header)
+    response_schema(api_key, api_version).encode_into(body, writer)
+    return writer.frame()
+
+
+class _ResponseWriter(PartsWriter):
+    """Collects a response after room for its size prefix and header, filled in at the end."""
+
+    def __init__(self, correlation_id: int, flexible_header: bool) -> None:
+        super().__init__()
+        self._buffer += _HEAD.pack(0, correlation_id)
+        if flexible_header:
+            self._buffer.append(0)  # no tagged fields in the response header
+
+    def frame(self) -> list[bytes | ExternalBytes]:
+        first = self.parts[0] if self.parts else None
+        if first is None:  # no external parts: patch the size in place, one copy out
+            _SIZE.pack_into(self._buffer, 0, len(self._buffer) - 4)
+            return [bytes(self._buffer)]
+        parts = self.finish()
+        assert isinstance(first, bytes)
+        head = bytearray(first)
+        _SIZE.pack_into(head, 0, self.size - 4)
+        parts[0] = bytes(head)
+        return parts
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Message]:

@@ -19,7 +19,19 @@ from construct import Construct, Container, Float64b, Int8sb, Int16sb, Int16ub, 
 
 from kafkalike.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kafkalike.protocol.spec import ApiSpec, FieldSpec, MessageSpec, api_specs, default_value, load_specs
-from kafkalike.protocol.wire import FrameReader, KArray, KBool, KBytes, KNullableStruct, KString, KStruct, KUuid
+from kafkalike.protocol.wire import (
+    ExternalBytes,
+    FrameReader,
+    KArray,
+    KBool,
+    KBytes,
+    KNullableStruct,
+    KString,
+    KStruct,
+    KUuid,
+    PartsWriter,
+    ViewReader,
+)
 
 # A decoded message: a construct Container (a dict with attribute access), untyped by nature.
 Message: TypeAlias = Any
@@ -75,7 +87,8 @@ class _Builder:
         elif element_type == "string":
             element, element_size = KString(compact, nullable and not f.is_array), 1 if compact else 2
         else:  # bytes, records
-            element, element_size = KBytes(compact, nullable and not f.is_array), 1 if compact else 4
+            records = element_type == "records"
+            element, element_size = KBytes(compact, nullable and not f.is_array, records), 1 if compact else 4
         if f.is_array:
             return KArray(element, compact, nullable, element_size), 1 if compact else 4
         if f.is_struct and nullable:
@@ -119,7 +132,7 @@ class Schema:
             raise DecodeError(f"{self.name} v{self.version}: {reader.remaining()} bytes left over")
         return message
 
-    def decode_from(self, reader: FrameReader) -> Message:
+    def decode_from(self, reader: FrameReader | ViewReader) -> Message:
         return _call_parse(self.construct, reader)
 
     def field_names(self) -> set[str]:
@@ -133,8 +146,22 @@ class Schema:
         except (struct.error, TypeError, AttributeError, ValueError, UnicodeEncodeError) as exc:
             raise EncodeError(f"{self.name} v{self.version}: {exc}") from exc
 
+    def encode_into(self, message: Mapping[str, Any], stream: Any) -> None:
+        """Encode onto ``stream`` (anything with ``write``; a ``PartsWriter`` keeps
+        ``ExternalBytes`` values apart instead of copying them)."""
+        try:
+            self.construct.buildfunc(message, stream, Container())
+        except (struct.error, TypeError, AttributeError, ValueError, UnicodeEncodeError) as exc:
+            raise EncodeError(f"{self.name} v{self.version}: {exc}") from exc
 
-def _call_parse(construct: Any, reader: FrameReader) -> Message:
+    def encode_parts(self, message: Mapping[str, Any]) -> tuple[list[bytes | ExternalBytes], int]:
+        """The encoding as bytes and ``ExternalBytes`` parts, in order, and its total size."""
+        writer = PartsWriter()
+        self.encode_into(message, writer)
+        return writer.finish(), writer.size
+
+
+def _call_parse(construct: Any, reader: FrameReader | ViewReader) -> Message:
     try:
         return construct.parsefunc(reader, Container())  # type: ignore[no-any-return]
     except DecodeError:

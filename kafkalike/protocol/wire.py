@@ -21,18 +21,64 @@ MAX_VARINT_BYTES = 5  # lengths and counts are int32-sized
 
 
 class FrameReader(BytesIO):
-    """A BytesIO that knows its size, so length fields can be bounded cheaply."""
+    """A BytesIO that knows its size, so length fields can be bounded cheaply.
 
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+    With ``share_records`` it keeps the buffer it was made from, and ``records`` fields come back
+    as views of that buffer instead of copies (writable ones when the frame is a bytearray, so a
+    produce request's batches can be stamped with offsets where they lie).
+    """
+
+    def __init__(self, data: bytes | bytearray | memoryview, share_records: bool = False) -> None:
         super().__init__(data)
         self.end = len(data)
+        self.source = data if share_records else None
 
     def remaining(self) -> int:
         return self.end - self.tell()
 
 
+class ViewReader:
+    """What ``FrameReader`` does, reading the buffer where it lies: a BytesIO copies any buffer
+    but ``bytes`` when made, which for a large request costs more than parsing it."""
+
+    __slots__ = ("_pos", "_view", "end", "source")
+
+    def __init__(self, data: bytearray | memoryview, share_records: bool = False) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+        self.end = len(self._view)
+        self.source = data if share_records else None
+
+    def read(self, n: int | None = -1) -> bytes:
+        pos = self._pos
+        end = self.end if n is None or n < 0 else min(pos + n, self.end)
+        self._pos = end
+        return self._view[pos:end].tobytes()
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, self.end)[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def remaining(self) -> int:
+        return self.end - self._pos
+
+
+LARGE_FRAME_BYTES = 64 * 1024
+
+
+def frame_reader(data: bytes | bytearray | memoryview, share_records: bool = False) -> FrameReader | ViewReader:
+    """A reader over one frame: a ``ViewReader`` for a large buffer BytesIO would copy."""
+    if isinstance(data, bytes) or len(data) < LARGE_FRAME_BYTES:
+        return FrameReader(data, share_records)
+    return ViewReader(data, share_records)
+
+
 def remaining(io: Any) -> int:
-    if isinstance(io, FrameReader):
+    if isinstance(io, FrameReader | ViewReader):
         return io.remaining()
     pos = io.tell()
     end = io.seek(0, 2)
@@ -104,6 +150,63 @@ def read_blob(io: Any, compact: bool, nullable: bool, wide: bool) -> bytes | Non
     return read_exact(io, n)
 
 
+def read_records(io: Any, compact: bool, nullable: bool) -> bytes | memoryview | None:
+    """A RECORDS field: a view of the frame (no copy) from a ``FrameReader`` sharing records."""
+    source = getattr(io, "source", None)
+    if source is None:
+        return read_blob(io, compact, nullable, wide=True)
+    n = _read_length(io, compact, _INT32)
+    if n < 0:
+        if n == -1 and nullable:
+            return None
+        raise DecodeError(f"invalid length {n}")
+    pos = io.tell()
+    if n > io.end - pos:  # FrameReader and ViewReader both know their end
+        raise DecodeError(f"length {n} exceeds the {io.end - pos} bytes left")
+    io.seek(pos + n)
+    return memoryview(source)[pos : pos + n]
+
+
+class ExternalBytes:
+    """A bytes field whose content the encoder does not copy: ``encode_parts`` puts the object
+    itself in the output where the bytes go (after their length), and whoever sends the parts
+    writes them, e.g. with ``os.sendfile``. ``to_bytes`` is for writers that need the bytes."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+
+class PartsWriter:
+    """A write-only stream collecting bytes, with ``ExternalBytes`` kept apart as they are."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | ExternalBytes] = []
+        self._buffer = bytearray()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        self._buffer += data
+        return len(data)
+
+    def write_external(self, data: ExternalBytes) -> None:
+        if self._buffer:
+            self.parts.append(bytes(self._buffer))
+            self.size += len(self._buffer)
+            self._buffer.clear()
+        self.parts.append(data)
+        self.size += len(data)
+
+    def finish(self) -> list[bytes | ExternalBytes]:
+        if self._buffer:
+            self.parts.append(bytes(self._buffer))
+            self.size += len(self._buffer)
+            self._buffer.clear()
+        return self.parts
+
+
 def read_string(io: Any, compact: bool, nullable: bool) -> str | None:
     data = read_blob(io, compact, nullable, wide=False)
     if data is None:
@@ -122,6 +225,12 @@ def write_blob(io: Any, data: Any, compact: bool, nullable: bool, wide: bool) ->
         _write_length(io, compact, width, -1)
         return
     _write_length(io, compact, width, len(data))
+    if isinstance(data, ExternalBytes):
+        write_external = getattr(io, "write_external", None)
+        if write_external is not None:
+            write_external(data)
+            return
+        data = data.to_bytes()
     io.write(data)
 
 
@@ -174,6 +283,7 @@ HELPERS = {
     "encode_uvarint": encode_uvarint,
     "read_blob": read_blob,
     "read_string": read_string,
+    "read_records": read_records,
     "write_blob": write_blob,
     "write_string": write_string,
     "read_count": read_count,
@@ -254,13 +364,15 @@ class KString(Construct):  # type: ignore[misc]
 
 
 class KBytes(Construct):  # type: ignore[misc]
-    """BYTES / RECORDS (int32 length) or their compact forms."""
+    """BYTES / RECORDS (int32 length) or their compact forms; RECORDS (``records``) parse as views."""
 
-    def __init__(self, compact: bool, nullable: bool) -> None:
+    def __init__(self, compact: bool, nullable: bool, records: bool = False) -> None:
         super().__init__()
-        self.compact, self.nullable = compact, nullable
+        self.compact, self.nullable, self.records = compact, nullable, records
 
-    def _parse(self, stream: Any, context: Any, path: Any) -> bytes | None:
+    def _parse(self, stream: Any, context: Any, path: Any) -> bytes | memoryview | None:
+        if self.records:
+            return read_records(stream, self.compact, self.nullable)
         return read_blob(stream, self.compact, self.nullable, True)
 
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
@@ -269,6 +381,8 @@ class KBytes(Construct):  # type: ignore[misc]
 
     def _emitparse(self, code: Any) -> str:
         _import_helpers(code)
+        if self.records:
+            return f"read_records(io, {self.compact}, {self.nullable})"
         return f"read_blob(io, {self.compact}, {self.nullable}, True)"
 
     def _emitbuild(self, code: Any) -> str:

@@ -3,26 +3,36 @@
 Like Apache Kafka, a connection handles one request at a time: the next request is read
 only after the previous response is sent, which keeps responses in request order while the
 client pipelines. A frame that cannot be split or decoded closes this connection only.
+
+Bytes move as few times as they can: small requests arrive through one reused receive buffer,
+a large one (a produce request) straight into a buffer of its own that the request decodes from
+in place; records a fetch answers with stay in the segment files and go out with
+``os.sendfile`` (responses under ``SENDFILE_MIN_BYTES``, and logs kept in memory, are copied
+out instead: for a few kilobytes two system calls cost more than a copy).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kafkalike.log.storage import FileSlices, SegmentFile
 from kafkalike.protocol.api import (
     API_VERSIONS_KEY,
     RequestHeader,
     UnsupportedRequestError,
     decode_request,
     encode_response,
+    encode_response_parts,
 )
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
+from kafkalike.protocol.wire import ExternalBytes
 from kafkalike.server.context import RequestContext
 from kafkalike.server.error_responses import error_response
 from kafkalike.server.faults import Fault
@@ -32,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalike.connection")
 RECEIVE_BYTES = 256 * 1024
+SENDFILE_MIN_BYTES = 64 * 1024
+Response = bytes | Sequence[bytes | ExternalBytes]
 
 
 async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
@@ -41,26 +53,114 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
     except OSError:
         client_host = "?"
     splitter = FrameSplitter(broker.config.get_int("socket.request.max.bytes"))
+    conn = _Socket(stream.socket.fileno())
+    receive_buffer = bytearray(RECEIVE_BYTES)
     try:
         async with stream:
             while True:
-                frame = splitter.next_frame()
+                frame = splitter.take_frame()
                 if frame is None:
-                    data = await stream.receive_some(max(RECEIVE_BYTES, splitter.wanted()))
-                    if not data:
+                    direct = splitter.receive_view()
+                    if direct is not None:
+                        n = await conn.receive_into(direct)
+                        splitter.received(n)
+                    else:
+                        n = await conn.receive_into(receive_buffer)
+                        with memoryview(receive_buffer) as view:
+                            splitter.feed(view[:n])
+                    if not n:
                         return
-                    splitter.feed(data)
                     continue
                 response = await _handle_frame(broker, frame, client_host)
+                del frame  # the request's records may be views of it
                 if response is not None:
-                    await stream.send_all(response)
+                    await _send(conn, response)
+                await conn.yield_if_not_waited()
     except ProtocolError as exc:
         log.warning("closing connection from %s: %s", client_host, exc)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         log.debug("connection from %s ended: %s", client_host, exc)
 
 
-async def _handle_frame(broker: Broker, frame: bytes, client_host: str) -> bytes | None:
+class _Socket:
+    """Non-blocking system calls straight on the connection's descriptor, waiting (through trio)
+    only when the kernel says so.
+
+    Trio's socket methods add a trip through the scheduler before and after each call; here a
+    request that is already in the receive buffer, and a response the send buffer takes whole,
+    cost one system call each. ``yield_if_not_waited`` then lets other tasks run once per
+    request, so a client that keeps the socket busy cannot starve the rest.
+    """
+
+    __slots__ = ("fd", "waited")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.waited = False
+
+    async def receive_into(self, buffer: bytearray | memoryview) -> int:
+        while True:
+            try:
+                return os.readv(self.fd, [buffer])
+            except BlockingIOError:
+                self.waited = True
+                await trio.lowlevel.wait_readable(self.fd)
+
+    async def send_all(self, data: bytes) -> None:
+        with memoryview(data) as view:
+            sent = 0
+            while sent < len(view):
+                try:
+                    sent += os.write(self.fd, view[sent:])
+                except BlockingIOError:
+                    self.waited = True
+                    await trio.lowlevel.wait_writable(self.fd)
+
+    async def sendfile(self, file: SegmentFile, position: int, length: int) -> None:
+        while length > 0:
+            # Looked up again after every wait: a segment deleted meanwhile has closed its descriptor.
+            fd = file.descriptor
+            if fd is None:
+                raise ProtocolError("a segment being sent was closed; closing the connection")
+            try:
+                n = os.sendfile(self.fd, fd, position, length)
+            except BlockingIOError:
+                self.waited = True
+                await trio.lowlevel.wait_writable(self.fd)
+                continue
+            if n == 0:
+                raise ProtocolError("a segment being sent ended early; closing the connection")
+            position += n
+            length -= n
+
+    async def yield_if_not_waited(self) -> None:
+        if not self.waited:
+            await trio.lowlevel.checkpoint()
+        self.waited = False
+
+
+async def _send(conn: _Socket, response: Response) -> None:
+    if isinstance(response, bytes):
+        await conn.send_all(response)
+        return
+    files = [p for p in response if isinstance(p, FileSlices) and all(f.descriptor is not None for f, _, _ in p.ranges)]
+    if sum(len(p) for p in files) < SENDFILE_MIN_BYTES:
+        if len(response) == 1 and isinstance(response[0], bytes):
+            await conn.send_all(response[0])
+        else:
+            await conn.send_all(b"".join(p if isinstance(p, bytes) else p.to_bytes() for p in response))
+        return
+    # The small parts between file ranges go out as they are. (MSG_MORE on them, to share packets
+    # with the file data, held whole responses back for the 200 ms cork timeout.)
+    for part in response:
+        if isinstance(part, FileSlices) and any(part is f for f in files):
+            for file, position, length in part.ranges:
+                await conn.sendfile(file, position, length)
+        else:
+            await conn.send_all(part if isinstance(part, bytes) else part.to_bytes())
+
+
+async def _handle_frame(broker: Broker, frame: bytearray, client_host: str) -> Response | None:
     try:
         header, body = decode_request(frame)
     except UnsupportedRequestError as exc:
@@ -88,7 +188,7 @@ async def _handle_frame(broker: Broker, frame: bytes, client_host: str) -> bytes
         raise ProtocolError("internal error while handling the request") from None
     if result is None:
         return None
-    return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+    return encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
 
 
 class DroppedByFault(ProtocolError):

@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from kafkalike.log.errors import OffsetOutOfRange
+from kafkalike.log.storage import FileSlices
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import PartitionState
@@ -131,7 +132,7 @@ def _read_partition(
             max_offset=lso if committed else plog.high_watermark,
             min_one_batch=first,
         )
-        entry["records"] = result.read_all()
+        entry["records"] = FileSlices(result.ranges)  # sent from the files, see server/connection.py
         if committed:
             entry["aborted_transactions"] = [
                 {"producer_id": a.producer_id, "first_offset": a.first_offset}

@@ -126,7 +126,8 @@ def _append(
 ) -> dict[str, Any]:
     if not records:
         raise ProduceError(ErrorCode.INVALID_RECORD, "Produce request has no record batches")
-    buf = bytearray(records)
+    # A writable view of the request frame is stamped in place; anything else is copied once.
+    buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     max_bytes = state.log.config.max_message_bytes
     compacted = state.log.config.compacts
     transactional: RecordBatchHeader | None = None
