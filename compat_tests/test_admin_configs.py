@@ -1,4 +1,4 @@
-"""Configs and admin operations through real clients' admin APIs, against a broker process.
+"""Configs and admin operations through real clients' admin APIs.
 
 confluent-kafka's AdminClient and kafka-python's KafkaAdminClient alter and describe topic and
 broker configs (values, sources, synonyms in Kafka's order, validate_only, invalid values, unknown
@@ -32,7 +32,7 @@ from kafka.admin import AlterConfigOp
 from kafka.admin import ConfigResource as KafkaConfigResource
 from kafka.admin import NewTopic as KafkaNewTopic
 
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess, InProcessBroker
 from kafkalike.testing.wire_client import WireClient
 
 TIMEOUT_S = 30
@@ -161,10 +161,12 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOU
 # -- topic configs --------------------------------------------------------------------------------
 
 
-def test_confluent_incremental_changes_are_described_with_their_sources(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic, configs={"retention.ms": "3600000"})
-    configs = describe_topic(client, topic)
+def test_confluent_incremental_changes_are_described_with_their_sources(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    client = confluent_admin(kafka_bootstrap)
+    create_topic(client, kafka_topic_name, configs={"retention.ms": "3600000"})
+    configs = describe_topic(client, kafka_topic_name)
     assert sources(configs["retention.ms"]) == ("3600000", TOPIC_CONFIG, ["retention.ms"])
     assert not configs["retention.ms"].is_default
     # Not set anywhere but in the defaults: the broker config is the only synonym.
@@ -177,30 +179,34 @@ def test_confluent_incremental_changes_are_described_with_their_sources(broker: 
     incremental(
         client,
         ConfigResource.Type.TOPIC,
-        topic,
+        kafka_topic_name,
         {"max.message.bytes": (SET, "65536"), "cleanup.policy": (APPEND, "compact"), "retention.ms": (DELETE, None)},
     )
-    configs = describe_topic(client, topic)
+    configs = describe_topic(client, kafka_topic_name)
     assert sources(configs["max.message.bytes"]) == ("65536", TOPIC_CONFIG, ["max.message.bytes", "message.max.bytes"])
     assert sources(configs["cleanup.policy"])[:2] == ("delete,compact", TOPIC_CONFIG)
     assert sources(configs["retention.ms"]) == (WEEK_MS, DEFAULT, [])
 
-    incremental(client, ConfigResource.Type.TOPIC, topic, {"cleanup.policy": (SUBTRACT, "delete")})
-    assert describe_topic(client, topic)["cleanup.policy"].value == "compact"
+    incremental(client, ConfigResource.Type.TOPIC, kafka_topic_name, {"cleanup.policy": (SUBTRACT, "delete")})
+    assert describe_topic(client, kafka_topic_name)["cleanup.policy"].value == "compact"
 
-    incremental(client, ConfigResource.Type.TOPIC, topic, {"retention.ms": (SET, "1000")}, validate_only=True)
-    assert sources(describe_topic(client, topic)["retention.ms"]) == (WEEK_MS, DEFAULT, [])
+    incremental(
+        client, ConfigResource.Type.TOPIC, kafka_topic_name, {"retention.ms": (SET, "1000")}, validate_only=True
+    )
+    assert sources(describe_topic(client, kafka_topic_name)["retention.ms"]) == (WEEK_MS, DEFAULT, [])
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
-def test_confluent_alter_configs_replaces_every_override_of_the_topic(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic, configs={"max.message.bytes": "65536", "retention.ms": "3600000"})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"retention.ms": "7200000"})
+def test_confluent_alter_configs_replaces_every_override_of_the_topic(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    client = confluent_admin(kafka_bootstrap)
+    create_topic(client, kafka_topic_name, configs={"max.message.bytes": "65536", "retention.ms": "3600000"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, kafka_topic_name, set_config={"retention.ms": "7200000"})
     client.alter_configs([resource], validate_only=True)[resource].result(TIMEOUT_S)
-    assert describe_topic(client, topic)["retention.ms"].value == "3600000"
+    assert describe_topic(client, kafka_topic_name)["retention.ms"].value == "3600000"
     client.alter_configs([resource])[resource].result(TIMEOUT_S)
-    configs = describe_topic(client, topic)
+    configs = describe_topic(client, kafka_topic_name)
     assert sources(configs["retention.ms"])[:2] == ("7200000", TOPIC_CONFIG)
     # AlterConfigs (not incremental) sets the whole set: the override it did not name is gone.
     assert sources(configs["max.message.bytes"]) == ("1048588", DEFAULT, ["message.max.bytes"])
@@ -219,58 +225,60 @@ def test_confluent_alter_configs_replaces_every_override_of_the_topic(broker: Br
         ("no.such.config", "1"),
     ],
 )
+@pytest.mark.kafka_topic(partitions=1)
 def test_an_invalid_value_is_refused_with_invalid_config(
-    broker: BrokerProcess, topic: str, name: str, value: str
+    kafka_bootstrap: str, kafka_topic: str, name: str, value: str
 ) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic)
-    before = {k: (e.value, e.source) for k, e in describe_topic(client, topic).items()}
+    client = confluent_admin(kafka_bootstrap)
+    before = {k: (e.value, e.source) for k, e in describe_topic(client, kafka_topic).items()}
     for validate_only in (True, False):
         with pytest.raises(KafkaException) as raised:
-            incremental(client, ConfigResource.Type.TOPIC, topic, {name: (SET, value)}, validate_only)
+            incremental(client, ConfigResource.Type.TOPIC, kafka_topic, {name: (SET, value)}, validate_only)
         assert error_code(raised) == KafkaError.INVALID_CONFIG, raised.value
-    with kafka_python_admin(broker.bootstrap) as kp:
-        result = kp.alter_configs([KafkaConfigResource("TOPIC", topic, {name: value})], raise_on_unknown=False)
-    assert result["topic"][topic].startswith("[Error 40] InvalidConfigurationError"), result
+    with kafka_python_admin(kafka_bootstrap) as kp:
+        result = kp.alter_configs([KafkaConfigResource("TOPIC", kafka_topic, {name: value})], raise_on_unknown=False)
+    assert result["topic"][kafka_topic].startswith("[Error 40] InvalidConfigurationError"), result
     assert kafka_errors.for_code(40) is kafka_errors.InvalidConfigurationError
     # Nothing was stored, and the topic still works (the fixture checks the broker logged no error).
-    assert {k: (e.value, e.source) for k, e in describe_topic(client, topic).items()} == before
-    assert produce_one(broker.bootstrap, topic, b"still writable") is None
+    assert {k: (e.value, e.source) for k, e in describe_topic(client, kafka_topic).items()} == before
+    assert produce_one(kafka_bootstrap, kafka_topic, b"still writable") is None
 
 
-def test_appending_to_a_config_that_is_not_a_list_is_invalid(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic)
+@pytest.mark.kafka_topic(partitions=1)
+def test_appending_to_a_config_that_is_not_a_list_is_invalid(kafka_bootstrap: str, kafka_topic: str) -> None:
+    client = confluent_admin(kafka_bootstrap)
     with pytest.raises(KafkaException) as raised:
-        incremental(client, ConfigResource.Type.TOPIC, topic, {"retention.ms": (APPEND, "5")})
+        incremental(client, ConfigResource.Type.TOPIC, kafka_topic, {"retention.ms": (APPEND, "5")})
     assert error_code(raised) == KafkaError.INVALID_CONFIG
 
 
-def test_configs_of_an_unknown_topic(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
+def test_configs_of_an_unknown_topic(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    client = confluent_admin(kafka_bootstrap)
     with pytest.raises(KafkaException) as raised:
-        describe_topic(client, topic)
+        describe_topic(client, kafka_topic_name)
     assert error_code(raised) == KafkaError.UNKNOWN_TOPIC_OR_PART
     with pytest.raises(KafkaException) as raised:
-        incremental(client, ConfigResource.Type.TOPIC, topic, {"retention.ms": (SET, "5")})
+        incremental(client, ConfigResource.Type.TOPIC, kafka_topic_name, {"retention.ms": (SET, "5")})
     assert error_code(raised) == KafkaError.UNKNOWN_TOPIC_OR_PART
-    with kafka_python_admin(broker.bootstrap) as kp:
+    with kafka_python_admin(kafka_bootstrap) as kp:
         for incremental_api in (True, False):
             result = kp.alter_configs(
-                [KafkaConfigResource("TOPIC", topic, {"retention.ms": "5"})],
+                [KafkaConfigResource("TOPIC", kafka_topic_name, {"retention.ms": "5"})],
                 raise_on_unknown=False,
                 incremental=incremental_api,
             )
-            assert result["topic"][topic].startswith("[Error 3] UnknownTopicOrPartitionError"), result
+            assert result["topic"][kafka_topic_name].startswith("[Error 3] UnknownTopicOrPartitionError"), result
 
 
-def test_kafka_python_alters_and_describes_topic_configs(broker: BrokerProcess, topic: str) -> None:
-    with kafka_python_admin(broker.bootstrap) as client:
-        client.create_topics([KafkaNewTopic(topic, 1, 1)])
+def test_kafka_python_alters_and_describes_topic_configs(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    with kafka_python_admin(kafka_bootstrap) as client:
+        client.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1)])
         changes = {"retention.ms": "3600000", "cleanup.policy": (AlterConfigOp.APPEND, "compact")}
-        assert client.alter_configs([KafkaConfigResource("TOPIC", topic, changes)]) == {"topic": {topic: "OK"}}
-        modified = client.describe_configs([KafkaConfigResource("TOPIC", topic)], include_synonyms=True)
-        configs = modified["topic"][topic]
+        assert client.alter_configs([KafkaConfigResource("TOPIC", kafka_topic_name, changes)]) == {
+            "topic": {kafka_topic_name: "OK"}
+        }
+        modified = client.describe_configs([KafkaConfigResource("TOPIC", kafka_topic_name)], include_synonyms=True)
+        configs = modified["topic"][kafka_topic_name]
         assert set(configs) == {"retention.ms", "cleanup.policy"}  # the default filter: modified only
         assert configs["retention.ms"]["value"] == "3600000"
         assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
@@ -281,22 +289,22 @@ def test_kafka_python_alters_and_describes_topic_configs(broker: BrokerProcess, 
         ]
         # AlterConfigs proper: kafka-python re-sends the other overrides so that they are kept.
         result = client.alter_configs(
-            [KafkaConfigResource("TOPIC", topic, {"max.message.bytes": "65536"})], incremental=False
+            [KafkaConfigResource("TOPIC", kafka_topic_name, {"max.message.bytes": "65536"})], incremental=False
         )
-        assert result == {"topic": {topic: "OK"}}
-        values = {k: v["value"] for k, v in kp_describe(client, "TOPIC", topic).items()}
+        assert result == {"topic": {kafka_topic_name: "OK"}}
+        values = {k: v["value"] for k, v in kp_describe(client, "TOPIC", kafka_topic_name).items()}
         assert (values["retention.ms"], values["cleanup.policy"], values["max.message.bytes"]) == (
             "3600000",
             "delete,compact",
             "65536",
         )
         assert client.alter_configs(
-            [KafkaConfigResource("TOPIC", topic, {"retention.ms": "1"})], validate_only=True
-        ) == {"topic": {topic: "OK"}}
-        assert kp_describe(client, "TOPIC", topic, ["retention.ms"])["retention.ms"]["value"] == "3600000"
-        reset = client.reset_configs([KafkaConfigResource("TOPIC", topic, ["retention.ms"])])
-        assert reset == {"topic": {topic: "OK"}}
-        entry = kp_describe(client, "TOPIC", topic, ["retention.ms"])["retention.ms"]
+            [KafkaConfigResource("TOPIC", kafka_topic_name, {"retention.ms": "1"})], validate_only=True
+        ) == {"topic": {kafka_topic_name: "OK"}}
+        assert kp_describe(client, "TOPIC", kafka_topic_name, ["retention.ms"])["retention.ms"]["value"] == "3600000"
+        reset = client.reset_configs([KafkaConfigResource("TOPIC", kafka_topic_name, ["retention.ms"])])
+        assert reset == {"topic": {kafka_topic_name: "OK"}}
+        entry = kp_describe(client, "TOPIC", kafka_topic_name, ["retention.ms"])["retention.ms"]
         assert (entry["value"], entry["config_source"], entry["synonyms"]) == (WEEK_MS, "DEFAULT_CONFIG", [])
 
 
@@ -332,11 +340,13 @@ def check_broker_layers(client: KafkaAdminClient, topic: str) -> None:
     ]
 
 
-def test_broker_configs_by_source_with_synonyms_in_order(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
-    broker = own_broker("log.retention.hours=2", "message.max.bytes=200000")
+def test_broker_configs_by_source_with_synonyms_in_order(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
+    broker = kafka_broker_process("log.retention.hours=2", "message.max.bytes=200000")
     with kafka_python_admin(broker.bootstrap) as client:
-        client.create_topics([KafkaNewTopic(topic, 1, 1)])
-        configs = kp_describe(client, "TOPIC", topic, ["retention.ms", "max.message.bytes"])
+        client.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1)])
+        configs = kp_describe(client, "TOPIC", kafka_topic_name, ["retention.ms", "max.message.bytes"])
         # Static settings: the value the topic uses, sourced where it comes from.
         retention, max_bytes = configs["retention.ms"], configs["max.message.bytes"]
         assert (retention["value"], retention["config_source"], retention["synonyms"]) == (
@@ -355,12 +365,14 @@ def test_broker_configs_by_source_with_synonyms_in_order(own_broker: Callable[..
         changes = {"message.max.bytes": "400000", "log.retention.ms": "172800000"}
         assert client.alter_configs([KafkaConfigResource("BROKER", "1", changes)]) == {"broker": {"1": "OK"}}
         override = {"retention.ms": "3600000"}
-        assert client.alter_configs([KafkaConfigResource("TOPIC", topic, override)]) == {"topic": {topic: "OK"}}
-        check_broker_layers(client, topic)
+        assert client.alter_configs([KafkaConfigResource("TOPIC", kafka_topic_name, override)]) == {
+            "topic": {kafka_topic_name: "OK"}
+        }
+        check_broker_layers(client, kafka_topic_name)
 
     # confluent-kafka shows the same order (its synonyms are keyed by name).
     confluent = confluent_admin(broker.bootstrap)
-    assert sources(describe_topic(confluent, topic)["retention.ms"]) == (
+    assert sources(describe_topic(confluent, kafka_topic_name)["retention.ms"]) == (
         "3600000",
         TOPIC_CONFIG,
         ["retention.ms", "log.retention.ms", "log.retention.hours"],
@@ -373,7 +385,7 @@ def test_broker_configs_by_source_with_synonyms_in_order(own_broker: Callable[..
     assert broker.stop() == 0
     broker.restart()
     with kafka_python_admin(broker.bootstrap) as client:
-        check_broker_layers(client, topic)
+        check_broker_layers(client, kafka_topic_name)
         # Without the per-broker value, the cluster-wide default shows through.
         remove = {"message.max.bytes": (AlterConfigOp.DELETE, None)}
         assert client.alter_configs([KafkaConfigResource("BROKER", "1", remove)]) == {"broker": {"1": "OK"}}
@@ -383,7 +395,7 @@ def test_broker_configs_by_source_with_synonyms_in_order(own_broker: Callable[..
         DYNAMIC_DEFAULT,
         ["message.max.bytes"],
     )
-    assert sources(describe_topic(confluent, topic)["max.message.bytes"])[:2] == ("300000", DYNAMIC_DEFAULT)
+    assert sources(describe_topic(confluent, kafka_topic_name)["max.message.bytes"])[:2] == ("300000", DYNAMIC_DEFAULT)
     # Read-only broker configs cannot be changed at run time; invalid values are refused.
     with pytest.raises(KafkaException) as raised:
         incremental(confluent, ConfigResource.Type.BROKER, "1", {"node.id": (SET, "7")})
@@ -396,40 +408,40 @@ def test_broker_configs_by_source_with_synonyms_in_order(own_broker: Callable[..
 # -- changes take effect at once ------------------------------------------------------------------
 
 
-def test_a_lowered_max_message_bytes_applies_to_the_next_produce(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic)
+@pytest.mark.kafka_topic(partitions=1)
+def test_a_lowered_max_message_bytes_applies_to_the_next_produce(kafka_bootstrap: str, kafka_topic: str) -> None:
+    client = confluent_admin(kafka_bootstrap)
     payload = b"x" * 4096
-    assert produce_one(broker.bootstrap, topic, payload) is None
-    incremental(client, ConfigResource.Type.TOPIC, topic, {"max.message.bytes": (SET, "2048")})
-    refused = produce_one(broker.bootstrap, topic, payload)
+    assert produce_one(kafka_bootstrap, kafka_topic, payload) is None
+    incremental(client, ConfigResource.Type.TOPIC, kafka_topic, {"max.message.bytes": (SET, "2048")})
+    refused = produce_one(kafka_bootstrap, kafka_topic, payload)
     assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
-    incremental(client, ConfigResource.Type.TOPIC, topic, {"max.message.bytes": (DELETE, None)})
-    assert produce_one(broker.bootstrap, topic, payload) is None
+    incremental(client, ConfigResource.Type.TOPIC, kafka_topic, {"max.message.bytes": (DELETE, None)})
+    assert produce_one(kafka_bootstrap, kafka_topic, payload) is None
 
 
 def test_a_lowered_retention_ms_removes_old_data_without_a_restart(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    broker = own_broker("log.retention.check.interval.ms=100")
+    broker = kafka_broker_process("log.retention.check.interval.ms=100")
     hour_ago = int(time.time() * 1000) - 3_600_000
-    tp = KafkaTopicPartition(topic, 0)
+    tp = KafkaTopicPartition(kafka_topic_name, 0)
     with kafka_python_admin(broker.bootstrap) as admin:
-        admin.create_topics([KafkaNewTopic(topic, 1, 1, topic_configs={"segment.bytes": "1024"})])
+        admin.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1, topic_configs={"segment.bytes": "1024"})])
         # Batches stay under segment.bytes: a larger one is refused (as Kafka refuses it).
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", batch_size=600)
         try:
             for i in range(40):
-                producer.send(topic, b"old %02d " % i + b"." * 100, partition=0, timestamp_ms=hour_ago + i)
+                producer.send(kafka_topic_name, b"old %02d " % i + b"." * 100, partition=0, timestamp_ms=hour_ago + i)
             producer.flush(TIMEOUT_S)
             consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
             try:
                 assert consumer.beginning_offsets([tp])[tp] == 0 and consumer.end_offsets([tp])[tp] == 40
                 # An hour old is well inside the default week; a minute is not.
-                admin.alter_configs([KafkaConfigResource("TOPIC", topic, {"retention.ms": "60000"})])
+                admin.alter_configs([KafkaConfigResource("TOPIC", kafka_topic_name, {"retention.ms": "60000"})])
                 wait_for(lambda: consumer.beginning_offsets([tp])[tp] == 40, "retention removed the old records")
                 assert consumer.end_offsets([tp])[tp] == 40
-                metadata = producer.send(topic, b"new", partition=0).get(TIMEOUT_S)
+                metadata = producer.send(kafka_topic_name, b"new", partition=0).get(TIMEOUT_S)
                 assert metadata.offset == 40
                 consumer.assign([tp])
                 consumer.seek_to_beginning(tp)
@@ -444,27 +456,29 @@ def test_a_lowered_retention_ms_removes_old_data_without_a_restart(
 # -- DeleteRecords, DescribeLogDirs, CreatePartitions ---------------------------------------------
 
 
-def test_delete_records_then_reading_below_the_new_start_is_out_of_range(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+@pytest.mark.kafka_topic(partitions=1)
+def test_delete_records_then_reading_below_the_new_start_is_out_of_range(
+    kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    client = confluent_admin(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
     for i in range(20):
-        producer.produce(topic, b"record %d" % i, partition=0)
+        producer.produce(kafka_topic, b"record %d" % i, partition=0)
     assert producer.flush(TIMEOUT_S) == 0
 
-    (deleted,) = client.delete_records([TopicPartition(topic, 0, 10)]).values()
+    (deleted,) = client.delete_records([TopicPartition(kafka_topic, 0, 10)]).values()
     assert deleted.result(TIMEOUT_S).low_watermark == 10
     consumer = Consumer(
         {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": f"compat-{topic}",
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"compat-{kafka_topic}",
             "enable.auto.commit": False,
             "auto.offset.reset": "error",
         }
     )
     try:
-        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (10, 20)
-        consumer.assign([TopicPartition(topic, 0, 3)])
+        assert consumer.get_watermark_offsets(TopicPartition(kafka_topic, 0), timeout=TIMEOUT_S) == (10, 20)
+        consumer.assign([TopicPartition(kafka_topic, 0, 3)])
         deadline = time.monotonic() + TIMEOUT_S
         message = None
         while message is None and time.monotonic() < deadline:
@@ -476,11 +490,11 @@ def test_delete_records_then_reading_below_the_new_start_is_out_of_range(broker:
     finally:
         consumer.close()
 
-    tp = KafkaTopicPartition(topic, 0)
-    with kafka_python_admin(broker.bootstrap) as admin:
+    tp = KafkaTopicPartition(kafka_topic, 0)
+    with kafka_python_admin(kafka_bootstrap) as admin:
         assert admin.delete_records({tp: 15})[tp]["low_watermark"] == 15
         assert admin.delete_records({tp: -1})[tp]["low_watermark"] == 20  # -1: up to the high watermark
-    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, auto_offset_reset="none")
+    reader = KafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, auto_offset_reset="none")
     try:
         reader.assign([tp])
         reader.seek(tp, 12)
@@ -490,29 +504,31 @@ def test_delete_records_then_reading_below_the_new_start_is_out_of_range(broker:
         reader.close()
 
 
-def test_describe_log_dirs_lists_the_partitions_with_their_sizes(broker: BrokerProcess, topic: str) -> None:
-    create_topic(confluent_admin(broker.bootstrap), topic, 2)
-    assert produce_one(broker.bootstrap, topic, b"x" * 1000) is None  # to partition 0; 1 stays empty
-    with kafka_python_admin(broker.bootstrap) as client:
-        (answer,) = client.describe_log_dirs({topic: [0, 1]})
+@pytest.mark.kafka_topic(partitions=2)
+def test_describe_log_dirs_lists_the_partitions_with_their_sizes(
+    kafka_broker: InProcessBroker, kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    assert produce_one(kafka_bootstrap, kafka_topic, b"x" * 1000) is None  # to partition 0; 1 stays empty
+    with kafka_python_admin(kafka_bootstrap) as client:
+        (answer,) = client.describe_log_dirs({kafka_topic: [0, 1]})
     (log_dir,) = answer["log_dirs"]
     assert log_dir["error_code"] == 0
-    assert log_dir["log_dir"] == str(broker.data_dir.resolve())
+    assert log_dir["log_dir"] == str(kafka_broker.data_dir.resolve())
     assert log_dir["usable_bytes"] <= log_dir["total_bytes"]
     (found,) = log_dir["topics"]
     sizes = {p["partition_index"]: p["partition_size"] for p in found["partitions"]}
-    assert found["name"] == topic and sizes[0] > 1000 and sizes[1] == 0
+    assert found["name"] == kafka_topic and sizes[0] > 1000 and sizes[1] == 0
 
 
-def test_create_partitions_through_both_admin_clients(broker: BrokerProcess, topic: str) -> None:
-    client = confluent_admin(broker.bootstrap)
-    create_topic(client, topic, 2)
+@pytest.mark.kafka_topic(partitions=2)
+def test_create_partitions_through_both_admin_clients(kafka_bootstrap: str, kafka_topic: str) -> None:
+    client = confluent_admin(kafka_bootstrap)
 
     def partition_count() -> int:
-        return len(client.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions)
+        return len(client.list_topics(kafka_topic, timeout=TIMEOUT_S).topics[kafka_topic].partitions)
 
     def placement(keys: list[bytes]) -> dict[bytes, int]:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
         placed: dict[bytes, int] = {}
 
         def report(error: KafkaError | None, message: Message) -> None:
@@ -521,26 +537,26 @@ def test_create_partitions_through_both_admin_clients(broker: BrokerProcess, top
             placed[key] = partition
 
         for key in keys:
-            producer.produce(topic, b"v", key, on_delivery=report)
+            producer.produce(kafka_topic, b"v", key, on_delivery=report)
         assert producer.flush(TIMEOUT_S) == 0
         return placed
 
     keys = [b"key-%d" % i for i in range(30)]
     before = placement(keys)
-    with kafka_python_admin(broker.bootstrap) as kp:
-        kp.create_partitions({topic: 3}, validate_only=True)
+    with kafka_python_admin(kafka_bootstrap) as kp:
+        kp.create_partitions({kafka_topic: 3}, validate_only=True)
         assert partition_count() == 2
-        kp.create_partitions({topic: 3})
+        kp.create_partitions({kafka_topic: 3})
         with pytest.raises(kafka_errors.InvalidPartitionsError):
-            kp.create_partitions({topic: 2})
+            kp.create_partitions({kafka_topic: 2})
     assert partition_count() == 3
-    new = NewPartitions(topic, 5)
-    client.create_partitions([new], validate_only=True)[topic].result(TIMEOUT_S)
+    new = NewPartitions(kafka_topic, 5)
+    client.create_partitions([new], validate_only=True)[kafka_topic].result(TIMEOUT_S)
     assert partition_count() == 3
-    client.create_partitions([new])[topic].result(TIMEOUT_S)
+    client.create_partitions([new])[kafka_topic].result(TIMEOUT_S)
     assert partition_count() == 5
     with pytest.raises(KafkaException) as raised:
-        client.create_partitions([NewPartitions(topic, 4)])[topic].result(TIMEOUT_S)
+        client.create_partitions([NewPartitions(kafka_topic, 4)])[kafka_topic].result(TIMEOUT_S)
     assert error_code(raised) == KafkaError.INVALID_PARTITIONS
     # Keys hash over the partition count: after growing, some keys land elsewhere (as in Kafka).
     after = placement(keys)

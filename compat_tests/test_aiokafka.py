@@ -1,4 +1,4 @@
-"""aiokafka against a broker process: admin, every codec, seeks, timestamps, errors.
+"""aiokafka: admin, every codec, seeks, timestamps, errors.
 
 aiokafka runs on asyncio, so each test drives its own event loop with ``asyncio.run``.
 """
@@ -28,7 +28,7 @@ from compat_tests.support import (
     make_messages,
     stored_codecs,
 )
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 T = TypeVar("T")
 TOPIC_ALREADY_EXISTS = 36
@@ -119,68 +119,72 @@ async def consume_all(bootstrap: str, topic: str, partitions: int, count: int) -
         return await consume_until(client, count)
 
 
-def test_admin_creates_describes_and_refuses_to_recreate_a_topic(broker: BrokerProcess, topic: str) -> None:
+def test_admin_creates_describes_and_refuses_to_recreate_a_topic(kafka_bootstrap: str, kafka_topic_name: str) -> None:
     async def scenario() -> None:
-        async with admin(broker.bootstrap) as client:
-            created = await client.create_topics([NewTopic(topic, 3, 1, topic_configs={"max.message.bytes": "65536"})])
+        async with admin(kafka_bootstrap) as client:
+            created = await client.create_topics(
+                [NewTopic(kafka_topic_name, 3, 1, topic_configs={"max.message.bytes": "65536"})]
+            )
             assert [error for _, error, _ in created.topic_errors] == [0]
-            assert topic in await client.list_topics()
-            (described,) = await client.describe_topics([topic])
+            assert kafka_topic_name in await client.list_topics()
+            (described,) = await client.describe_topics([kafka_topic_name])
             assert described["error_code"] == 0
             assert sorted(p["partition"] for p in described["partitions"]) == [0, 1, 2]
             (configs,) = await client.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})]
+                [ConfigResource(ConfigResourceType.TOPIC, kafka_topic_name, {"max.message.bytes": None})]
             )
             ((error, _, _, _, entries),) = configs.resources
             assert error == 0
             assert [(name, value) for name, value, *_ in entries] == [("max.message.bytes", "65536")]
-            again = await client.create_topics([NewTopic(topic, 1, 1)])
+            again = await client.create_topics([NewTopic(kafka_topic_name, 1, 1)])
             assert [error for _, error, _ in again.topic_errors] == [TOPIC_ALREADY_EXISTS]
 
     run(scenario())
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_keyed_and_unkeyed_messages_round_trip_with_every_codec(broker: BrokerProcess, topic: str, codec: str) -> None:
+@pytest.mark.kafka_topic(partitions=3)
+def test_keyed_and_unkeyed_messages_round_trip_with_every_codec(
+    kafka_bootstrap: str, kafka_topic: str, codec: str
+) -> None:
     sent = make_messages()
 
     async def scenario() -> tuple[dict[int, tuple[int, int]], list[Received]]:
-        await create_topic(broker.bootstrap, topic, 3)
-        acks = await produce(broker.bootstrap, topic, sent, codec)
-        return acks, await consume_all(broker.bootstrap, topic, 3, len(sent))
+        acks = await produce(kafka_bootstrap, kafka_topic, sent, codec)
+        return acks, await consume_all(kafka_bootstrap, kafka_topic, 3, len(sent))
 
     acks, got = run(scenario())
     check_round_trip(sent, got, partitions=3)
     assert {(r.partition, r.offset) for r in got} == set(acks.values())
-    assert set(stored_codecs(broker.bootstrap, topic, 3)) == {CODEC_IDS[codec]}
+    assert set(stored_codecs(kafka_bootstrap, kafka_topic, 3)) == {CODEC_IDS[codec]}
 
 
-def test_consume_from_a_chosen_offset(broker: BrokerProcess, topic: str) -> None:
+@pytest.mark.kafka_topic(partitions=1)
+def test_consume_from_a_chosen_offset(kafka_bootstrap: str, kafka_topic: str) -> None:
     sent = make_messages(30)
 
     async def scenario() -> None:
-        await create_topic(broker.bootstrap, topic, 1)
-        await produce(broker.bootstrap, topic, sent, "gzip")
-        async with consumer(broker.bootstrap, topic, 1) as client:
-            client.seek(TopicPartition(topic, 0), 17)
+        await produce(kafka_bootstrap, kafka_topic, sent, "gzip")
+        async with consumer(kafka_bootstrap, kafka_topic, 1) as client:
+            client.seek(TopicPartition(kafka_topic, 0), 17)
             got = await consume_until(client, 13)
             assert [r.offset for r in got] == list(range(17, 30))
             assert [r.value for r in got] == [m.value for m in sent[17:]]
-            client.seek(TopicPartition(topic, 0), 3)
+            client.seek(TopicPartition(kafka_topic, 0), 3)
             again = await consume_until(client, 27)
             assert [r.value for r in again] == [m.value for m in sent[3:]]
 
     run(scenario())
 
 
-def test_seek_by_timestamp(broker: BrokerProcess, topic: str) -> None:
+@pytest.mark.kafka_topic(partitions=1)
+def test_seek_by_timestamp(kafka_bootstrap: str, kafka_topic: str) -> None:
     sent = make_messages(20)
-    tp = TopicPartition(topic, 0)
+    tp = TopicPartition(kafka_topic, 0)
 
     async def scenario() -> None:
-        await create_topic(broker.bootstrap, topic, 1)
-        await produce(broker.bootstrap, topic, sent, "zstd")
-        async with consumer(broker.bootstrap, topic, 1) as client:
+        await produce(kafka_bootstrap, kafka_topic, sent, "zstd")
+        async with consumer(kafka_bootstrap, kafka_topic, 1) as client:
             found = (await client.offsets_for_times({tp: sent[0].timestamp_ms - 1000}))[tp]
             assert found is not None and (found.offset, found.timestamp) == (0, sent[0].timestamp_ms)
             found = (await client.offsets_for_times({tp: sent[11].timestamp_ms - 5}))[tp]
@@ -195,52 +199,54 @@ def test_seek_by_timestamp(broker: BrokerProcess, topic: str) -> None:
     run(scenario())
 
 
-def test_message_larger_than_max_message_bytes_is_rejected(broker: BrokerProcess, topic: str) -> None:
+@pytest.mark.kafka_topic(partitions=1, max_message_bytes="2048")
+def test_message_larger_than_max_message_bytes_is_rejected(kafka_bootstrap: str, kafka_topic: str) -> None:
     async def scenario() -> None:
-        await create_topic(broker.bootstrap, topic, 1, **{"max.message.bytes": "2048"})
-        async with producer(broker.bootstrap) as client:
+        async with producer(kafka_bootstrap) as client:
             with pytest.raises(MessageSizeTooLargeError):
-                await client.send_and_wait(topic, b"x" * 4096, partition=0)
-            fits = await client.send_and_wait(topic, b"small", partition=0)
+                await client.send_and_wait(kafka_topic, b"x" * 4096, partition=0)
+            fits = await client.send_and_wait(kafka_topic, b"small", partition=0)
             assert fits.offset == 0, "the rejected message must not have been appended"
-        got = await consume_all(broker.bootstrap, topic, 1, 1)
+        got = await consume_all(kafka_bootstrap, kafka_topic, 1, 1)
         assert [r.value for r in got] == [b"small"]
 
     run(scenario())
 
 
-def test_partitions_added_by_create_partitions_become_writable(broker: BrokerProcess, topic: str) -> None:
+@pytest.mark.kafka_topic(partitions=2)
+def test_partitions_added_by_create_partitions_become_writable(kafka_bootstrap: str, kafka_topic: str) -> None:
     async def scenario() -> None:
-        await create_topic(broker.bootstrap, topic, 2)
-        async with producer(broker.bootstrap) as client:
-            assert await client.partitions_for(topic) == {0, 1}
-        async with admin(broker.bootstrap) as admin_client:
-            response = await admin_client.create_partitions({topic: NewPartitions(4)})
+        async with producer(kafka_bootstrap) as client:
+            assert await client.partitions_for(kafka_topic) == {0, 1}
+        async with admin(kafka_bootstrap) as admin_client:
+            response = await admin_client.create_partitions({kafka_topic: NewPartitions(4)})
             assert [error for _, error, _ in response.topic_errors] == [0]
-        async with producer(broker.bootstrap) as client:
-            assert await client.partitions_for(topic) == {0, 1, 2, 3}
-            metadata = await client.send_and_wait(topic, b"late", partition=3)
+        async with producer(kafka_bootstrap) as client:
+            assert await client.partitions_for(kafka_topic) == {0, 1, 2, 3}
+            metadata = await client.send_and_wait(kafka_topic, b"late", partition=3)
             assert (metadata.partition, metadata.offset) == (3, 0)
-        got = await consume_all(broker.bootstrap, topic, 4, 1)
+        got = await consume_all(kafka_bootstrap, kafka_topic, 4, 1)
         assert [(r.partition, r.value) for r in got] == [(3, b"late")]
 
     run(scenario())
 
 
-def test_messages_survive_a_broker_restart(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
-    broker = own_broker()
+def test_messages_survive_a_broker_restart(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
+    broker = kafka_broker_process()
     sent = make_messages(41)
     before, after = sent[:40], sent[40:]
 
     async def write(messages: list[Sent], create: bool) -> dict[int, tuple[int, int]]:
         if create:
-            await create_topic(broker.bootstrap, topic, 3)
-        return await produce(broker.bootstrap, topic, messages, "snappy")
+            await create_topic(broker.bootstrap, kafka_topic_name, 3)
+        return await produce(broker.bootstrap, kafka_topic_name, messages, "snappy")
 
     acks = run(write(before, create=True))
     assert broker.stop() == 0
     broker.restart()
-    got = run(consume_all(broker.bootstrap, topic, 3, len(before)))
+    got = run(consume_all(broker.bootstrap, kafka_topic_name, 3, len(before)))
     check_round_trip(before, got, partitions=3)
     assert {(r.partition, r.offset) for r in got} == set(acks.values())
     # The log goes on where it stopped.
@@ -248,23 +254,23 @@ def test_messages_survive_a_broker_restart(own_broker: Callable[..., BrokerProce
     assert offset == sum(1 for p, _ in acks.values() if p == partition)
 
 
-def test_a_waiting_consumer_is_woken_by_new_messages(broker: BrokerProcess, topic: str) -> None:
+@pytest.mark.kafka_topic(partitions=1)
+def test_a_waiting_consumer_is_woken_by_new_messages(kafka_bootstrap: str, kafka_topic: str) -> None:
     long_poll_ms = 20_000
 
     async def scenario() -> None:
-        await create_topic(broker.bootstrap, topic, 1)
         waiting = AIOKafkaConsumer(
-            bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=long_poll_ms
+            bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=long_poll_ms
         )
         await waiting.start()
         try:
-            waiting.assign([TopicPartition(topic, 0)])
-            waiting.seek(TopicPartition(topic, 0), 0)
+            waiting.assign([TopicPartition(kafka_topic, 0)])
+            waiting.seek(TopicPartition(kafka_topic, 0), 0)
             assert await waiting.getmany(timeout_ms=500) == {}  # nothing yet: its fetch now waits at the broker
-            async with producer(broker.bootstrap) as client:
+            async with producer(kafka_bootstrap) as client:
                 for i in range(3):
                     next_record = asyncio.create_task(waiting.getone())
-                    await client.send_and_wait(topic, b"live-%d" % i)
+                    await client.send_and_wait(kafka_topic, b"live-%d" % i)
                     # Only a wake-up on append beats the 20 s the fetch may wait.
                     record = await asyncio.wait_for(next_record, long_poll_ms / 4000)
                     assert (record.offset, record.value) == (i, b"live-%d" % i)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 TIMEOUT_S = 30
 CLEANER = ("log.cleaner.backoff.ms=50",)
@@ -139,14 +139,14 @@ def produce_one(bootstrap: str, topic: str, record_key: bytes | None, value: byt
 
 
 def test_the_latest_value_per_key_survives_cleaning_and_a_restart(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    broker = own_broker(*CLEANER)
-    create_compacted_topic(broker.bootstrap, topic, delete_retention_ms=3_600_000)
-    error, _ = produce_one(broker.bootstrap, topic, None, b"no key")
+    broker = kafka_broker_process(*CLEANER)
+    create_compacted_topic(broker.bootstrap, kafka_topic_name, delete_retention_ms=3_600_000)
+    error, _ = produce_one(broker.bootstrap, kafka_topic_name, None, b"no key")
     assert error is not None and error.code() == KafkaError.INVALID_RECORD
 
-    expected = write_versions(broker.bootstrap, topic, VERSIONS, DELETED_AT)
+    expected = write_versions(broker.bootstrap, kafka_topic_name, VERSIONS, DELETED_AT)
     written = KEYS * (DELETED_AT + 1) + (KEYS - KEYS // 5) * (VERSIONS - DELETED_AT - 1)
     assert sum(value is None for value in expected.values()) == KEYS // 5
 
@@ -154,7 +154,7 @@ def test_the_latest_value_per_key_survives_cleaning_and_a_restart(
     box: list[list[Record]] = []
 
     def cleaned() -> bool:
-        box[:] = [read_all(broker.bootstrap, topic)]
+        box[:] = [read_all(broker.bootstrap, kafka_topic_name)]
         return len(box[0]) < written // 5
 
     wait_until(cleaned, "the cleaner removed the old versions")
@@ -168,34 +168,36 @@ def test_the_latest_value_per_key_survives_cleaning_and_a_restart(
 
     assert broker.stop() == 0
     broker.restart()
-    after = read_all(broker.bootstrap, topic)
+    after = read_all(broker.bootstrap, kafka_topic_name)
     assert latest_per_key(after) == expected
     assert len(after) <= len(records), "records the cleaner removed came back"
     assert {offset for offset, _, _ in after} <= {offset for offset, _, _ in records}
     # The log goes on where it stopped, and still refuses keyless records.
-    assert produce_one(broker.bootstrap, topic, key(1), b"after restart") == (None, written)
-    error, _ = produce_one(broker.bootstrap, topic, None, b"no key")
+    assert produce_one(broker.bootstrap, kafka_topic_name, key(1), b"after restart") == (None, written)
+    error, _ = produce_one(broker.bootstrap, kafka_topic_name, None, b"no key")
     assert error is not None and error.code() == KafkaError.INVALID_RECORD
 
 
-def test_deleted_keys_disappear_after_delete_retention_ms(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
+def test_deleted_keys_disappear_after_delete_retention_ms(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
     delete_retention_s = 3.0
-    broker = own_broker(*CLEANER)
-    create_compacted_topic(broker.bootstrap, topic, delete_retention_ms=int(delete_retention_s * 1000))
+    broker = kafka_broker_process(*CLEANER)
+    create_compacted_topic(broker.bootstrap, kafka_topic_name, delete_retention_ms=int(delete_retention_s * 1000))
     started = time.monotonic()
-    expected = write_versions(broker.bootstrap, topic, versions=12, deleted_at=5)
+    expected = write_versions(broker.bootstrap, kafka_topic_name, versions=12, deleted_at=5)
     live = {k: v for k, v in expected.items() if v is not None}
     deleted = {k for k, v in expected.items() if v is None}
     assert len(deleted) == KEYS // 5
 
     # Just written: the tombstones are there (the cleaner keeps them delete.retention.ms at least).
-    first = latest_per_key(read_all(broker.bootstrap, topic))
+    first = latest_per_key(read_all(broker.bootstrap, kafka_topic_name))
     assert first == expected
 
     box: list[dict[bytes, bytes | None]] = []
 
     def tombstones_gone() -> bool:
-        box[:] = [latest_per_key(read_all(broker.bootstrap, topic))]
+        box[:] = [latest_per_key(read_all(broker.bootstrap, kafka_topic_name))]
         return not deleted & set(box[0])
 
     gone = wait_until(tombstones_gone, "the tombstones were removed")

@@ -1,4 +1,4 @@
-"""confluent-kafka (librdkafka) against a broker process: admin, every codec, seeks, timestamps, errors."""
+"""confluent-kafka (librdkafka): admin, every codec, seeks, timestamps, errors."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from compat_tests.support import (
     now_ms,
     stored_codecs,
 )
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 TIMEOUT_S = 30
 LONG_POLL_S = 20
@@ -123,120 +123,126 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int) -> list
         return consume_until(lambda: poll(client), count)
 
 
-def test_admin_creates_describes_and_refuses_to_recreate_a_topic(broker: BrokerProcess, topic: str) -> None:
-    client = admin(broker.bootstrap)
-    client.create_topics([NewTopic(topic, 3, 1, config={"max.message.bytes": "65536"})])[topic].result(TIMEOUT_S)
-    metadata = client.list_topics(topic, timeout=TIMEOUT_S)
-    assert sorted(metadata.topics[topic].partitions) == [0, 1, 2]
-    assert [b.port for b in metadata.brokers.values()] == [int(broker.bootstrap.rsplit(":", 1)[1])]
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+def test_admin_creates_describes_and_refuses_to_recreate_a_topic(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    client = admin(kafka_bootstrap)
+    client.create_topics([NewTopic(kafka_topic_name, 3, 1, config={"max.message.bytes": "65536"})])[
+        kafka_topic_name
+    ].result(TIMEOUT_S)
+    metadata = client.list_topics(kafka_topic_name, timeout=TIMEOUT_S)
+    assert sorted(metadata.topics[kafka_topic_name].partitions) == [0, 1, 2]
+    assert [b.port for b in metadata.brokers.values()] == [int(kafka_bootstrap.rsplit(":", 1)[1])]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, kafka_topic_name)
     configs = client.describe_configs([resource])[resource].result(TIMEOUT_S)
     assert configs["max.message.bytes"].value == "65536"
     assert configs["cleanup.policy"].value == "delete"
     with pytest.raises(KafkaException) as raised:
-        client.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
+        client.create_topics([NewTopic(kafka_topic_name, 1, 1)])[kafka_topic_name].result(TIMEOUT_S)
     assert raised.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_keyed_and_unkeyed_messages_round_trip_with_every_codec(broker: BrokerProcess, topic: str, codec: str) -> None:
-    create_topic(broker.bootstrap, topic, 3)
+@pytest.mark.kafka_topic(partitions=3)
+def test_keyed_and_unkeyed_messages_round_trip_with_every_codec(
+    kafka_bootstrap: str, kafka_topic: str, codec: str
+) -> None:
     sent = make_messages()
-    acks = produce(broker.bootstrap, topic, sent, codec)
-    got = consume_all(broker.bootstrap, topic, 3, len(sent))
+    acks = produce(kafka_bootstrap, kafka_topic, sent, codec)
+    got = consume_all(kafka_bootstrap, kafka_topic, 3, len(sent))
     check_round_trip(sent, got, partitions=3)
     assert {(r.partition, r.offset) for r in got} == set(acks.values())
-    assert set(stored_codecs(broker.bootstrap, topic, 3)) == {CODEC_IDS[librdkafka_codec(broker.bootstrap, codec)]}
+    assert set(stored_codecs(kafka_bootstrap, kafka_topic, 3)) == {CODEC_IDS[librdkafka_codec(kafka_bootstrap, codec)]}
 
 
-def test_consume_from_a_chosen_offset(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
+@pytest.mark.kafka_topic(partitions=1)
+def test_consume_from_a_chosen_offset(kafka_bootstrap: str, kafka_topic: str) -> None:
     sent = make_messages(30)
-    produce(broker.bootstrap, topic, sent, "zstd")
-    with consumer(broker.bootstrap, topic, {0: 17}) as client:
+    produce(kafka_bootstrap, kafka_topic, sent, "zstd")
+    with consumer(kafka_bootstrap, kafka_topic, {0: 17}) as client:
         got = consume_until(lambda: poll(client), 13)
         assert [r.offset for r in got] == list(range(17, 30))
         assert [r.value for r in got] == [m.value for m in sent[17:]]
-        client.seek(TopicPartition(topic, 0, 3))
+        client.seek(TopicPartition(kafka_topic, 0, 3))
         again = consume_until(lambda: poll(client), 27)
         assert [r.value for r in again] == [m.value for m in sent[3:]]
 
 
-def test_seek_by_timestamp(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
+@pytest.mark.kafka_topic(partitions=1)
+def test_seek_by_timestamp(kafka_bootstrap: str, kafka_topic: str) -> None:
     sent = make_messages(20)
-    produce(broker.bootstrap, topic, sent, "snappy")
-    with consumer(broker.bootstrap, topic, {0: OFFSET_BEGINNING}) as client:
+    produce(kafka_bootstrap, kafka_topic, sent, "snappy")
+    with consumer(kafka_bootstrap, kafka_topic, {0: OFFSET_BEGINNING}) as client:
 
         def offset_for(timestamp: int) -> int:
-            (found,) = client.offsets_for_times([TopicPartition(topic, 0, timestamp)], timeout=TIMEOUT_S)
+            (found,) = client.offsets_for_times([TopicPartition(kafka_topic, 0, timestamp)], timeout=TIMEOUT_S)
             assert found.error is None, found.error
             return int(found.offset)
 
         assert offset_for(sent[0].timestamp_ms - 1000) == 0
         assert offset_for(sent[11].timestamp_ms - 5) == 11
         assert offset_for(sent[-1].timestamp_ms + 1) == -1  # none: the end
-        client.seek(TopicPartition(topic, 0, offset_for(sent[11].timestamp_ms)))
+        client.seek(TopicPartition(kafka_topic, 0, offset_for(sent[11].timestamp_ms)))
         got = consume_until(lambda: poll(client), 9)
         assert [r.timestamp_ms for r in got] == [m.timestamp_ms for m in sent[11:]]
-        assert client.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (0, 20)
+        assert client.get_watermark_offsets(TopicPartition(kafka_topic, 0), timeout=TIMEOUT_S) == (0, 20)
 
 
-def test_message_larger_than_max_message_bytes_is_rejected(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1, **{"max.message.bytes": "2048"})
-    client = new_producer(broker.bootstrap)
+@pytest.mark.kafka_topic(partitions=1, max_message_bytes="2048")
+def test_message_larger_than_max_message_bytes_is_rejected(kafka_bootstrap: str, kafka_topic: str) -> None:
+    client = new_producer(kafka_bootstrap)
     deliveries = Deliveries()
-    client.produce(topic, b"x" * 4096, partition=0, on_delivery=deliveries.callback(0))
+    client.produce(kafka_topic, b"x" * 4096, partition=0, on_delivery=deliveries.callback(0))
     assert client.flush(TIMEOUT_S) == 0
     error, _, _ = deliveries.reports[0]
     assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
-    client.produce(topic, b"small", partition=0, on_delivery=deliveries.callback(1))
+    client.produce(kafka_topic, b"small", partition=0, on_delivery=deliveries.callback(1))
     assert client.flush(TIMEOUT_S) == 0
     assert deliveries.reports[1] == (None, 0, 0), "the rejected message must not have been appended"
-    got = consume_all(broker.bootstrap, topic, 1, 1)
+    got = consume_all(kafka_bootstrap, kafka_topic, 1, 1)
     assert [r.value for r in got] == [b"small"]
 
 
-def test_partition_beyond_the_count_is_refused_until_created(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 2)
+@pytest.mark.kafka_topic(partitions=2)
+def test_partition_beyond_the_count_is_refused_until_created(kafka_bootstrap: str, kafka_topic: str) -> None:
     deliveries = Deliveries()
-    client = new_producer(broker.bootstrap)
-    client.produce(topic, b"early", partition=3, on_delivery=deliveries.callback(0))
+    client = new_producer(kafka_bootstrap)
+    client.produce(kafka_topic, b"early", partition=3, on_delivery=deliveries.callback(0))
     assert client.flush(TIMEOUT_S) == 0
     error, _, _ = deliveries.reports[0]
     assert error is not None and error.code() == KafkaError._UNKNOWN_PARTITION
-    admin_client = admin(broker.bootstrap)
-    admin_client.create_partitions([NewPartitions(topic, 4)])[topic].result(TIMEOUT_S)
-    client = new_producer(broker.bootstrap)
-    client.produce(topic, b"late", partition=3, on_delivery=deliveries.callback(1))
+    admin_client = admin(kafka_bootstrap)
+    admin_client.create_partitions([NewPartitions(kafka_topic, 4)])[kafka_topic].result(TIMEOUT_S)
+    client = new_producer(kafka_bootstrap)
+    client.produce(kafka_topic, b"late", partition=3, on_delivery=deliveries.callback(1))
     assert client.flush(TIMEOUT_S) == 0
     assert deliveries.reports[1] == (None, 3, 0)
-    got = consume_all(broker.bootstrap, topic, 4, 1)
+    got = consume_all(kafka_bootstrap, kafka_topic, 4, 1)
     assert [(r.partition, r.value) for r in got] == [(3, b"late")]
 
 
-def test_messages_survive_a_broker_restart(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
-    broker = own_broker()
-    create_topic(broker.bootstrap, topic, 3)
+def test_messages_survive_a_broker_restart(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
+    broker = kafka_broker_process()
+    create_topic(broker.bootstrap, kafka_topic_name, 3)
     sent = make_messages(41)
     before, after = sent[:40], sent[40:]
-    acks = produce(broker.bootstrap, topic, before, "gzip")
+    acks = produce(broker.bootstrap, kafka_topic_name, before, "gzip")
     assert broker.stop() == 0
     broker.restart()
-    got = consume_all(broker.bootstrap, topic, 3, len(before))
+    got = consume_all(broker.bootstrap, kafka_topic_name, 3, len(before))
     check_round_trip(before, got, partitions=3)
     assert {(r.partition, r.offset) for r in got} == set(acks.values())
     # The log goes on where it stopped.
-    ((partition, offset),) = produce(broker.bootstrap, topic, after).values()
+    ((partition, offset),) = produce(broker.bootstrap, kafka_topic_name, after).values()
     assert offset == sum(1 for p, _ in acks.values() if p == partition)
 
 
-def test_a_message_near_the_size_limit_round_trips(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
+@pytest.mark.kafka_topic(partitions=1)
+def test_a_message_near_the_size_limit_round_trips(kafka_bootstrap: str, kafka_topic: str) -> None:
     large = random.Random(7).randbytes(900_000)  # incompressible, under the 1 MiB default limit
     sent = [Sent(0, b"large", large, (("kind", b"large"),), now_ms())]
-    assert produce(broker.bootstrap, topic, sent) == {0: (0, 0)}
-    (got,) = consume_all(broker.bootstrap, topic, 1, 1)
+    assert produce(kafka_bootstrap, kafka_topic, sent) == {0: (0, 0)}
+    (got,) = consume_all(kafka_bootstrap, kafka_topic, 1, 1)
     assert (got.key, got.value, got.headers, got.timestamp_ms) == (
         b"large",
         large,
@@ -245,13 +251,13 @@ def test_a_message_near_the_size_limit_round_trips(broker: BrokerProcess, topic:
     )
 
 
-def test_a_waiting_consumer_is_woken_by_new_messages(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
-    client = new_producer(broker.bootstrap)
-    with consumer(broker.bootstrap, topic, {0: 0}, **{"fetch.wait.max.ms": LONG_POLL_S * 1000}) as waiting:
+@pytest.mark.kafka_topic(partitions=1)
+def test_a_waiting_consumer_is_woken_by_new_messages(kafka_bootstrap: str, kafka_topic: str) -> None:
+    client = new_producer(kafka_bootstrap)
+    with consumer(kafka_bootstrap, kafka_topic, {0: 0}, **{"fetch.wait.max.ms": LONG_POLL_S * 1000}) as waiting:
         assert not waiting.consume(num_messages=1, timeout=0.5)  # nothing yet: its fetch now waits at the broker
         for i in range(3):
-            client.produce(topic, b"live-%d" % i)
+            client.produce(kafka_topic, b"live-%d" % i)
             assert client.flush(TIMEOUT_S) == 0
             acked = time.monotonic()
             # The fetch may wait up to 20 s (fetch.wait.max.ms): only a wake-up on append makes this quick.

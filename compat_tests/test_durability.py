@@ -14,7 +14,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import NewTopic as KafkaNewTopic
 
 from compat_tests.support import consume_until
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 TIMEOUT_S = 30
 
@@ -98,10 +98,12 @@ class OneByOneProducer(threading.Thread):
         self.halfway.set()
 
 
-def test_acknowledged_messages_survive_kill_minus_9(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
-    broker = own_broker("log.flush.interval.messages=1")
-    create_topic(broker.bootstrap, topic, 1)
-    producer = OneByOneProducer(broker.bootstrap, topic, total=600)
+def test_acknowledged_messages_survive_kill_minus_9(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
+    broker = kafka_broker_process("log.flush.interval.messages=1")
+    create_topic(broker.bootstrap, kafka_topic_name, 1)
+    producer = OneByOneProducer(broker.bootstrap, kafka_topic_name, total=600)
     producer.start()
     assert producer.halfway.wait(TIMEOUT_S * 2)
     broker.kill()
@@ -116,15 +118,15 @@ def test_acknowledged_messages_survive_kill_minus_9(own_broker: Callable[..., Br
     values = [value for value, _ in producer.acked]
     assert values == list(range(producer.total))
     assert [offset for _, offset in producer.acked] == list(range(producer.total))
-    got = read_partition(broker.bootstrap, topic, producer.total, TIMEOUT_S)
+    got = read_partition(broker.bootstrap, kafka_topic_name, producer.total, TIMEOUT_S)
     assert [(int(m.value() or b""), m.offset()) for m in got] == producer.acked
 
 
 @pytest.mark.slow
-def test_a_million_small_messages(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
+def test_a_million_small_messages(kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str) -> None:
     total = 1_000_000
-    broker = own_broker()
-    create_topic(broker.bootstrap, topic, 1)
+    broker = kafka_broker_process()
+    create_topic(broker.bootstrap, kafka_topic_name, 1)
     producer = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -143,36 +145,40 @@ def test_a_million_small_messages(own_broker: Callable[..., BrokerProcess], topi
             errors.append(error)
 
     for i in range(total):
-        producer.produce(topic, b"%020d" % i, partition=0, on_delivery=report)
+        producer.produce(kafka_topic_name, b"%020d" % i, partition=0, on_delivery=report)
     assert producer.flush(TIMEOUT_S * 4) == 0
     assert not errors, errors[:5]
-    got = read_partition(broker.bootstrap, topic, total, TIMEOUT_S * 4)
+    got = read_partition(broker.bootstrap, kafka_topic_name, total, TIMEOUT_S * 4)
     assert len(got) == total
     assert (got[0].value(), got[-1].value()) == (b"%020d" % 0, b"%020d" % (total - 1))
     assert all(m.value() == b"%020d" % i and m.offset() == i for i, m in enumerate(got))
 
 
-def test_reads_across_many_small_segments_after_a_restart(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
+def test_reads_across_many_small_segments_after_a_restart(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
     total = 3000
-    broker = own_broker()
+    broker = kafka_broker_process()
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        admin.create_topics([KafkaNewTopic(topic, 1, 1, topic_configs={"segment.bytes": "16384"})])
+        admin.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1, topic_configs={"segment.bytes": "16384"})])
     finally:
         admin.close()
     base = int(time.time() * 1000) - 3_600_000
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
     try:
         for i in range(total):
-            producer.send(topic, b"%06d|" % i + b"segment payload " * 4, partition=0, timestamp_ms=base + 2 * i)
+            producer.send(
+                kafka_topic_name, b"%06d|" % i + b"segment payload " * 4, partition=0, timestamp_ms=base + 2 * i
+            )
         producer.flush(TIMEOUT_S)
     finally:
         producer.close()
-    segments = list((broker.data_dir / f"{topic}-0").glob("*.log"))
+    segments = list((broker.data_dir / f"{kafka_topic_name}-0").glob("*.log"))
     assert len(segments) > 5, "the test needs many segments to mean anything"
     assert broker.stop() == 0
     broker.restart()
-    tp = KafkaTopicPartition(topic, 0)
+    tp = KafkaTopicPartition(kafka_topic_name, 0)
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False)
     try:
         consumer.assign([tp])

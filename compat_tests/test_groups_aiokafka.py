@@ -1,4 +1,4 @@
-"""aiokafka consumer groups against a broker process.
+"""aiokafka consumer groups.
 
 The scenarios of ``group_support`` (partitions shared in a group and read by every group, a
 member killed with SIGKILL under the sticky strategy, at-least-once and at-most-once, a broker
@@ -55,7 +55,7 @@ from compat_tests.group_support import (
     stop_all,
 )
 from compat_tests.support import index_of, now_ms
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 T = TypeVar("T")
 ASSIGNORS: dict[str, type[AbstractPartitionAssignor]] = {
@@ -260,44 +260,48 @@ class AioKafka:
 CLIENT = AioKafka()
 
 
-def test_members_share_the_partitions_and_every_group_reads_everything(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.share_partitions(CLIENT, group_broker.bootstrap, topic)
+def test_members_share_the_partitions_and_every_group_reads_everything(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    scenario.share_partitions(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
 def test_a_killed_member_loses_its_partitions_and_the_others_keep_theirs(
-    group_broker: BrokerProcess, topic: str
+    kafka_bootstrap: str, kafka_topic_name: str
 ) -> None:
-    scenario.killed_member(CLIENT, group_broker.bootstrap, topic, STICKY, cooperative=False)
+    scenario.killed_member(CLIENT, kafka_bootstrap, kafka_topic_name, STICKY, cooperative=False)
 
 
-def test_at_least_once_loses_nothing_when_killed_mid_batch(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.at_least_once(CLIENT, group_broker.bootstrap, topic)
+def test_at_least_once_loses_nothing_when_killed_mid_batch(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    scenario.at_least_once(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
-def test_at_most_once_processes_nothing_twice_when_killed_mid_batch(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.at_most_once(CLIENT, group_broker.bootstrap, topic)
+def test_at_most_once_processes_nothing_twice_when_killed_mid_batch(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    scenario.at_most_once(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
 def test_groups_rejoin_and_continue_after_a_broker_restart(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    scenario.broker_restart(CLIENT, own_broker(*GROUP_BROKER_OVERRIDES), topic)
+    scenario.broker_restart(CLIENT, kafka_broker_process(*GROUP_BROKER_OVERRIDES), kafka_topic_name)
 
 
 # -- replay --------------------------------------------------------------------------------------
 
 
-def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerProcess, topic: str) -> None:
-    bootstrap, group = group_broker.bootstrap, f"{topic}-group"
-    CLIENT.create_topic(bootstrap, topic, 2)
+def test_replay_by_seek_and_by_resetting_the_group_offsets(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    bootstrap, group = kafka_bootstrap, f"{kafka_topic_name}-group"
+    CLIENT.create_topic(bootstrap, kafka_topic_name, 2)
     base_ms = now_ms() - 3_600_000
-    CLIENT.produce(bootstrap, topic, range(40), 2, base_ms)  # partition i % 2, offset i // 2, at base + 10 i
-    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    CLIENT.produce(bootstrap, kafka_topic_name, range(40), 2, base_ms)  # partition i % 2, offset i // 2, at base + 10 i
+    p0, p1 = TopicPartition(kafka_topic_name, 0), TopicPartition(kafka_topic_name, 1)
 
     async def replay() -> None:
         client = new_consumer(bootstrap, group)
         await client.start()
-        client.subscribe([topic])
+        client.subscribe([kafka_topic_name])
         try:
             first = await consume_until(client, 40)
             assert sorted(index_of(g.value) for g in first) == list(range(40))
@@ -334,7 +338,7 @@ def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerP
 
         client = new_consumer(bootstrap, group)
         await client.start()
-        client.subscribe([topic])
+        client.subscribe([kafka_topic_name])
         try:
             resumed = await consume_until(client, 19)
         finally:
@@ -349,14 +353,17 @@ def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerP
 # -- admin ---------------------------------------------------------------------------------------
 
 
-def test_admin_lists_describes_and_deletes_groups(group_broker: BrokerProcess, topic: str) -> None:
-    bootstrap, group = group_broker.bootstrap, f"{topic}-group"
-    CLIENT.create_topic(bootstrap, topic)
+def test_admin_lists_describes_and_deletes_groups(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    bootstrap, group = kafka_bootstrap, f"{kafka_topic_name}-group"
+    CLIENT.create_topic(bootstrap, kafka_topic_name)
     board = Board()
     try:
-        pair = [CLIENT.start_member(board, f"{topic}-m{i}", bootstrap, topic, group, commit=True) for i in range(2)]
+        pair = [
+            CLIENT.start_member(board, f"{kafka_topic_name}-m{i}", bootstrap, kafka_topic_name, group, commit=True)
+            for i in range(2)
+        ]
         board.split(pair)
-        CLIENT.produce(bootstrap, topic, range(30))
+        CLIENT.produce(bootstrap, kafka_topic_name, range(30))
         board.read(pair, range(30))
 
         async def while_active() -> None:
@@ -369,9 +376,9 @@ def test_admin_lists_describes_and_deletes_groups(group_broker: BrokerProcess, t
                 for member in pair:
                     _, _, host, metadata, assignment = by_client[member.name]
                     assert host.endswith("127.0.0.1")
-                    assert ConsumerProtocolMemberMetadata.decode(metadata).subscription == [topic]
+                    assert ConsumerProtocolMemberMetadata.decode(metadata).subscription == [kafka_topic_name]
                     partitions = ConsumerProtocolMemberAssignment.decode(assignment).partitions()
-                    assert sorted(partitions) == [TopicPartition(topic, p) for p in sorted(member.owned)]
+                    assert sorted(partitions) == [TopicPartition(kafka_topic_name, p) for p in sorted(member.owned)]
                 assert await committed_offsets(bootstrap, group) == dict.fromkeys(range(PARTITIONS), 5)
                 assert await delete_group(client, group) == NON_EMPTY_GROUP
 

@@ -1,4 +1,4 @@
-"""confluent-kafka (librdkafka) consumer groups against a broker process.
+"""confluent-kafka (librdkafka) consumer groups.
 
 The scenarios of ``group_support`` (partitions shared in a group and read by every group, a
 member killed with SIGKILL under the cooperative-sticky protocol, at-least-once and
@@ -53,7 +53,7 @@ from compat_tests.group_support import (
     stop_all,
 )
 from compat_tests.support import consume_until, index_of, now_ms
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 TIMEOUT_S = 30
 STATES = {ConsumerGroupState.STABLE: "Stable", ConsumerGroupState.EMPTY: "Empty"}
@@ -185,73 +185,82 @@ class Confluent:
 CLIENT = Confluent()
 
 
-def test_members_share_the_partitions_and_every_group_reads_everything(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.share_partitions(CLIENT, group_broker.bootstrap, topic)
+def test_members_share_the_partitions_and_every_group_reads_everything(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    scenario.share_partitions(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
 def test_a_killed_member_loses_its_partitions_without_revoking_the_others(
-    group_broker: BrokerProcess, topic: str
+    kafka_bootstrap: str, kafka_topic_name: str
 ) -> None:
-    scenario.killed_member(CLIENT, group_broker.bootstrap, topic, COOPERATIVE_STICKY, cooperative=True)
+    scenario.killed_member(CLIENT, kafka_bootstrap, kafka_topic_name, COOPERATIVE_STICKY, cooperative=True)
 
 
-def test_at_least_once_loses_nothing_when_killed_mid_batch(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.at_least_once(CLIENT, group_broker.bootstrap, topic)
+def test_at_least_once_loses_nothing_when_killed_mid_batch(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    scenario.at_least_once(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
-def test_at_most_once_processes_nothing_twice_when_killed_mid_batch(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.at_most_once(CLIENT, group_broker.bootstrap, topic)
+def test_at_most_once_processes_nothing_twice_when_killed_mid_batch(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    scenario.at_most_once(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
 def test_groups_rejoin_and_continue_after_a_broker_restart(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    scenario.broker_restart(CLIENT, own_broker(*GROUP_BROKER_OVERRIDES), topic)
+    scenario.broker_restart(CLIENT, kafka_broker_process(*GROUP_BROKER_OVERRIDES), kafka_topic_name)
 
 
 # -- replay --------------------------------------------------------------------------------------
 
 
-def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerProcess, topic: str) -> None:
-    bootstrap, group = group_broker.bootstrap, f"{topic}-group"
-    CLIENT.create_topic(bootstrap, topic, 2)
+def test_replay_by_seek_and_by_resetting_the_group_offsets(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    bootstrap, group = kafka_bootstrap, f"{kafka_topic_name}-group"
+    CLIENT.create_topic(bootstrap, kafka_topic_name, 2)
     base_ms = now_ms() - 3_600_000
-    CLIENT.produce(bootstrap, topic, range(40), 2, base_ms)  # partition i % 2, offset i // 2, at base + 10 i
+    CLIENT.produce(bootstrap, kafka_topic_name, range(40), 2, base_ms)  # partition i % 2, offset i // 2, at base + 10 i
     client = RdConsumer(consumer_config(bootstrap, group))
-    subscribe(client, topic)
+    subscribe(client, kafka_topic_name)
     try:
         first = consume_until(lambda: poll(client), 40, GROUP_TIMEOUT_S)
         assert sorted(index_of(g.value) for g in first) == list(range(40))
-        p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+        p0, p1 = TopicPartition(kafka_topic_name, 0), TopicPartition(kafka_topic_name, 1)
 
         for partition in (0, 1):
-            client.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+            client.seek(TopicPartition(kafka_topic_name, partition, OFFSET_BEGINNING))
         again = consume_until(lambda: poll(client), 40, GROUP_TIMEOUT_S)
         assert sorted(index_of(g.value) for g in again) == list(range(40))
 
-        client.seek(TopicPartition(topic, 0, 15))
+        client.seek(TopicPartition(kafka_topic_name, 0, 15))
         assert [g.offset for g in consume_until(lambda: poll(client), 5, GROUP_TIMEOUT_S)] == list(range(15, 20))
 
-        (found,) = client.offsets_for_times([TopicPartition(topic, 1, base_ms + 10 * 25)], timeout=TIMEOUT_S)
+        (found,) = client.offsets_for_times([TopicPartition(kafka_topic_name, 1, base_ms + 10 * 25)], timeout=TIMEOUT_S)
         assert found.offset == 12  # message 25: partition 1, offset 12
         client.seek(found)
         replayed = consume_until(lambda: poll(client), 8, GROUP_TIMEOUT_S)
         assert [index_of(g.value) for g in replayed] == list(range(25, 40, 2))
 
-        client.commit(offsets=[TopicPartition(topic, 0, 20), TopicPartition(topic, 1, 20)], asynchronous=False)
+        client.commit(
+            offsets=[TopicPartition(kafka_topic_name, 0, 20), TopicPartition(kafka_topic_name, 1, 20)],
+            asynchronous=False,
+        )
         assert [tp.offset for tp in client.committed([p0, p1], timeout=TIMEOUT_S)] == [20, 20]
     finally:
         client.close()  # leaves the group: it is empty now
 
     admin_client = admin(bootstrap)
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 17)])
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(kafka_topic_name, 0, 4), TopicPartition(kafka_topic_name, 1, 17)]
+    )
     result = admin_client.alter_consumer_group_offsets([request])[group].result(TIMEOUT_S)
     assert [(tp.partition, tp.offset, tp.error) for tp in result.topic_partitions] == [(0, 4, None), (1, 17, None)]
     listed = admin_client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT_S)
     assert sorted((tp.partition, tp.offset) for tp in listed.topic_partitions) == [(0, 4), (1, 17)]
 
     client = RdConsumer(consumer_config(bootstrap, group))
-    subscribe(client, topic)
+    subscribe(client, kafka_topic_name)
     try:
         resumed = consume_until(lambda: poll(client), 19, GROUP_TIMEOUT_S)
     finally:
@@ -264,15 +273,18 @@ def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerP
 # -- admin ---------------------------------------------------------------------------------------
 
 
-def test_admin_lists_describes_and_deletes_groups(group_broker: BrokerProcess, topic: str) -> None:
-    bootstrap, group = group_broker.bootstrap, f"{topic}-group"
-    CLIENT.create_topic(bootstrap, topic)
+def test_admin_lists_describes_and_deletes_groups(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    bootstrap, group = kafka_bootstrap, f"{kafka_topic_name}-group"
+    CLIENT.create_topic(bootstrap, kafka_topic_name)
     admin_client = admin(bootstrap)
     board = Board()
     try:
-        pair = [CLIENT.start_member(board, f"{topic}-m{i}", bootstrap, topic, group, commit=True) for i in range(2)]
+        pair = [
+            CLIENT.start_member(board, f"{kafka_topic_name}-m{i}", bootstrap, kafka_topic_name, group, commit=True)
+            for i in range(2)
+        ]
         board.split(pair)
-        CLIENT.produce(bootstrap, topic, range(30))
+        CLIENT.produce(bootstrap, kafka_topic_name, range(30))
         board.read(pair, range(30))
 
         listed = admin_client.list_consumer_groups().result(TIMEOUT_S)
@@ -288,7 +300,7 @@ def test_admin_lists_describes_and_deletes_groups(group_broker: BrokerProcess, t
         assert sorted(by_client) == sorted(m.name for m in pair)
         for member in pair:
             assignment = by_client[member.name].assignment.topic_partitions
-            assert {(tp.topic, tp.partition) for tp in assignment} == {(topic, p) for p in member.owned}
+            assert {(tp.topic, tp.partition) for tp in assignment} == {(kafka_topic_name, p) for p in member.owned}
 
         assert CLIENT.committed(bootstrap, group) == dict.fromkeys(range(PARTITIONS), 5)
         with pytest.raises(KafkaException) as raised:

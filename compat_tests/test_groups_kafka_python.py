@@ -1,4 +1,4 @@
-"""kafka-python consumer groups against a broker process.
+"""kafka-python consumer groups.
 
 The scenarios of ``group_support`` (partitions shared in a group and read by every group, a
 member killed with SIGKILL under the cooperative-sticky protocol, at-least-once and
@@ -60,7 +60,7 @@ from compat_tests.group_support import (
     stop_all,
 )
 from compat_tests.support import consume_until, index_of, now_ms
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 TIMEOUT_S = 30
 ASSIGNORS: dict[str, type[AbstractPartitionAssignor]] = {
@@ -215,22 +215,26 @@ class KafkaPython:
 CLIENT = KafkaPython()
 
 
-def test_members_share_the_partitions_and_every_group_reads_everything(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.share_partitions(CLIENT, group_broker.bootstrap, topic)
+def test_members_share_the_partitions_and_every_group_reads_everything(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    scenario.share_partitions(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
 def test_a_killed_member_loses_its_partitions_without_revoking_the_others(
-    group_broker: BrokerProcess, topic: str
+    kafka_bootstrap: str, kafka_topic_name: str
 ) -> None:
-    scenario.killed_member(CLIENT, group_broker.bootstrap, topic, COOPERATIVE_STICKY, cooperative=True)
+    scenario.killed_member(CLIENT, kafka_bootstrap, kafka_topic_name, COOPERATIVE_STICKY, cooperative=True)
 
 
-def test_at_least_once_loses_nothing_when_killed_mid_batch(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.at_least_once(CLIENT, group_broker.bootstrap, topic)
+def test_at_least_once_loses_nothing_when_killed_mid_batch(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    scenario.at_least_once(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
-def test_at_most_once_processes_nothing_twice_when_killed_mid_batch(group_broker: BrokerProcess, topic: str) -> None:
-    scenario.at_most_once(CLIENT, group_broker.bootstrap, topic)
+def test_at_most_once_processes_nothing_twice_when_killed_mid_batch(
+    kafka_bootstrap: str, kafka_topic_name: str
+) -> None:
+    scenario.at_most_once(CLIENT, kafka_bootstrap, kafka_topic_name)
 
 
 @pytest.fixture
@@ -252,22 +256,22 @@ def refused_sockets_closed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("refused_sockets_closed")
 def test_groups_rejoin_and_continue_after_a_broker_restart(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    scenario.broker_restart(CLIENT, own_broker(*GROUP_BROKER_OVERRIDES), topic)
+    scenario.broker_restart(CLIENT, kafka_broker_process(*GROUP_BROKER_OVERRIDES), kafka_topic_name)
 
 
 # -- replay --------------------------------------------------------------------------------------
 
 
-def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerProcess, topic: str) -> None:
-    bootstrap, group = group_broker.bootstrap, f"{topic}-group"
-    CLIENT.create_topic(bootstrap, topic, 2)
+def test_replay_by_seek_and_by_resetting_the_group_offsets(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    bootstrap, group = kafka_bootstrap, f"{kafka_topic_name}-group"
+    CLIENT.create_topic(bootstrap, kafka_topic_name, 2)
     base_ms = now_ms() - 3_600_000
-    CLIENT.produce(bootstrap, topic, range(40), 2, base_ms)  # partition i % 2, offset i // 2, at base + 10 i
-    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    CLIENT.produce(bootstrap, kafka_topic_name, range(40), 2, base_ms)  # partition i % 2, offset i // 2, at base + 10 i
+    p0, p1 = TopicPartition(kafka_topic_name, 0), TopicPartition(kafka_topic_name, 1)
     client = new_consumer(bootstrap, group)
-    subscribe(client, topic)
+    subscribe(client, kafka_topic_name)
     try:
         first = consume_until(lambda: poll(client), 40, GROUP_TIMEOUT_S)
         assert sorted(index_of(g.value) for g in first) == list(range(40))
@@ -297,7 +301,7 @@ def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerP
         assert CLIENT.committed(bootstrap, group) == {0: 4, 1: 17}
 
     client = new_consumer(bootstrap, group)
-    subscribe(client, topic)
+    subscribe(client, kafka_topic_name)
     try:
         resumed = consume_until(lambda: poll(client), 19, GROUP_TIMEOUT_S)
     finally:
@@ -310,15 +314,18 @@ def test_replay_by_seek_and_by_resetting_the_group_offsets(group_broker: BrokerP
 # -- admin ---------------------------------------------------------------------------------------
 
 
-def test_admin_lists_describes_and_deletes_groups(group_broker: BrokerProcess, topic: str) -> None:
-    bootstrap, group = group_broker.bootstrap, f"{topic}-group"
-    CLIENT.create_topic(bootstrap, topic)
+def test_admin_lists_describes_and_deletes_groups(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    bootstrap, group = kafka_bootstrap, f"{kafka_topic_name}-group"
+    CLIENT.create_topic(bootstrap, kafka_topic_name)
     board = Board()
     with admin(bootstrap) as admin_client:
         try:
-            pair = [CLIENT.start_member(board, f"{topic}-m{i}", bootstrap, topic, group, commit=True) for i in range(2)]
+            pair = [
+                CLIENT.start_member(board, f"{kafka_topic_name}-m{i}", bootstrap, kafka_topic_name, group, commit=True)
+                for i in range(2)
+            ]
             board.split(pair)
-            CLIENT.produce(bootstrap, topic, range(30))
+            CLIENT.produce(bootstrap, kafka_topic_name, range(30))
             board.read(pair, range(30))
 
             ours = [g for g in admin_client.list_groups() if g["group_id"] == group]
@@ -331,9 +338,9 @@ def test_admin_lists_describes_and_deletes_groups(group_broker: BrokerProcess, t
             by_client = {m["client_id"]: m for m in stable["members"]}
             assert sorted(by_client) == sorted(m.name for m in pair)
             for member in pair:
-                assert by_client[member.name]["member_metadata"]["topics"] == [topic]
+                assert by_client[member.name]["member_metadata"]["topics"] == [kafka_topic_name]
                 assigned = by_client[member.name]["member_assignment"]["assigned_partitions"]
-                assert assigned == [{"topic": topic, "partitions": sorted(member.owned)}]
+                assert assigned == [{"topic": kafka_topic_name, "partitions": sorted(member.owned)}]
 
             assert CLIENT.committed(bootstrap, group) == dict.fromkeys(range(PARTITIONS), 5)
             assert admin_client.delete_groups([group]) == {group: "NonEmptyGroupError"}

@@ -1,4 +1,4 @@
-"""kafka-python against a broker process: admin, every codec, seeks, timestamps, errors."""
+"""kafka-python: admin, every codec, seeks, timestamps, errors."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from compat_tests.support import (
     make_messages,
     stored_codecs,
 )
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 
 TIMEOUT_S = 30
 
@@ -99,51 +99,55 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int) -> list
         return consume_until(lambda: poll(client), count)
 
 
-def test_admin_creates_describes_and_refuses_to_recreate_a_topic(broker: BrokerProcess, topic: str) -> None:
-    with admin(broker.bootstrap) as client:
-        client.create_topics([NewTopic(topic, 3, 1, topic_configs={"max.message.bytes": "65536"})])
-        assert topic in client.list_topics()
-        (described,) = client.describe_topics([topic])
+def test_admin_creates_describes_and_refuses_to_recreate_a_topic(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    with admin(kafka_bootstrap) as client:
+        client.create_topics([NewTopic(kafka_topic_name, 3, 1, topic_configs={"max.message.bytes": "65536"})])
+        assert kafka_topic_name in client.list_topics()
+        (described,) = client.describe_topics([kafka_topic_name])
         assert described["error_code"] == 0
         assert sorted(p["partition_index"] for p in described["partitions"]) == [0, 1, 2]
-        configs = client.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, ["max.message.bytes"])])
-        assert configs["topic"][topic]["max.message.bytes"]["value"] == "65536"
+        configs = client.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, kafka_topic_name, ["max.message.bytes"])]
+        )
+        assert configs["topic"][kafka_topic_name]["max.message.bytes"]["value"] == "65536"
         with pytest.raises(TopicAlreadyExistsError):
-            client.create_topics([NewTopic(topic, 1, 1)])
+            client.create_topics([NewTopic(kafka_topic_name, 1, 1)])
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_keyed_and_unkeyed_messages_round_trip_with_every_codec(broker: BrokerProcess, topic: str, codec: str) -> None:
-    create_topic(broker.bootstrap, topic, 3)
+@pytest.mark.kafka_topic(partitions=3)
+def test_keyed_and_unkeyed_messages_round_trip_with_every_codec(
+    kafka_bootstrap: str, kafka_topic: str, codec: str
+) -> None:
     sent = make_messages()
-    acks = produce(broker.bootstrap, topic, sent, codec)
-    got = consume_all(broker.bootstrap, topic, 3, len(sent))
+    acks = produce(kafka_bootstrap, kafka_topic, sent, codec)
+    got = consume_all(kafka_bootstrap, kafka_topic, 3, len(sent))
     check_round_trip(sent, got, partitions=3)
     assert {(r.partition, r.offset) for r in got} == set(acks.values())
-    assert set(stored_codecs(broker.bootstrap, topic, 3)) == {CODEC_IDS[codec]}
+    assert set(stored_codecs(kafka_bootstrap, kafka_topic, 3)) == {CODEC_IDS[codec]}
 
 
-def test_consume_from_a_chosen_offset(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
+@pytest.mark.kafka_topic(partitions=1)
+def test_consume_from_a_chosen_offset(kafka_bootstrap: str, kafka_topic: str) -> None:
     sent = make_messages(30)
-    produce(broker.bootstrap, topic, sent, "lz4")
-    with consumer(broker.bootstrap, topic, 1) as client:
-        client.seek(TopicPartition(topic, 0), 17)
+    produce(kafka_bootstrap, kafka_topic, sent, "lz4")
+    with consumer(kafka_bootstrap, kafka_topic, 1) as client:
+        client.seek(TopicPartition(kafka_topic, 0), 17)
         got = consume_until(lambda: poll(client), 13)
         assert [r.offset for r in got] == list(range(17, 30))
         assert [r.value for r in got] == [m.value for m in sent[17:]]
         # Seeking back re-reads: the log is not consumed by reading it.
-        client.seek(TopicPartition(topic, 0), 3)
+        client.seek(TopicPartition(kafka_topic, 0), 3)
         again = consume_until(lambda: poll(client), 27)
         assert [r.value for r in again] == [m.value for m in sent[3:]]
 
 
-def test_seek_by_timestamp(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
+@pytest.mark.kafka_topic(partitions=1)
+def test_seek_by_timestamp(kafka_bootstrap: str, kafka_topic: str) -> None:
     sent = make_messages(20)
-    produce(broker.bootstrap, topic, sent, "gzip")
-    tp = TopicPartition(topic, 0)
-    with consumer(broker.bootstrap, topic, 1) as client:
+    produce(kafka_bootstrap, kafka_topic, sent, "gzip")
+    tp = TopicPartition(kafka_topic, 0)
+    with consumer(kafka_bootstrap, kafka_topic, 1) as client:
         found = client.offsets_for_times({tp: sent[0].timestamp_ms - 1000})[tp]
         assert (found.offset, found.timestamp) == (0, sent[0].timestamp_ms)
         # Between two messages' timestamps: the first message at or after it.
@@ -157,51 +161,53 @@ def test_seek_by_timestamp(broker: BrokerProcess, topic: str) -> None:
         assert client.end_offsets([tp]) == {tp: 20}
 
 
-def test_message_larger_than_max_message_bytes_is_rejected(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1, **{"max.message.bytes": "2048"})
-    with producer(broker.bootstrap) as client, pytest.raises(MessageSizeTooLargeError):
-        client.send(topic, b"x" * 4096, partition=0).get(TIMEOUT_S)
+@pytest.mark.kafka_topic(partitions=1, max_message_bytes="2048")
+def test_message_larger_than_max_message_bytes_is_rejected(kafka_bootstrap: str, kafka_topic: str) -> None:
+    with producer(kafka_bootstrap) as client, pytest.raises(MessageSizeTooLargeError):
+        client.send(kafka_topic, b"x" * 4096, partition=0).get(TIMEOUT_S)
     # kafka-python's idempotent producer treats any non-retriable error as fatal: use a new one.
-    with producer(broker.bootstrap) as client:
-        fits = client.send(topic, b"small", partition=0).get(TIMEOUT_S)
+    with producer(kafka_bootstrap) as client:
+        fits = client.send(kafka_topic, b"small", partition=0).get(TIMEOUT_S)
     assert fits.offset == 0, "the rejected message must not have been appended"
-    got = consume_all(broker.bootstrap, topic, 1, 1)
+    got = consume_all(kafka_bootstrap, kafka_topic, 1, 1)
     assert [r.value for r in got] == [b"small"]
 
 
-def test_partition_beyond_the_count_is_refused_until_created(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 2)
-    with producer(broker.bootstrap) as client, pytest.raises(ValueError, match="Unrecognized partition"):
-        client.send(topic, b"early", partition=3)
-    with admin(broker.bootstrap) as admin_client:
-        admin_client.create_partitions({topic: NewPartitions(4)})
-    with producer(broker.bootstrap) as client:
-        metadata = client.send(topic, b"late", partition=3).get(TIMEOUT_S)
+@pytest.mark.kafka_topic(partitions=2)
+def test_partition_beyond_the_count_is_refused_until_created(kafka_bootstrap: str, kafka_topic: str) -> None:
+    with producer(kafka_bootstrap) as client, pytest.raises(ValueError, match="Unrecognized partition"):
+        client.send(kafka_topic, b"early", partition=3)
+    with admin(kafka_bootstrap) as admin_client:
+        admin_client.create_partitions({kafka_topic: NewPartitions(4)})
+    with producer(kafka_bootstrap) as client:
+        metadata = client.send(kafka_topic, b"late", partition=3).get(TIMEOUT_S)
         assert (metadata.partition, metadata.offset) == (3, 0)
-    got = consume_all(broker.bootstrap, topic, 4, 1)
+    got = consume_all(kafka_bootstrap, kafka_topic, 4, 1)
     assert [(r.partition, r.value) for r in got] == [(3, b"late")]
 
 
-def test_messages_survive_a_broker_restart(own_broker: Callable[..., BrokerProcess], topic: str) -> None:
-    broker = own_broker()
-    create_topic(broker.bootstrap, topic, 3)
+def test_messages_survive_a_broker_restart(
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
+) -> None:
+    broker = kafka_broker_process()
+    create_topic(broker.bootstrap, kafka_topic_name, 3)
     sent = make_messages(41)
     before, after = sent[:40], sent[40:]
-    acks = produce(broker.bootstrap, topic, before, "zstd")
+    acks = produce(broker.bootstrap, kafka_topic_name, before, "zstd")
     assert broker.stop() == 0
     broker.restart()
-    got = consume_all(broker.bootstrap, topic, 3, len(before))
+    got = consume_all(broker.bootstrap, kafka_topic_name, 3, len(before))
     check_round_trip(before, got, partitions=3)
     assert {(r.partition, r.offset) for r in got} == set(acks.values())
     # The log goes on where it stopped.
-    ((partition, offset),) = produce(broker.bootstrap, topic, after).values()
+    ((partition, offset),) = produce(broker.bootstrap, kafka_topic_name, after).values()
     assert offset == sum(1 for p, _ in acks.values() if p == partition)
 
 
-def test_producing_to_an_unknown_topic_creates_it(broker: BrokerProcess, topic: str) -> None:
-    with producer(broker.bootstrap) as client:
-        metadata = client.send(topic, b"first", b"key").get(TIMEOUT_S)
+def test_producing_to_an_unknown_topic_creates_it(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    with producer(kafka_bootstrap) as client:
+        metadata = client.send(kafka_topic_name, b"first", b"key").get(TIMEOUT_S)
         assert (metadata.partition, metadata.offset) == (0, 0)
-        assert client.partitions_for(topic) == {0}  # num.partitions defaults to 1
-    got = consume_all(broker.bootstrap, topic, 1, 1)
+        assert client.partitions_for(kafka_topic_name) == {0}  # num.partitions defaults to 1
+    got = consume_all(kafka_bootstrap, kafka_topic_name, 1, 1)
     assert [(r.key, r.value) for r in got] == [(b"key", b"first")]

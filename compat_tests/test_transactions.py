@@ -21,7 +21,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing import BrokerProcess
 from kafkalike.testing.wire_client import WireClient
 
 TIMEOUT_S = 30
@@ -182,11 +182,11 @@ class TxnProducer:
 
 
 @pytest.mark.parametrize("producer_kind", ["confluent", "kafka-python"])
+@pytest.mark.kafka_topic(partitions=2)
 def test_read_committed_sees_committed_transactions_once_in_order(
-    broker: BrokerProcess, topic: str, producer_kind: str
+    kafka_bootstrap: str, kafka_topic: str, producer_kind: str
 ) -> None:
-    create_topic(broker.bootstrap, topic, 2)
-    producer = TxnProducer(producer_kind, broker.bootstrap, f"{topic}-tx")
+    producer = TxnProducer(producer_kind, kafka_bootstrap, f"{kafka_topic}-tx")
     committed: dict[int, list[bytes]] = {0: [], 1: []}
     everything: dict[int, list[bytes]] = {0: [], 1: []}
     for txn in range(9):
@@ -194,7 +194,7 @@ def test_read_committed_sees_committed_transactions_once_in_order(
         values = []
         for i in range(6):
             value = b"txn%d-%d" % (txn, i)
-            producer.send(topic, value, partition=i % 2)
+            producer.send(kafka_topic, value, partition=i % 2)
             values.append((i % 2, value))
         aborted = txn % 3 == 1
         producer.abort() if aborted else producer.commit()
@@ -204,8 +204,8 @@ def test_read_committed_sees_committed_transactions_once_in_order(
                 committed[partition].append(value)
     producer.close()
     for name, read in READERS.items():
-        assert read(broker.bootstrap, topic, 2, "read_committed") == committed, name
-        assert read(broker.bootstrap, topic, 2, "read_uncommitted") == everything, name
+        assert read(kafka_bootstrap, kafka_topic, 2, "read_committed") == committed, name
+        assert read(kafka_bootstrap, kafka_topic, 2, "read_uncommitted") == everything, name
 
 
 # -- consume, transform, produce ------------------------------------------------------------------
@@ -233,16 +233,16 @@ def _check_output(bootstrap: str, output: str, count: int) -> None:
     assert sum(map(len, dirty.values())) > count  # the aborted attempts are in the log
 
 
-def test_consume_transform_produce_confluent(broker: BrokerProcess, topic: str) -> None:
-    source, output, group, count = f"{topic}-in", f"{topic}-out", f"{topic}-g", 60
-    create_topic(broker.bootstrap, source, 2)
-    create_topic(broker.bootstrap, output, 2)
-    _fill_input(broker.bootstrap, source, count)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic}-ctp"})
+def test_consume_transform_produce_confluent(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    source, output, group, count = f"{kafka_topic_name}-in", f"{kafka_topic_name}-out", f"{kafka_topic_name}-g", 60
+    create_topic(kafka_bootstrap, source, 2)
+    create_topic(kafka_bootstrap, output, 2)
+    _fill_input(kafka_bootstrap, source, count)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{kafka_topic_name}-ctp"})
     producer.init_transactions(TIMEOUT_S)
     consumer = Consumer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            "bootstrap.servers": kafka_bootstrap,
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -278,19 +278,19 @@ def test_consume_transform_produce_confluent(broker: BrokerProcess, topic: str) 
         consumer.close()
     assert done == count
     assert sum(tp.offset for tp in committed) == count
-    _check_output(broker.bootstrap, output, count)
+    _check_output(kafka_bootstrap, output, count)
 
 
-def test_consume_transform_produce_kafka_python(broker: BrokerProcess, topic: str) -> None:
-    source, output, group, count = f"{topic}-in", f"{topic}-out", f"{topic}-g", 60
-    create_topic(broker.bootstrap, source, 2)
-    create_topic(broker.bootstrap, output, 2)
-    _fill_input(broker.bootstrap, source, count)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"{topic}-ctp")
+def test_consume_transform_produce_kafka_python(kafka_bootstrap: str, kafka_topic_name: str) -> None:
+    source, output, group, count = f"{kafka_topic_name}-in", f"{kafka_topic_name}-out", f"{kafka_topic_name}-g", 60
+    create_topic(kafka_bootstrap, source, 2)
+    create_topic(kafka_bootstrap, output, 2)
+    _fill_input(kafka_bootstrap, source, count)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=f"{kafka_topic_name}-ctp")
     producer.init_transactions()
     consumer = KafkaConsumer(
         source,
-        bootstrap_servers=broker.bootstrap,
+        bootstrap_servers=kafka_bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -325,49 +325,49 @@ def test_consume_transform_produce_kafka_python(broker: BrokerProcess, topic: st
         producer.close(timeout=5)
     assert done == count
     assert sum(c or 0 for c in committed) == count
-    _check_output(broker.bootstrap, output, count)
+    _check_output(kafka_bootstrap, output, count)
 
 
 # -- fencing --------------------------------------------------------------------------------------
 
 
-def test_a_second_confluent_producer_fences_the_first(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
-    first = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic}-tx"})
+@pytest.mark.kafka_topic(partitions=1)
+def test_a_second_confluent_producer_fences_the_first(kafka_bootstrap: str, kafka_topic: str) -> None:
+    first = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{kafka_topic}-tx"})
     first.init_transactions(TIMEOUT_S)
     first.begin_transaction()
-    first.produce(topic, value=b"zombie")
+    first.produce(kafka_topic, value=b"zombie")
     first.flush(TIMEOUT_S)
-    second = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic}-tx"})
+    second = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{kafka_topic}-tx"})
     second.init_transactions(TIMEOUT_S)  # aborts the first one's transaction
     second.begin_transaction()
-    second.produce(topic, value=b"live")
+    second.produce(kafka_topic, value=b"live")
     second.commit_transaction(TIMEOUT_S)
     with pytest.raises(KafkaException) as failure:
-        first.produce(topic, value=b"zombie-2")
+        first.produce(kafka_topic, value=b"zombie-2")
         first.commit_transaction(TIMEOUT_S)
     assert failure.value.args[0].fatal() or failure.value.args[0].code() == KafkaError._FENCED
-    assert read_confluent(broker.bootstrap, topic, 1, "read_committed") == {0: [b"live"]}
+    assert read_confluent(kafka_bootstrap, kafka_topic, 1, "read_committed") == {0: [b"live"]}
 
 
-def test_a_second_kafka_python_producer_fences_the_first(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 1)
-    first = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"{topic}-tx")
+@pytest.mark.kafka_topic(partitions=1)
+def test_a_second_kafka_python_producer_fences_the_first(kafka_bootstrap: str, kafka_topic: str) -> None:
+    first = KafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=f"{kafka_topic}-tx")
     first.init_transactions()
     first.begin_transaction()
-    first.send(topic, b"zombie").get(TIMEOUT_S)
-    second = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"{topic}-tx")
+    first.send(kafka_topic, b"zombie").get(TIMEOUT_S)
+    second = KafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=f"{kafka_topic}-tx")
     second.init_transactions()
     second.begin_transaction()
-    second.send(topic, b"live")
+    second.send(kafka_topic, b"live")
     second.commit_transaction()
     with pytest.raises(Exception) as failure:
-        first.send(topic, b"zombie-2").get(TIMEOUT_S)
+        first.send(kafka_topic, b"zombie-2").get(TIMEOUT_S)
         first.commit_transaction()
     assert "Fenced" in type(failure.value).__name__ or "EPOCH" in str(failure.value).upper()
     first.close(timeout=1)
     second.close(timeout=5)
-    assert read_kafka_python(broker.bootstrap, topic, 1, "read_committed") == {0: [b"live"]}
+    assert read_kafka_python(kafka_bootstrap, kafka_topic, 1, "read_committed") == {0: [b"live"]}
 
 
 # -- a producer killed mid-transaction --------------------------------------------------------------
@@ -388,12 +388,12 @@ time.sleep(600)
 
 
 def test_a_killed_producer_s_transaction_is_aborted_after_its_timeout(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    broker = own_broker(FAST_ABORTS)
-    create_topic(broker.bootstrap, topic, 1)
+    broker = kafka_broker_process(FAST_ABORTS)
+    create_topic(broker.bootstrap, kafka_topic_name, 1)
     child = subprocess.Popen(
-        [sys.executable, "-c", _HANGING_PRODUCER, broker.bootstrap, topic, "hanging"],
+        [sys.executable, "-c", _HANGING_PRODUCER, broker.bootstrap, kafka_topic_name, "hanging"],
         stdout=subprocess.PIPE,
         text=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
@@ -409,15 +409,15 @@ def test_a_killed_producer_s_transaction_is_aborted_after_its_timeout(
     killed_at = time.monotonic()
     later = TxnProducer("kafka-python", broker.bootstrap, "later")
     later.begin()
-    later.send(topic, b"after", partition=0)
+    later.send(kafka_topic_name, b"after", partition=0)
     later.commit()
     later.close()
-    assert last_stable_offsets(broker.bootstrap, topic, 1)[0][0] == 0  # held by the open transaction
-    wait_until(lambda: last_stable_offsets(broker.bootstrap, topic, 1)[0][0] > 0)
+    assert last_stable_offsets(broker.bootstrap, kafka_topic_name, 1)[0][0] == 0  # held by the open transaction
+    wait_until(lambda: last_stable_offsets(broker.bootstrap, kafka_topic_name, 1)[0][0] > 0)
     assert time.monotonic() - killed_at < 15
     for name, read in READERS.items():
-        assert read(broker.bootstrap, topic, 1, "read_committed") == {0: [b"after"]}, name
-        uncommitted = read(broker.bootstrap, topic, 1, "read_uncommitted")[0]
+        assert read(broker.bootstrap, kafka_topic_name, 1, "read_committed") == {0: [b"after"]}, name
+        uncommitted = read(broker.bootstrap, kafka_topic_name, 1, "read_uncommitted")[0]
         assert uncommitted == [b"killed-%d" % i for i in range(5)] + [b"after"], name
     # The id is usable again: a new instance starts at a later epoch.
     TxnProducer("confluent", broker.bootstrap, "hanging").close()
@@ -476,22 +476,24 @@ def _run_and_kill(broker: BrokerProcess, topic: str, first: int, kill_on: str, a
 
 @pytest.mark.slow
 def test_a_broker_killed_mid_commit_recovers_to_whole_transactions(
-    own_broker: Callable[..., BrokerProcess], topic: str
+    kafka_broker_process: Callable[..., BrokerProcess], kafka_topic_name: str
 ) -> None:
-    broker = own_broker(FAST_ABORTS)
-    create_topic(broker.bootstrap, topic, SPREAD)
+    broker = kafka_broker_process(FAST_ABORTS)
+    create_topic(broker.bootstrap, kafka_topic_name, SPREAD)
     acknowledged: set[int] = set()
     completed_at_start = 0
     for cycle, kill_on in enumerate(["COMMITTING", "COMMITTED", "COMMITTED", "COMMITTING", "COMMITTED"]):
         if kill_on == "COMMITTED" and cycle > 2 and completed_at_start:
             continue  # a commit was already caught half-way: enough
-        _run_and_kill(broker, topic, cycle * 100, kill_on, acknowledged)
+        _run_and_kill(broker, kafka_topic_name, cycle * 100, kill_on, acknowledged)
         since = len(broker.output)
         broker.restart()
         completed_at_start += sum("1 to complete" in line for line in broker.output[since:])
         # Whatever was left open times out (3 s); what was prepared was completed at start-up.
-        wait_until(lambda: all(lso == hw for lso, hw in last_stable_offsets(broker.bootstrap, topic, SPREAD)))
-        _check_whole_transactions(broker.bootstrap, topic, acknowledged)
+        wait_until(
+            lambda: all(lso == hw for lso, hw in last_stable_offsets(broker.bootstrap, kafka_topic_name, SPREAD))
+        )
+        _check_whole_transactions(broker.bootstrap, kafka_topic_name, acknowledged)
     assert completed_at_start, "no kill landed between PrepareCommit and CompleteCommit"
 
 
@@ -514,29 +516,28 @@ def _check_whole_transactions(bootstrap: str, topic: str, acknowledged: set[int]
 # -- aiokafka ---------------------------------------------------------------------------------------
 
 
-def test_aiokafka_transactions(broker: BrokerProcess, topic: str) -> None:
+@pytest.mark.kafka_topic(partitions=1)
+def test_aiokafka_transactions(kafka_bootstrap: str, kafka_topic: str) -> None:
     import asyncio
 
     from aiokafka import AIOKafkaProducer
 
-    create_topic(broker.bootstrap, topic, 1)
-
     async def produce() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"{topic}-aio")
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=f"{kafka_topic}-aio")
         await producer.start()
         try:
             async with producer.transaction():
-                await producer.send_and_wait(topic, b"c1", partition=0)
+                await producer.send_and_wait(kafka_topic, b"c1", partition=0)
             with pytest.raises(RuntimeError):
                 async with producer.transaction():
-                    await producer.send_and_wait(topic, b"aborted", partition=0)
+                    await producer.send_and_wait(kafka_topic, b"aborted", partition=0)
                     raise RuntimeError("abort this one")
             async with producer.transaction():
-                await producer.send_and_wait(topic, b"c2", partition=0)
+                await producer.send_and_wait(kafka_topic, b"c2", partition=0)
         finally:
             await producer.stop()
 
     asyncio.run(produce())
     for name, read in READERS.items():
-        assert read(broker.bootstrap, topic, 1, "read_committed") == {0: [b"c1", b"c2"]}, name
-        assert read(broker.bootstrap, topic, 1, "read_uncommitted") == {0: [b"c1", b"aborted", b"c2"]}, name
+        assert read(kafka_bootstrap, kafka_topic, 1, "read_committed") == {0: [b"c1", b"c2"]}, name
+        assert read(kafka_bootstrap, kafka_topic, 1, "read_uncommitted") == {0: [b"c1", b"aborted", b"c2"]}, name

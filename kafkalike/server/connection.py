@@ -172,18 +172,18 @@ async def _handle_frame(broker: Broker, frame: bytearray, client_host: str) -> R
         if answer is None or header.api_key == API_VERSIONS_KEY:
             return _unsupported(broker, header)
         return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
-    fault = broker.faults.take(header.api_key) if broker.faults.faults else None
-    if fault is not None:
-        injected = await _apply_fault(fault, header, body)
-        if injected is not None:
-            return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
+    fault = broker.faults.take(header.api_key, header.client_id) if broker.faults.faults else None
     ctx = RequestContext(broker, header, client_host)
     try:
+        if fault is not None:
+            injected = await _apply_fault(fault, header, body)
+            if injected is not None:
+                return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
         result = await handler.fn(ctx, body)
     except ProtocolError:
         raise
     except Exception:
-        # A bug must cost one connection, never the broker.
+        # A bug (or a test's interceptor that raised) must cost one connection, never the broker.
         log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
         raise ProtocolError("internal error while handling the request") from None
     if result is None:

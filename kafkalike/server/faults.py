@@ -25,6 +25,10 @@ class Fault:
     drop: bool = False
     interceptor: Interceptor | None = None
     times: int | None = None  # None: every matching request
+    client_id: str | None = None  # None: requests from any client
+
+    def matches(self, api_key: int, client_id: str | None) -> bool:
+        return self.api_key == api_key and (self.client_id is None or self.client_id == client_id)
 
     def use(self) -> bool:
         """Count one use; False once exhausted."""
@@ -45,14 +49,17 @@ class FaultInjector:
         self.faults.append(fault)
         return fault
 
+    def remove(self, fault: Fault) -> None:
+        self.faults = [f for f in self.faults if f is not fault]
+
     def clear(self) -> None:
         self.faults.clear()
         self.paused_partitions.clear()
 
-    def take(self, api_key: int) -> Fault | None:
-        """The first live fault for this API key, counted as used."""
+    def take(self, api_key: int, client_id: str | None = None) -> Fault | None:
+        """The first live fault for this API key (and this client), counted as used."""
         for fault in self.faults:
-            if fault.api_key == api_key and fault.use():
+            if fault.matches(api_key, client_id) and fault.use():
                 return fault
         self.faults = [f for f in self.faults if f.times is None or f.times > 0]
         return None

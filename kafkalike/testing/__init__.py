@@ -1,1 +1,17 @@
-"""A test kit for kafkalike and for code that talks to Kafka: raw protocol clients, broker fixtures."""
+"""A test kit for code that talks to Kafka, and for kafkalike itself.
+
+- ``InProcessBroker``: one broker in this process (in memory by default), with fault hooks
+  (``Faults``) to make clients retry and groups rebalance.
+- ``Cluster``: the same behind a cluster's API (nodes by id), ready for several nodes once
+  kafkalike replicates; ``Cluster(brokers=1)`` today.
+- ``BrokerProcess``: ``kafkalike serve`` as a separate process, to kill, restart or reconfigure.
+- The pytest plugin (``kafkalike.testing.pytest_plugin``, loaded by pytest on its own once
+  kafkalike is installed): ``kafka_broker``, ``kafka_bootstrap``, ``kafka_topic`` and more.
+- ``wire_client``: raw protocol clients for tests of the broker itself.
+"""
+
+from kafkalike.testing.broker import Faults, InProcessBroker
+from kafkalike.testing.cluster import Cluster, ClusterNode
+from kafkalike.testing.process import BrokerProcess
+
+__all__ = ["BrokerProcess", "Cluster", "ClusterNode", "Faults", "InProcessBroker"]

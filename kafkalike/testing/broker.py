@@ -6,15 +6,20 @@
         kafka.faults.inject_error(api_key=0, error_code=6, times=2)  # NOT_LEADER_OR_FOLLOWER twice
 
 Used outside trio (plain code, asyncio, pytest without trio) it runs its trio loop in a
-thread; inside trio, ``async with InProcessBroker()`` runs it in the caller's loop. The API is
-shaped for several brokers (``Cluster(brokers=3)``) once replication exists.
+thread; inside trio, ``async with InProcessBroker()`` runs it in the caller's loop.
+``kafkalike.testing.Cluster`` wraps it as node 1 of a cluster.
+
+What the broker logs at ERROR or with a traceback is kept in ``logged_errors``: whatever a
+client sends, that is a broker bug, and the pytest plugin fails the test that caused it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import traceback
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,32 +34,59 @@ from kafkalike.server.faults import Fault, Interceptor
 from kafkalike.testing.wire_client import WireClient
 
 T = TypeVar("T")
+# Every logger of the broker is below this one.
+BROKER_LOGGER = "kafkalike"
+
+
+class ErrorLog(logging.Handler):
+    """Keeps what one broker's loop logs at ERROR or above, or with a traceback, formatted."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.records: list[str] = []
+        # Several brokers may run in one process: only records from this broker's loop count.
+        self.thread_id: int | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread_id and (record.levelno >= logging.ERROR or record.exc_info):
+            self.records.append(self.format(record))
 
 
 class Faults:
-    """Fault hooks of a running in-process broker; safe to call from the test's thread."""
+    """Fault hooks of a running in-process broker; safe to call from the test's thread.
+
+    Every hook takes ``client_id``: given, only requests whose header carries that client id
+    are affected (one member of a group, say); ``times=None`` means every matching request.
+    Each returns the fault, for ``remove``.
+    """
 
     def __init__(self, owner: InProcessBroker) -> None:
         self._owner = owner
 
-    def _add(self, fault: Fault) -> None:
+    def _add(self, fault: Fault) -> Fault:
         self._owner._call(lambda b: b.faults.add(fault))
+        return fault
 
-    def inject_error(self, api_key: int, error_code: int, times: int | None = 1) -> None:
+    def inject_error(self, api_key: int, error_code: int, times: int | None = 1, client_id: str | None = None) -> Fault:
         """Answer the next ``times`` requests of ``api_key`` with ``error_code`` instead of handling them."""
-        self._add(Fault(api_key, error_code=error_code, times=times))
+        return self._add(Fault(api_key, error_code=error_code, times=times, client_id=client_id))
 
-    def delay(self, api_key: int, seconds: float, times: int | None = None) -> None:
-        """Hold requests of ``api_key`` for ``seconds`` before handling them."""
-        self._add(Fault(api_key, delay_s=seconds, times=times))
+    def delay(self, api_key: int, seconds: float, times: int | None = None, client_id: str | None = None) -> Fault:
+        """Hold requests of ``api_key`` for ``seconds`` before handling them (the connection
+        reads nothing else meanwhile, as a broker handles one request per connection at a time)."""
+        return self._add(Fault(api_key, delay_s=seconds, times=times, client_id=client_id))
 
-    def drop_connection(self, api_key: int, times: int | None = 1) -> None:
+    def drop_connection(self, api_key: int, times: int | None = 1, client_id: str | None = None) -> Fault:
         """Close the client's connection when it sends ``api_key``."""
-        self._add(Fault(api_key, drop=True, times=times))
+        return self._add(Fault(api_key, drop=True, times=times, client_id=client_id))
 
-    def intercept(self, api_key: int, interceptor: Interceptor, times: int | None = None) -> None:
-        """Call ``interceptor(header, request)``; a mapping it returns is sent as the response."""
-        self._add(Fault(api_key, interceptor=interceptor, times=times))
+    def intercept(
+        self, api_key: int, interceptor: Interceptor, times: int | None = None, client_id: str | None = None
+    ) -> Fault:
+        """Call ``interceptor(header, request)`` on the broker's loop; a mapping it returns is sent
+        as the response, None lets the broker handle the request. It must not block."""
+        return self._add(Fault(api_key, interceptor=interceptor, times=times, client_id=client_id))
 
     def pause_partition(self, topic: str, partition: int) -> None:
         """The partition loses its leader: produce and fetch get NOT_LEADER_OR_FOLLOWER."""
@@ -63,7 +95,12 @@ class Faults:
     def resume_partition(self, topic: str, partition: int) -> None:
         self._owner._call(lambda b: b.faults.paused_partitions.discard((topic, partition)))
 
+    def remove(self, fault: Fault) -> None:
+        """Stop applying ``fault`` (a request it already holds is still held to the end)."""
+        self._owner._call(lambda b: b.faults.remove(fault))
+
     def clear(self) -> None:
+        """Remove every fault and resume every paused partition."""
         self._owner._call(lambda b: b.faults.clear())
 
 
@@ -95,10 +132,27 @@ class InProcessBroker:
         self._thread: threading.Thread | None = None
         self._stop: trio.Event | None = None
         self._stack: AsyncExitStack | None = None
+        self._errors = ErrorLog()
+        self._serving = False
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The log directory (for an ephemeral broker only a name: its logs are in memory)."""
+        return Path(self.config.log_dirs[0])
+
+    @property
+    def running(self) -> bool:
+        """Started, and its loop has neither stopped nor crashed."""
+        return self._serving
+
+    @property
+    def logged_errors(self) -> list[str]:
+        """What this broker logged at ERROR or with a traceback, oldest first, across restarts."""
+        return list(self._errors.records)
 
     # -- running --------------------------------------------------------------------------
 
@@ -112,18 +166,26 @@ class InProcessBroker:
         return broker
 
     async def _serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        self.broker = self._new_broker()
-        self._token = trio.lowlevel.current_trio_token()
-        self._stop = trio.Event()
+        self._errors.thread_id = threading.get_ident()
+        logger = logging.getLogger(BROKER_LOGGER)
+        logger.addHandler(self._errors)
         try:
-            async with trio.open_nursery() as nursery:
-                host, port = await nursery.start(self.broker.serve, self.host, self.port)
-                self.host, self.port = host, port
-                task_status.started()
-                await self._stop.wait()
-                nursery.cancel_scope.cancel()
+            self.broker = self._new_broker()
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+            try:
+                async with trio.open_nursery() as nursery:
+                    host, port = await nursery.start(self.broker.serve, self.host, self.port)
+                    self.host, self.port = host, port
+                    self._serving = True
+                    task_status.started()
+                    await self._stop.wait()
+                    nursery.cancel_scope.cancel()
+            finally:
+                self._serving = False
+                self.broker.close()
         finally:
-            self.broker.close()
+            logger.removeHandler(self._errors)
 
     def start(self) -> InProcessBroker:
         """Run the broker in a background thread (for code that is not on trio)."""
@@ -138,9 +200,13 @@ class InProcessBroker:
         def run() -> None:
             try:
                 trio.run(main)
-            except BaseException as exc:  # surfaced to the starting thread
-                failure.append(exc)
-                ready.set()
+            except BaseException as exc:  # surfaced to the starting thread, or kept once started
+                if ready.is_set():
+                    crash = "".join(traceback.format_exception(exc))
+                    self._errors.records.append(f"the broker's loop crashed:\n{crash}")
+                else:
+                    failure.append(exc)
+                    ready.set()
 
         self._thread = threading.Thread(target=run, name="kafkalike-broker", daemon=True)
         self._thread.start()
@@ -150,11 +216,14 @@ class InProcessBroker:
         return self
 
     def stop(self) -> None:
-        if self._thread is not None and self._token is not None and self._stop is not None:
+        if self._thread is None:
+            return
+        if self._token is not None and self._stop is not None:
             stop = self._stop
-            trio.from_thread.run_sync(stop.set, trio_token=self._token)
-            self._thread.join()
-            self._thread = None
+            with suppress(trio.RunFinishedError):  # its loop crashed: nothing left to stop
+                trio.from_thread.run_sync(stop.set, trio_token=self._token)
+        self._thread.join()
+        self._thread = None
 
     def restart(self) -> None:
         """Stop and start again on the same port, keeping the data (also when ephemeral)."""
@@ -200,7 +269,9 @@ class InProcessBroker:
     def client(self) -> WireClient:
         return WireClient(self.host, self.port)
 
-    def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None) -> None:
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None, replication_factor: int = 1
+    ) -> None:
         with self.client() as client:
             response = client.request(
                 19,
@@ -210,7 +281,7 @@ class InProcessBroker:
                         {
                             "name": name,
                             "num_partitions": partitions,
-                            "replication_factor": 1,
+                            "replication_factor": replication_factor,
                             "assignments": [],
                             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
                         }
@@ -224,8 +295,20 @@ class InProcessBroker:
             raise RuntimeError(f"create_topic {name}: error {topic.error_code}: {topic.error_message}")
 
     def delete_topic(self, name: str) -> None:
+        self.delete_topics([name])
+
+    def delete_topics(self, names: list[str]) -> None:
+        """Delete these topics; one that does not exist is no error."""
+        if not names:
+            return
         with self.client() as client:
-            client.request(20, 6, {"topics": [{"name": name}], "timeout_ms": 30000})
+            client.request(20, 6, {"topics": [{"name": name} for name in names], "timeout_ms": 30000})
+
+    def topics(self) -> dict[str, int]:
+        """Every topic (internal ones included) and its partition count."""
+        with self.client() as client:
+            response = client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+        return {topic.name: len(topic.partitions) for topic in response.topics}
 
     def produce(
         self,

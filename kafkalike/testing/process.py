@@ -2,7 +2,15 @@
 
 The broker binds port 0 and announces the bound address on its ready line; this waits for
 that line (an event, not a sleep), keeps draining the output, and can stop the broker
-cleanly (SIGTERM) or kill it (SIGKILL) to test recovery.
+cleanly (SIGTERM) or kill it (SIGKILL) to test recovery. Its data directory is on disk, so a
+restart keeps everything that was flushed.
+
+    with BrokerProcess(tmp_path / "data", ["log.flush.interval.messages=1"]) as broker:
+        ...  # broker.bootstrap
+        broker.kill()
+        broker.restart()
+
+The pytest plugin's ``kafka_broker_process`` fixture starts these and checks them after the test.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 READY = re.compile(r"kafkalike ready on (\S+):(\d+)")
+# Lines that show a broker bug, whatever the clients did.
+BROKER_ERROR = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b")
 
 
 class BrokerProcess:
@@ -36,6 +46,14 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def logged_errors(self, since: int = 0) -> list[str]:
+        """The output lines from line ``since`` on that report an error or a traceback."""
+        return [line for line in self.output[since:] if BROKER_ERROR.search(line)]
 
     def start(self) -> BrokerProcess:
         args = [

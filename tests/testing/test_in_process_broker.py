@@ -1,16 +1,27 @@
-"""The test kit: in-process broker, its fault hooks with a real client, and the pytest fixtures."""
+"""The test kit: in-process broker, its fault hooks with a real client, and the pytest fixtures.
+
+Each fault hook makes kafka-python retry here (``delay`` makes a group rebalance in
+``test_rebalance_by_fault.py``).
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 import trio
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
 
+from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.testing.broker import InProcessBroker
+
+PRODUCE, METADATA = 0, 3
 
 
 def test_fixtures_give_a_fresh_topic(kafka_bootstrap: str, kafka_topic: str) -> None:
@@ -96,6 +107,73 @@ def test_interceptor_answers_instead_of_the_broker(kafka_broker: InProcessBroker
     assert consumer.end_offsets([tp]) == {tp: 0}  # used once, then the broker answers again
     consumer.close()
     assert len(seen) == 1
+
+
+def test_interceptor_refusing_a_produce_makes_the_producer_retry(
+    kafka_broker: InProcessBroker, kafka_topic: str
+) -> None:
+    seen: list[int] = []
+
+    def refuse_the_first(header: RequestHeader, request: Message) -> Mapping[str, Any] | None:
+        seen.append(header.correlation_id)
+        if len(seen) > 1:
+            return None  # the broker handles the retry
+        (topic,) = request.topic_data
+        refused = [{"index": p.index, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER} for p in topic.partition_data]
+        return {"responses": [{"name": topic.name, "partition_responses": refused}]}
+
+    kafka_broker.faults.intercept(PRODUCE, refuse_the_first)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, retry_backoff_ms=10)
+    metadata = producer.send(kafka_topic, b"retried").get(timeout=30)
+    producer.close()
+    assert metadata.offset == 0
+    assert len(seen) == 2 and seen[0] != seen[1]  # the refused request, then the client's retry
+    assert [r.value for _, r in kafka_broker.consume(kafka_topic)] == [b"retried"]
+
+
+def test_a_send_to_a_paused_partition_is_retried_until_it_resumes(
+    kafka_broker: InProcessBroker, kafka_topic: str
+) -> None:
+    metadata_requests = threading.Semaphore(0)
+
+    def count(header: RequestHeader, request: Message) -> None:
+        metadata_requests.release()
+
+    kafka_broker.faults.pause_partition(kafka_topic, 0)
+    kafka_broker.faults.intercept(METADATA, count, client_id="waiting-producer")
+    producer = KafkaProducer(
+        bootstrap_servers=kafka_broker.bootstrap_servers, client_id="waiting-producer", retry_backoff_ms=20
+    )
+    future = producer.send(kafka_topic, b"waited", partition=0)
+    # The partition has no leader: the producer keeps the record and keeps asking for one.
+    for _ in range(3):
+        assert metadata_requests.acquire(timeout=30)
+    assert not future.is_done
+    kafka_broker.faults.resume_partition(kafka_topic, 0)
+    assert future.get(timeout=30).offset == 0
+    producer.close()
+
+
+def test_a_fault_for_one_client_id_leaves_other_clients_alone(kafka_broker: InProcessBroker, kafka_topic: str) -> None:
+    kafka_broker.faults.inject_error(PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER, times=None, client_id="refused")
+    refused = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, client_id="refused", retries=0)
+    other = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, client_id="other", retries=0)
+    with pytest.raises(NotLeaderForPartitionError):
+        refused.send(kafka_topic, b"refused").get(timeout=30)
+    assert other.send(kafka_topic, b"accepted").get(timeout=30).offset == 0
+    refused.close()
+    other.close()
+
+
+def test_an_in_memory_broker_describes_its_log_dir_without_a_disk(kafka_broker: InProcessBroker) -> None:
+    kafka_broker.create_topic("sized", 1)
+    kafka_broker.produce("sized", b"x" * 100)
+    with kafka_broker.client() as client:
+        response = client.request(35, 4, {"topics": [{"topic": "sized", "partitions": [0]}]})
+    (log_dir,) = response.results
+    assert (log_dir.error_code, log_dir.total_bytes, log_dir.usable_bytes) == (0, -1, -1)
+    assert log_dir.topics[0].partitions[0].partition_size > 100
+    kafka_broker.delete_topic("sized")
 
 
 def test_restart_keeps_ephemeral_data() -> None:

@@ -1,7 +1,7 @@
 """DescribeLogDirs (key 35): v1-4. Each log directory, its partitions and their sizes.
 
-v3 adds a top-level error code; v4 adds the directory's total and usable bytes.
-A null topic list means every topic.
+v3 adds a top-level error code; v4 adds the directory's total and usable bytes (-1, unknown,
+for an ephemeral broker). A null topic list means every topic.
 """
 
 from __future__ import annotations
@@ -33,12 +33,17 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Message) -> Map
                 "is_future_key": False,
             }
         )
-    usage = shutil.disk_usage(broker.data_dir)
+    # An ephemeral broker's logs live in memory: its directory need not exist, and -1 is the
+    # schema's "unknown" for the volume's size.
+    total_bytes, usable_bytes = -1, -1
+    if not broker.ephemeral:
+        usage = shutil.disk_usage(broker.data_dir)
+        total_bytes, usable_bytes = usage.total, usage.free
     result = {
         "error_code": 0,
         "log_dir": str(broker.data_dir.resolve()),
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-        "total_bytes": usage.total,
-        "usable_bytes": usage.free,
+        "total_bytes": total_bytes,
+        "usable_bytes": usable_bytes,
     }
     return {"throttle_time_ms": 0, "error_code": 0, "results": [result]}
