@@ -59,7 +59,9 @@ class PartitionState:
 class Broker:
     def __init__(self, config: BrokerConfig, *, ephemeral: bool = False, logs: LogManager | None = None) -> None:
         """``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
-        storage of a previous broker object, so an ephemeral broker can be restarted."""
+        storage of a previous broker object, so an ephemeral broker can be restarted.
+        Raises ValueError for a configuration Kafka would refuse to start with."""
+        config.check()
         self.config = config
         self.node_id = config.node_id
         self.data_dir = config.log_dirs[0]
