@@ -126,6 +126,17 @@ def test_a_batch_larger_than_max_message_bytes(pair: Pair, name: Callable[[str],
     assert_same(ak, kl)
 
 
+def test_a_batch_larger_than_segment_bytes(pair: Pair, name: Callable[[str], str]) -> None:
+    """Within max.message.bytes but past segment.bytes: no segment could hold it."""
+    topic = name()
+    pair.create_topic(topic, 1, {"segment.bytes": "1024"})
+    big = build_batch([Record(value=b"x" * 4096)], base_timestamp=BASE_TIMESTAMP)
+    ak, kl = pair.both(0, 9, produce_body(topic, big))
+    assert_same(ak, kl)
+    ak, kl = pair.both(0, 9, produce_body(topic, batch(2)))
+    assert_same(ak, kl)
+
+
 @pytest.mark.parametrize("offset", [100, 6, -5])
 def test_a_fetch_offset_out_of_range(pair: Pair, name: Callable[[str], str], offset: int) -> None:
     topic = name()

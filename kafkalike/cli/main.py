@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = config_from_args(args)
+        config.check()
     except (OSError, ValueError) as exc:
         log.error("bad configuration: %s", exc)
         return 2

@@ -18,15 +18,13 @@ were just written or are read back at start-up.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kafkalike.group.assignors import Assignment
-from kafkalike.group.records import CoordinatorRecord, RecordError
-from kafkalike.protocol.codec import Message, schema
-from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
+from kafkalike.log.coordinator_log import CoordinatorRecord, decode_versioned, encode_versioned, key_version
+from kafkalike.protocol.codec import Message
 
 GROUP_EPOCH_KEY = 3
 PARTITION_METADATA_KEY = 4
@@ -35,7 +33,6 @@ TARGET_EPOCH_KEY = 6
 TARGET_MEMBER_KEY = 7
 CURRENT_ASSIGNMENT_KEY = 8
 VALUE_VERSION = 0
-_VERSION = struct.Struct(">h")
 
 
 @dataclass(frozen=True)
@@ -128,10 +125,6 @@ _SPECS = {
 }
 
 
-def _encode(spec: str, version: int, body: dict[str, object]) -> bytes:
-    return _VERSION.pack(version) + schema(spec, "message", version).encode(body)
-
-
 def _partitions(assignment: Assignment) -> list[dict[str, object]]:
     return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items()) if ps]
 
@@ -146,15 +139,21 @@ def _assignment(entries: Iterable[Message]) -> dict[uuid.UUID, frozenset[int]]:
 
 def _key(record: ConsumerRecord) -> bytes:
     if isinstance(record, GroupEpochRecord):
-        return _encode("ConsumerGroupMetadataKey", GROUP_EPOCH_KEY, {"group_id": record.group_id})
+        return encode_versioned("ConsumerGroupMetadataKey", GROUP_EPOCH_KEY, {"group_id": record.group_id})
     if isinstance(record, PartitionMetadataRecord):
-        return _encode("ConsumerGroupPartitionMetadataKey", PARTITION_METADATA_KEY, {"group_id": record.group_id})
+        return encode_versioned(
+            "ConsumerGroupPartitionMetadataKey", PARTITION_METADATA_KEY, {"group_id": record.group_id}
+        )
     if isinstance(record, TargetEpochRecord):
-        return _encode("ConsumerGroupTargetAssignmentMetadataKey", TARGET_EPOCH_KEY, {"group_id": record.group_id})
+        return encode_versioned(
+            "ConsumerGroupTargetAssignmentMetadataKey", TARGET_EPOCH_KEY, {"group_id": record.group_id}
+        )
     version = {MemberSubscriptionRecord: MEMBER_METADATA_KEY, TargetMemberRecord: TARGET_MEMBER_KEY}.get(
         type(record), CURRENT_ASSIGNMENT_KEY
     )
-    return _encode(_SPECS[version] + "Key", version, {"group_id": record.group_id, "member_id": record.member_id})
+    return encode_versioned(
+        _SPECS[version] + "Key", version, {"group_id": record.group_id, "member_id": record.member_id}
+    )
 
 
 def _value(record: ConsumerRecord) -> bytes | None:
@@ -162,11 +161,13 @@ def _value(record: ConsumerRecord) -> bytes | None:
     if isinstance(record, GroupEpochRecord):
         if record.epoch is None:
             return None
-        return _encode("ConsumerGroupMetadataValue", VALUE_VERSION, {"epoch": record.epoch})
+        return encode_versioned("ConsumerGroupMetadataValue", VALUE_VERSION, {"epoch": record.epoch})
     if isinstance(record, TargetEpochRecord):
         if record.epoch is None:
             return None
-        return _encode("ConsumerGroupTargetAssignmentMetadataValue", VALUE_VERSION, {"assignment_epoch": record.epoch})
+        return encode_versioned(
+            "ConsumerGroupTargetAssignmentMetadataValue", VALUE_VERSION, {"assignment_epoch": record.epoch}
+        )
     if isinstance(record, PartitionMetadataRecord):
         if record.topics is None:
             return None
@@ -174,7 +175,7 @@ def _value(record: ConsumerRecord) -> bytes | None:
             {"topic_id": t.topic_id, "topic_name": t.name, "num_partitions": t.partitions, "partition_metadata": []}
             for t in sorted(record.topics, key=lambda t: t.name)
         ]
-        return _encode("ConsumerGroupPartitionMetadataValue", VALUE_VERSION, {"topics": topics})
+        return encode_versioned("ConsumerGroupPartitionMetadataValue", VALUE_VERSION, {"topics": topics})
     if isinstance(record, MemberSubscriptionRecord):
         s = record.subscription
         if s is None:
@@ -190,12 +191,12 @@ def _value(record: ConsumerRecord) -> bytes | None:
             "server_assignor": s.server_assignor,
             "classic_member_metadata": None,
         }
-        return _encode("ConsumerGroupMemberMetadataValue", VALUE_VERSION, body)
+        return encode_versioned("ConsumerGroupMemberMetadataValue", VALUE_VERSION, body)
     if isinstance(record, TargetMemberRecord):
         if record.assignment is None:
             return None
         body = {"topic_partitions": _partitions(record.assignment)}
-        return _encode("ConsumerGroupTargetAssignmentMemberValue", VALUE_VERSION, body)
+        return encode_versioned("ConsumerGroupTargetAssignmentMemberValue", VALUE_VERSION, body)
     c = record.current
     if c is None:
         return None
@@ -206,46 +207,34 @@ def _value(record: ConsumerRecord) -> bytes | None:
         "assigned_partitions": _partitions(c.assigned),
         "partitions_pending_revocation": _partitions(c.pending_revocation),
     }
-    return _encode("ConsumerGroupCurrentMemberAssignmentValue", VALUE_VERSION, body)
+    return encode_versioned("ConsumerGroupCurrentMemberAssignmentValue", VALUE_VERSION, body)
 
 
 def encode_record(record: ConsumerRecord) -> CoordinatorRecord:
     return _key(record), _value(record)
 
 
-def _decode(spec: str, data: bytes) -> Message:
-    if len(data) < 2:
-        raise RecordError(f"{spec}: {len(data)} bytes, no version")
-    (version,) = _VERSION.unpack_from(data)
-    try:
-        return schema(spec, "message", version).decode(data[2:])
-    except (DecodeError, UnsupportedVersionError) as exc:
-        raise RecordError(f"{spec} v{version}: {exc}") from exc
-
-
 def decode_record(key: bytes, value: bytes | None) -> ConsumerRecord | None:
     """The consumer group record a key/value pair holds; None for other record types."""
-    if len(key) < 2:
-        raise RecordError("record without a versioned key")
-    (key_version,) = _VERSION.unpack_from(key)
-    spec = _SPECS.get(key_version)
+    version = key_version(key)
+    spec = _SPECS.get(version)
     if spec is None:
         return None
-    k = _decode(spec + "Key", key)
-    v = None if value is None else _decode(spec + "Value", value)
+    _, k = decode_versioned(spec + "Key", key)
+    v = None if value is None else decode_versioned(spec + "Value", value)[1]
     gid = k.group_id
-    if key_version == GROUP_EPOCH_KEY:
+    if version == GROUP_EPOCH_KEY:
         return GroupEpochRecord(gid, None if v is None else v.epoch)
-    if key_version == TARGET_EPOCH_KEY:
+    if version == TARGET_EPOCH_KEY:
         return TargetEpochRecord(gid, None if v is None else v.assignment_epoch)
-    if key_version == PARTITION_METADATA_KEY:
+    if version == PARTITION_METADATA_KEY:
         topics = (
             None if v is None else tuple(TopicMetadata(t.topic_id, t.topic_name, t.num_partitions) for t in v.topics)
         )
         return PartitionMetadataRecord(gid, topics)
-    if key_version == MEMBER_METADATA_KEY:
+    if version == MEMBER_METADATA_KEY:
         return MemberSubscriptionRecord(gid, k.member_id, None if v is None else _subscription(v))
-    if key_version == TARGET_MEMBER_KEY:
+    if version == TARGET_MEMBER_KEY:
         return TargetMemberRecord(gid, k.member_id, None if v is None else _assignment(v.topic_partitions))
     current = None
     if v is not None:

@@ -17,12 +17,14 @@ String.hashCode, so the layout matches Kafka's for the same partition count.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from kafkalike.group.offsets import OffsetAndMetadata
-from kafkalike.protocol.codec import Message, schema
-from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
+from kafkalike.log.coordinator_log import CoordinatorRecord as CoordinatorRecord
+from kafkalike.log.coordinator_log import RecordError as RecordError
+from kafkalike.log.coordinator_log import decode_versioned, encode_versioned, key_version
+from kafkalike.log.coordinator_log import java_string_hash as java_string_hash
+from kafkalike.log.coordinator_log import partition_for as partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -30,28 +32,6 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
-_VERSION = struct.Struct(">h")
-
-CoordinatorRecord = tuple[bytes, bytes | None]
-
-
-class RecordError(ValueError):
-    """A key or value in the offsets topic that cannot be read."""
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: 31*h + c over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode()) % partitions`` (abs of MIN_VALUE is 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass(frozen=True)
@@ -92,13 +72,9 @@ class GroupRecord:
     group: GroupSnapshot | None
 
 
-def _encode(spec: str, version: int, body: dict[str, object]) -> bytes:
-    return _VERSION.pack(version) + schema(spec, "message", version).encode(body)
-
-
 def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
     body = {"group": group_id, "topic": topic, "partition": partition}
-    return _encode("OffsetCommitKey", OFFSET_COMMIT_KEY_VERSION, body)
+    return encode_versioned("OffsetCommitKey", OFFSET_COMMIT_KEY_VERSION, body)
 
 
 def offset_commit_value(offset: OffsetAndMetadata) -> bytes:
@@ -112,11 +88,11 @@ def offset_commit_value(offset: OffsetAndMetadata) -> bytes:
         "commit_timestamp": offset.commit_timestamp_ms,
         "expire_timestamp": -1 if offset.expire_timestamp_ms is None else offset.expire_timestamp_ms,
     }
-    return _encode("OffsetCommitValue", version, body)
+    return encode_versioned("OffsetCommitValue", version, body)
 
 
 def group_metadata_key(group_id: str) -> bytes:
-    return _encode("GroupMetadataKey", GROUP_METADATA_KEY_VERSION, {"group": group_id})
+    return encode_versioned("GroupMetadataKey", GROUP_METADATA_KEY_VERSION, {"group": group_id})
 
 
 def group_metadata_value(group: GroupSnapshot) -> bytes:
@@ -140,7 +116,7 @@ def group_metadata_value(group: GroupSnapshot) -> bytes:
             for m in group.members
         ],
     }
-    return _encode("GroupMetadataValue", GROUP_METADATA_VALUE_VERSION, body)
+    return encode_versioned("GroupMetadataValue", GROUP_METADATA_VALUE_VERSION, body)
 
 
 def offset_commit_record(group_id: str, topic: str, partition: int, offset: OffsetAndMetadata) -> CoordinatorRecord:
@@ -159,32 +135,21 @@ def group_tombstone(group_id: str) -> CoordinatorRecord:
     return group_metadata_key(group_id), None
 
 
-def _decode(spec: str, data: bytes) -> tuple[int, Message]:
-    if len(data) < 2:
-        raise RecordError(f"{spec}: {len(data)} bytes, no version")
-    (version,) = _VERSION.unpack_from(data)
-    try:
-        return version, schema(spec, "message", version).decode(data[2:])
-    except (DecodeError, UnsupportedVersionError) as exc:
-        raise RecordError(f"{spec} v{version}: {exc}") from exc
-
-
 def decode_record(key: bytes | None, value: bytes | None) -> OffsetRecord | GroupRecord | None:
     """The record a key/value pair of the offsets topic holds; None for other record types."""
-    if key is None or len(key) < 2:
-        raise RecordError("record without a versioned key")
-    (key_version,) = _VERSION.unpack_from(key)
-    if key_version in (0, 1):
-        _, k = _decode("OffsetCommitKey", key)
+    version = key_version(key)
+    assert key is not None  # key_version refuses a null key
+    if version in (0, 1):
+        _, k = decode_versioned("OffsetCommitKey", key)
         return OffsetRecord(k.group, k.topic, k.partition, None if value is None else _offset(value))
-    if key_version == GROUP_METADATA_KEY_VERSION:
-        _, k = _decode("GroupMetadataKey", key)
+    if version == GROUP_METADATA_KEY_VERSION:
+        _, k = decode_versioned("GroupMetadataKey", key)
         return GroupRecord(k.group, None if value is None else _group(value))
     return None
 
 
 def _offset(value: bytes) -> OffsetAndMetadata:
-    _, m = _decode("OffsetCommitValue", value)
+    _, m = decode_versioned("OffsetCommitValue", value)
     expire = m.expire_timestamp
     return OffsetAndMetadata(
         committed_offset=m.offset,
@@ -196,7 +161,7 @@ def _offset(value: bytes) -> OffsetAndMetadata:
 
 
 def _group(value: bytes) -> GroupSnapshot:
-    version, g = _decode("GroupMetadataValue", value)
+    version, g = decode_versioned("GroupMetadataValue", value)
     members = tuple(
         MemberSnapshot(
             member_id=m.member_id,

@@ -30,16 +30,16 @@ from kafkalike.group.offsets import OffsetAndMetadata
 from kafkalike.group.records import CoordinatorRecord, OffsetRecord, RecordError, decode_record, offset_commit_record
 from kafkalike.group.state import GroupState
 from kafkalike.log import AppendOrigin, InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
+from kafkalike.log.coordinator_log import log_batches
 from kafkalike.log.producer_state import CONTROL_COMMIT, parse_control_marker
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
-from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records, iter_batches
+from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records
 
 if TYPE_CHECKING:
     from kafkalike.group.coordinator import GroupCoordinator
 
 log = logging.getLogger("kafkalike.group.txn")
 E = ErrorCode
-READ_CHUNK_BYTES = 1 << 20
 OffsetKey = tuple[str, str, int]  # group, topic, partition
 
 
@@ -264,22 +264,6 @@ def complete_transaction(
 # -- start-up ----------------------------------------------------------------------------------
 
 
-def _batches(plog: PartitionLog) -> Iterator[tuple[bytes, int, RecordBatchHeader]]:
-    """(buffer, position, header) of every batch of a partition, in log order."""
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
-    while offset < end:
-        blob = plog.read_bytes(offset, READ_CHUNK_BYTES, min_one_batch=True)
-        if not blob:
-            return
-        start = offset
-        for pos, header in iter_batches(blob):
-            offset = header.last_offset + 1
-            yield blob, pos, header
-        if offset <= start:
-            return
-
-
 def _offset_records(
     blob: bytes, pos: int, header: RecordBatchHeader
 ) -> Iterator[tuple[int, OffsetKey, CoordinatorRecord]]:
@@ -307,7 +291,7 @@ def replay_transactional_offsets(coordinator: GroupCoordinator, plog: PartitionL
     committed: dict[OffsetKey, tuple[int, CoordinatorRecord]] = {}
     open_txns: dict[int, dict[OffsetKey, tuple[int, CoordinatorRecord]]] = {}
     found = 0
-    for blob, pos, header in _batches(plog):
+    for blob, pos, header in log_batches(plog):
         pid = header.producer_id
         if header.is_control:
             marker = parse_control_marker(blob, pos, header) if pid >= 0 else None

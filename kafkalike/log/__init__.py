@@ -9,6 +9,7 @@ from kafkalike.log.compaction import CleanerStats, batch_has_null_key
 from kafkalike.log.config import LogConfig
 from kafkalike.log.epoch_cache import LeaderEpochCache
 from kafkalike.log.errors import (
+    AppendLargerThanSegment,
     CorruptLogError,
     InconsistentTopicId,
     InvalidProducerEpoch,
@@ -43,6 +44,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AbortedTxn",
+    "AppendLargerThanSegment",
     "AppendOrigin",
     "AppendResult",
     "CheckResult",

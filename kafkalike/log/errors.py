@@ -37,9 +37,17 @@ class CorruptLogError(LogError):
 
 
 class RecordBatchTooLarge(LogError):
-    """A batch larger than ``max.message.bytes`` or an append larger than a whole segment."""
+    """A batch larger than ``max.message.bytes`` (Kafka's RecordTooLargeException); the base of
+    every append refused for its size."""
 
     error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class AppendLargerThanSegment(RecordBatchTooLarge):
+    """An append larger than ``segment.bytes``, which no segment could hold (Kafka's
+    RecordBatchTooLargeException, checked after every batch passed ``max.message.bytes``)."""
+
+    error_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class InconsistentTopicId(LogError):

@@ -27,7 +27,14 @@ from typing import NamedTuple
 from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata, parse_partition_metadata
 from kafkalike.log.config import LogConfig
 from kafkalike.log.epoch_cache import LeaderEpochCache
-from kafkalike.log.errors import CorruptLogError, InconsistentTopicId, LogClosed, OffsetOutOfRange, RecordBatchTooLarge
+from kafkalike.log.errors import (
+    AppendLargerThanSegment,
+    CorruptLogError,
+    InconsistentTopicId,
+    LogClosed,
+    OffsetOutOfRange,
+    RecordBatchTooLarge,
+)
 from kafkalike.log.loader import CLEANED_SUFFIX, SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, snapshot_offsets
 from kafkalike.log.producer_state import (
     SNAPSHOT_SUFFIX,
@@ -216,7 +223,7 @@ class PartitionLog(RetentionMixin):
     ) -> AppendResult:
         """Append validated v2 batches, assigning offsets in place; header work only, one write.
 
-        Raises RecordBatchTooLarge, CorruptLogError or a ProducerStateError subclass and then
+        Raises RecordBatchTooLarge (AppendLargerThanSegment past segment.bytes), CorruptLogError or a ProducerStateError subclass and then
         writes nothing. A retried idempotent batch comes back ``duplicate=True`` with its offsets.
         """
         self._ensure_open()
@@ -275,8 +282,6 @@ class PartitionLog(RetentionMixin):
 
     def _walk(self, buf: memoryview) -> list[tuple[int, RecordBatchHeader]]:
         headers: list[tuple[int, RecordBatchHeader]] = []
-        if len(buf) > self.config.segment_bytes:
-            raise RecordBatchTooLarge(f"append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}")
         pos = 0
         while pos < len(buf):
             try:
@@ -293,6 +298,11 @@ class PartitionLog(RetentionMixin):
             pos += header.size
         if not headers:
             raise CorruptLogError("append with no record batches")
+        # After the per-batch checks, as Kafka's UnifiedLog.append orders them.
+        if len(buf) > self.config.segment_bytes:
+            raise AppendLargerThanSegment(
+                f"append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}"
+            )
         return headers
 
     def roll(self, now_ms: int) -> LogSegment:

@@ -59,7 +59,9 @@ class PartitionState:
 class Broker:
     def __init__(self, config: BrokerConfig, *, ephemeral: bool = False, logs: LogManager | None = None) -> None:
         """``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
-        storage of a previous broker object, so an ephemeral broker can be restarted."""
+        storage of a previous broker object, so an ephemeral broker can be restarted.
+        Raises ValueError for a configuration Kafka would refuse to start with."""
+        config.check()
         self.config = config
         self.node_id = config.node_id
         self.data_dir = config.log_dirs[0]
@@ -71,6 +73,8 @@ class Broker:
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
         self._metadata_log: PartitionLog | None = None
+        # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
+        self.metadata_epoch = 0
         self.controller = QuorumController(self._append_metadata)
         self.groups = GroupService(self)
         self.txn = TxnService(self)
@@ -85,6 +89,9 @@ class Broker:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.cluster_id = self._load_identity()
         self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, LogConfig(flush_interval_messages=1), now_ms())
+        # The only voter wins each start's election: one epoch past the newest its log holds,
+        # so a fresh node leads epoch 1, as a KRaft controller's first election does.
+        self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
         self.controller.replay(self._read_metadata_values())
         self.apply_configs()
         for topic in self.controller.image.topics.values():
@@ -129,8 +136,15 @@ class Broker:
     def _append_metadata(self, values: list[bytes]) -> None:
         assert self._metadata_log is not None
         batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
-        self._metadata_log.append(batch, leader_epoch=0, now_ms=now_ms())
+        self._metadata_log.append(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
         self._metadata_log.flush()
+
+    @property
+    def metadata_end_offset(self) -> int:
+        """The metadata log's end offset; every record below it is flushed, so it is also the
+        quorum's high watermark."""
+        assert self._metadata_log is not None
+        return self._metadata_log.log_end_offset
 
     # -- topics -----------------------------------------------------------------------------
 

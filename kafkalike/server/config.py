@@ -9,10 +9,13 @@ Every config carries a short description, which DescribeConfigs v3+ returns as i
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import dropwhile
 from pathlib import Path
+
+from kafkalike.group.assignors import assignors_from_config
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -401,6 +404,69 @@ _BROKER_DEFS = [
         doc="The most members one consumer group may have.",
     ),
     ConfigDef(
+        "group.consumer.session.timeout.ms",
+        "int",
+        "45000",
+        doc="How long, in milliseconds, a member of a consumer group (KIP-848 protocol) may go without "
+        "heartbeating before it is fenced.",
+    ),
+    ConfigDef(
+        "group.consumer.min.session.timeout.ms",
+        "int",
+        "45000",
+        doc="The shortest session timeout, in milliseconds, of consumer groups (KIP-848 protocol); "
+        "group.consumer.session.timeout.ms may not be below it.",
+    ),
+    ConfigDef(
+        "group.consumer.max.session.timeout.ms",
+        "int",
+        "60000",
+        doc="The longest session timeout, in milliseconds, of consumer groups (KIP-848 protocol); "
+        "group.consumer.session.timeout.ms may not be above it.",
+    ),
+    ConfigDef(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        "5000",
+        doc="The heartbeat interval, in milliseconds, the coordinator gives the members of consumer groups "
+        "(KIP-848 protocol).",
+    ),
+    ConfigDef(
+        "group.consumer.min.heartbeat.interval.ms",
+        "int",
+        "5000",
+        doc="The shortest heartbeat interval, in milliseconds, of consumer groups (KIP-848 protocol); "
+        "group.consumer.heartbeat.interval.ms may not be below it.",
+    ),
+    ConfigDef(
+        "group.consumer.max.heartbeat.interval.ms",
+        "int",
+        "15000",
+        doc="The longest heartbeat interval, in milliseconds, of consumer groups (KIP-848 protocol); "
+        "group.consumer.heartbeat.interval.ms may not be above it.",
+    ),
+    ConfigDef(
+        "group.consumer.max.size",
+        "int",
+        "2147483647",
+        doc="The most members one consumer group of the KIP-848 protocol may have; "
+        "group.max.size limits classic groups.",
+    ),
+    ConfigDef(
+        "group.consumer.assignors",
+        "list",
+        "uniform,range",
+        doc="The server-side assignors consumer groups may ask for, by name (uniform, range) or Kafka class name; "
+        "the first is used when a member names none.",
+    ),
+    ConfigDef(
+        "group.consumer.migration.policy",
+        "string",
+        "bidirectional",
+        doc="Which conversions between classic and consumer groups with members are allowed: bidirectional, "
+        "upgrade, downgrade or disabled; kafkalike converts only empty groups, whatever this says.",
+    ),
+    ConfigDef(
         "offsets.retention.minutes",
         "int",
         "10080",
@@ -430,6 +496,55 @@ _BROKER_DEFS = [
         "int",
         "900000",
         doc="The longest transaction timeout, in milliseconds, a producer may ask for in InitProducerId.",
+    ),
+    ConfigDef(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        "10000",
+        doc="How often, in milliseconds, the transaction coordinator aborts transactions open longer than "
+        "their timeout.",
+    ),
+    ConfigDef(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        "3600000",
+        doc="How often, in milliseconds, the transaction coordinator forgets transactional ids idle for "
+        "longer than transactional.id.expiration.ms.",
+    ),
+    ConfigDef(
+        "transactional.id.expiration.ms",
+        "int",
+        "604800000",
+        doc="How long, in milliseconds, a transactional id may go without a transaction before the coordinator "
+        "forgets it; ids with an ongoing transaction do not expire.",
+    ),
+    ConfigDef(
+        "transaction.state.log.segment.bytes",
+        "int",
+        "104857600",
+        doc="The segment size of the __transaction_state topic, kept small so it compacts and loads quickly.",
+    ),
+    ConfigDef(
+        "transaction.state.log.replication.factor",
+        "short",
+        "3",
+        doc="The replication factor the __transaction_state topic is created with in Kafka; "
+        "kafkalike has one node and creates it with one replica.",
+    ),
+    ConfigDef(
+        "transaction.state.log.min.isr",
+        "int",
+        "2",
+        doc="The min.insync.replicas of the __transaction_state topic in Kafka; "
+        "kafkalike makes each write durable on its one node before answering.",
+    ),
+    ConfigDef(
+        "transaction.partition.verification.enable",
+        "boolean",
+        "true",
+        read_only=False,
+        doc="Whether a partition leader checks with the transaction coordinator that a transactional producer "
+        "added the partition to its transaction before accepting its first batch there.",
     ),
     ConfigDef(
         "producer.id.expiration.ms",
@@ -690,6 +805,23 @@ def _synonym_names(name: str) -> tuple[str, ...]:
     return (name,)
 
 
+# What Kafka's GroupCoordinatorConfig requires between the consumer group settings, in its order.
+_CONSUMER_GROUP_BOUNDS = (
+    ("group.consumer.max.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+    ("group.consumer.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+    ("group.consumer.heartbeat.interval.ms", "<=", "group.consumer.max.heartbeat.interval.ms"),
+    ("group.consumer.max.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+    ("group.consumer.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+    ("group.consumer.session.timeout.ms", "<=", "group.consumer.max.session.timeout.ms"),
+    ("group.consumer.heartbeat.interval.ms", "<", "group.consumer.session.timeout.ms"),
+)
+_RELATIONS: dict[str, tuple[Callable[[int, int], bool], str]] = {
+    ">=": (operator.ge, "greater than or equal to"),
+    "<=": (operator.le, "less than or equal to"),
+    "<": (operator.lt, "less than"),
+}
+
+
 # For test suites, like a dev-container broker: topics appear on first use, groups form at
 # once, small internal topics.
 TEST_PROFILE = {
@@ -737,6 +869,19 @@ class BrokerConfig:
                 raise ValueError(f"override {item!r} is not key=value")
             values[key.strip()] = value.strip()
         return cls(values)
+
+    def check(self) -> None:
+        """Refuse static values a broker cannot start with, as Kafka does (a ConfigException, or a
+        failed requirement between group.consumer.* settings): raises ValueError, in Kafka's words."""
+        for name, value in self.explicit.items():
+            problem = validate_value(name, value) if name in BROKER_CONFIGS else None
+            if problem is not None:
+                raise ValueError(problem)
+        for name, relation, other in _CONSUMER_GROUP_BOUNDS:
+            holds, words = _RELATIONS[relation]
+            if not holds(self.get_int(name), self.get_int(other)):
+                raise ValueError(f"{name} must be {words} {other}")
+        assignors_from_config((self.get("group.consumer.assignors") or "").split(","))
 
     def get(self, name: str) -> str | None:
         for layer in (self.dynamic_broker, self.dynamic_default, self.explicit):
@@ -825,6 +970,8 @@ _CHOICES = {
     "log.cleanup.policy": {"delete", "compact"},
     "log.message.timestamp.type": {"CreateTime", "LogAppendTime"},
 }
+# Configs whose value is one of these in any case, in the order Kafka's message lists them.
+_CHOICES_ANY_CASE = {"group.consumer.migration.policy": ("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL")}
 # Smallest accepted values, as Kafka's ConfigDef validators state them.
 _AT_LEAST = {
     "segment.bytes": 14,
@@ -863,6 +1010,21 @@ _AT_LEAST = {
     "log.message.timestamp.before.max.ms": 0,
     "log.message.timestamp.after.max.ms": 0,
     "producer.id.expiration.ms": 1,
+    "group.consumer.session.timeout.ms": 1,
+    "group.consumer.min.session.timeout.ms": 1,
+    "group.consumer.max.session.timeout.ms": 1,
+    "group.consumer.heartbeat.interval.ms": 1,
+    "group.consumer.min.heartbeat.interval.ms": 1,
+    "group.consumer.max.heartbeat.interval.ms": 1,
+    "group.consumer.max.size": 1,
+    "transaction.max.timeout.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 1,
+    "transactional.id.expiration.ms": 1,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.segment.bytes": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
 }
 # Accepted ranges of double-typed configs.
 _BETWEEN = {"min.cleanable.dirty.ratio": (0.0, 1.0), "log.cleaner.min.cleanable.ratio": (0.0, 1.0)}
@@ -900,9 +1062,14 @@ def validate_value(name: str, value: str | None) -> str | None:
             if ratio > high:
                 return f"Invalid value {value} for configuration {name}: Value must be no more than {high:g}"
         elif type_ == "boolean" and value.strip().lower() not in ("true", "false"):
-            raise ValueError
+            return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
     except ValueError:
         return f"Invalid value {value} for configuration {name}: Not a number of type {type_.upper()}"
+    any_case = _CHOICES_ANY_CASE.get(name)
+    if any_case is not None and value.upper() not in any_case:
+        return f"Invalid value {value} for configuration {name}: String must be one of (case insensitive): " + (
+            ", ".join(any_case)
+        )
     choices = _CHOICES.get(name)
     if choices is not None:
         items = [v.strip() for v in value.split(",")] if type_ == "list" else [value]

@@ -83,20 +83,13 @@ def group_config(broker: Broker) -> GroupConfig:
 
 
 def consumer_group_config(broker: Broker) -> ConsumerGroupConfig:
-    """The KIP-848 settings, under Kafka's group.consumer.* names, with Kafka's defaults."""
+    """The KIP-848 settings, under Kafka's group.consumer.* names."""
     config = broker.config
-    defaults = ConsumerGroupConfig()
-
-    def get_int(name: str, default: int) -> int:
-        value = config.get(name)
-        return default if value is None else int(value)
-
-    assignors = config.get("group.consumer.assignors")
     return ConsumerGroupConfig(
-        heartbeat_interval_ms=get_int("group.consumer.heartbeat.interval.ms", defaults.heartbeat_interval_ms),
-        session_timeout_ms=get_int("group.consumer.session.timeout.ms", defaults.session_timeout_ms),
-        max_size=get_int("group.consumer.max.size", defaults.max_size),
-        assignors=defaults.assignors if assignors is None else tuple(assignors.split(",")),
+        heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        max_size=config.get_int("group.consumer.max.size"),
+        assignors=tuple((config.get("group.consumer.assignors") or "").split(",")),
     )
 
 

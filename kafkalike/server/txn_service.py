@@ -71,26 +71,16 @@ def now_ms() -> int:
 
 def txn_config(broker: Broker) -> TxnConfig:
     config = broker.config
-    defaults = TxnConfig()
-
-    def get_int(name: str, default: int) -> int:
-        value = config.get(name)
-        return default if value is None else int(value)
-
     existing = broker.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
     return TxnConfig(
-        max_timeout_ms=get_int("transaction.max.timeout.ms", defaults.max_timeout_ms),
-        abort_timed_out_interval_ms=get_int(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms", defaults.abort_timed_out_interval_ms
-        ),
-        id_expiration_ms=get_int("transactional.id.expiration.ms", defaults.id_expiration_ms),
-        remove_expired_interval_ms=get_int(
-            "transaction.remove.expired.transaction.cleanup.interval.ms", defaults.remove_expired_interval_ms
-        ),
+        max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+        abort_timed_out_interval_ms=config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+        remove_expired_interval_ms=config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms"),
         # An existing topic keeps its partition count: transactional ids must not move.
         state_log_partitions=existing.partitions
         if existing
-        else get_int("transaction.state.log.num.partitions", defaults.state_log_partitions),
+        else config.get_int("transaction.state.log.num.partitions"),
     )
 
 
@@ -321,7 +311,7 @@ class TxnService:
     def verification_enabled(self) -> bool:
         """transaction.partition.verification.enable (Kafka's default: true): whether partition
         leaders check a transaction's first batch with the coordinator (KIP-890 part 1)."""
-        return (self.broker.config.get("transaction.partition.verification.enable") or "true").lower() == "true"
+        return self.broker.config.get_bool("transaction.partition.verification.enable")
 
     def verify(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]

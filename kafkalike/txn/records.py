@@ -11,40 +11,21 @@ String.hashCode, so the layout matches Kafka's for the same partition count.
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 from dataclasses import dataclass
 
-from kafkalike.protocol.codec import schema
-from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
+from kafkalike.log.coordinator_log import CoordinatorRecord, decode_versioned, encode_versioned, key_version
+from kafkalike.log.coordinator_log import RecordError as RecordError
+from kafkalike.log.coordinator_log import java_string_hash as java_string_hash
+from kafkalike.log.coordinator_log import partition_for as partition_for
 from kafkalike.txn.metadata import TxnTransit
 from kafkalike.txn.state import TxnState
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
-_VERSION = struct.Struct(">h")
 
-TxnRecord = tuple[bytes, bytes | None]
-
-
-class RecordError(ValueError):
-    """A key or value in the transaction state topic that cannot be read."""
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: 31*h + c over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(transactionalId.hashCode) % partitions`` (abs of MIN_VALUE is 0)."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+TxnRecord = CoordinatorRecord
 
 
 @dataclass(frozen=True)
@@ -54,9 +35,7 @@ class LoadedTxn:
 
 
 def key_bytes(transactional_id: str) -> bytes:
-    return _VERSION.pack(KEY_VERSION) + schema("TransactionLogKey", "message", KEY_VERSION).encode(
-        {"transactional_id": transactional_id}
-    )
+    return encode_versioned("TransactionLogKey", KEY_VERSION, {"transactional_id": transactional_id})
 
 
 def value_bytes(transit: TxnTransit) -> bytes:
@@ -76,7 +55,7 @@ def value_bytes(transit: TxnTransit) -> bytes:
         "transaction_last_update_timestamp_ms": transit.last_update_ms,
         "transaction_start_timestamp_ms": transit.start_ms,
     }
-    return _VERSION.pack(VALUE_VERSION) + schema("TransactionLogValue", "message", VALUE_VERSION).encode(body)
+    return encode_versioned("TransactionLogValue", VALUE_VERSION, body)
 
 
 def state_record(transactional_id: str, transit: TxnTransit) -> TxnRecord:
@@ -90,26 +69,18 @@ def tombstone(transactional_id: str) -> TxnRecord:
 def decode_record(key: bytes | None, value: bytes | None) -> LoadedTxn | None:
     """What a key/value pair of the topic holds; None for a key version this broker does not know
     (Kafka skips those too: leftovers of an aborted upgrade)."""
-    if key is None or len(key) < 2:
-        raise RecordError("record without a versioned key")
-    (version,) = _VERSION.unpack_from(key)
-    if version != KEY_VERSION:
+    if key_version(key) != KEY_VERSION:
         return None
-    try:
-        k = schema("TransactionLogKey", "message", version).decode(key[2:])
-    except (DecodeError, UnsupportedVersionError) as exc:
-        raise RecordError(f"TransactionLogKey: {exc}") from exc
+    assert key is not None  # key_version refuses a null key
+    _, k = decode_versioned("TransactionLogKey", key)
     return LoadedTxn(k.transactional_id, None if value is None else _transit(value))
 
 
 def _transit(value: bytes) -> TxnTransit:
-    if len(value) < 2:
-        raise RecordError("TransactionLogValue without a version")
-    (version,) = _VERSION.unpack_from(value)
+    version, v = decode_versioned("TransactionLogValue", value)
     try:
-        v = schema("TransactionLogValue", "message", version).decode(value[2:])
         state = TxnState.from_id(v.transaction_status)
-    except (DecodeError, UnsupportedVersionError, ValueError) as exc:
+    except ValueError as exc:
         raise RecordError(f"TransactionLogValue v{version}: {exc}") from exc
     partitions = frozenset((p.topic, pid) for p in (v.transaction_partitions or []) for pid in p.partition_ids)
     return TxnTransit(

@@ -1,86 +1,24 @@
-"""Where the coordinator's records go: the partitions of ``__transaction_state``.
+"""Where the transaction coordinator's records go: the partitions of ``__transaction_state``.
 
-The coordinator sees one narrow interface, ``TxnStore.append(partition, records, now_ms)``,
-which returns once the records are durable (flushed: acks=all on a single node) or raises
-``StoreError``. ``LogTxnStore`` writes them as one uncompressed v2 batch per call into a
-``PartitionLog``; ``read_records`` reads a partition back for the replay at start-up.
+The append and the read-back are ``kafkalike.log.coordinator_log``'s, shared with the group
+coordinator; this module names them for the transaction coordinator.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Iterator
 
-from kafkalike.log import AppendOrigin, LogError, PartitionLog, RecordBatchTooLarge
-from kafkalike.protocol.errors import ProtocolError
-from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkalike.log import PartitionLog
+from kafkalike.log.coordinator_log import CoordinatorLogStore, CoordinatorStore
+from kafkalike.log.coordinator_log import StoreError as StoreError
+from kafkalike.log.coordinator_log import read_records as read_coordinator_records
 from kafkalike.txn.records import TxnRecord
 
-log = logging.getLogger("kafkalike.txn.store")
-READ_CHUNK_BYTES = 1 << 20
-
-
-class StoreError(Exception):
-    """Records that could not be made durable; ``too_large`` when the batch was refused for size."""
-
-    def __init__(self, message: str, *, too_large: bool = False) -> None:
-        super().__init__(message)
-        self.too_large = too_large
-
-
-class TxnStore(Protocol):
-    def append(self, partition: int, records: Sequence[TxnRecord], now_ms: int) -> None: ...
-
-
-class LogTxnStore:
-    """Appends to partition logs that ``log_for(partition)`` returns with their leader epoch;
-    ``on_append(partition)`` runs after each durable append."""
-
-    def __init__(
-        self,
-        log_for: Callable[[int], tuple[PartitionLog, int]],
-        on_append: Callable[[int], None] | None = None,
-    ) -> None:
-        self._log_for = log_for
-        self._on_append = on_append
-
-    def append(self, partition: int, records: Sequence[TxnRecord], now_ms: int) -> None:
-        if not records:
-            return
-        batch = build_batch([Record(key=k, value=v) for k, v in records], base_timestamp=now_ms)
-        try:
-            plog, epoch = self._log_for(partition)
-            plog.append(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-            plog.flush(now_ms)
-        except RecordBatchTooLarge as exc:
-            raise StoreError(str(exc), too_large=True) from exc
-        except (LogError, OSError) as exc:
-            raise StoreError(f"cannot append to partition {partition}: {exc}") from exc
-        if self._on_append is not None:
-            self._on_append(partition)
+TxnStore = CoordinatorStore
+LogTxnStore = CoordinatorLogStore
 
 
 def read_records(plog: PartitionLog) -> Iterator[TxnRecord]:
     """Every (key, value) of a partition, in log order; control batches are skipped."""
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
-    while offset < end:
-        blob = plog.read_bytes(offset, READ_CHUNK_BYTES, min_one_batch=True)
-        if not blob:
-            return
-        start = offset
-        for pos, header in iter_batches(blob):
-            offset = header.last_offset + 1
-            if header.is_control:
-                continue
-            try:
-                records = decode_records(blob, pos, header)
-            except ProtocolError as exc:
-                log.warning("skipping an unreadable batch at offset %d: %s", header.base_offset, exc)
-                continue
-            for record in records:
-                if record.key is not None:
-                    yield record.key, record.value
-        if offset <= start:
-            return
+    for _, record in read_coordinator_records(plog, skip_transactional=False):
+        yield record

@@ -161,6 +161,25 @@ async def test_bad_batches_get_kafka_error_codes(running: RunningBroker) -> None
     assert fetched.responses[0].partitions[0].high_watermark == 0
 
 
+async def test_a_batch_larger_than_a_segment_is_record_list_too_large(running: RunningBroker) -> None:
+    """Kafka's UnifiedLog.append: max.message.bytes first (MESSAGE_TOO_LARGE), then an append no
+    segment could hold (RECORD_LIST_TOO_LARGE); both with log_start_offset -1 and no message."""
+    client = await running.client()
+    await _create(client, "small-segments", segment_bytes="1024")
+    await _create(client, "small-both", segment_bytes="1024", max_message_bytes="1500")
+    big = build_batch([Record(value=b"x" * 2000)])
+    for topic, code in (
+        ("small-segments", ErrorCode.RECORD_LIST_TOO_LARGE),
+        ("small-both", ErrorCode.MESSAGE_TOO_LARGE),
+    ):
+        response = await client.request(0, 9, _produce_body(topic, 0, big))
+        answer = response.responses[0].partition_responses[0]
+        assert (answer.error_code, answer.log_start_offset, answer.error_message) == (code, -1, None)
+        assert running.broker.partitions[(topic, 0)].log.log_end_offset == 0
+    fits = await client.request(0, 9, _produce_body("small-segments", 0, build_batch([Record(value=b"x" * 500)])))
+    assert fits.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+
 async def test_idempotent_duplicates_are_acknowledged_once(running: RunningBroker) -> None:
     client = await running.client()
     await _create(client, "idem")

@@ -170,6 +170,9 @@ async def test_broker_settings_for_consumer_groups(tmp_path: Path) -> None:
     settings = {
         "group_consumer_heartbeat_interval_ms": "1000",
         "group_consumer_session_timeout_ms": "3000",
+        # Below Kafka's lower bounds for both (5 s, 45 s): the bounds come down with them, as Kafka requires.
+        "group_consumer_min_heartbeat_interval_ms": "1000",
+        "group_consumer_min_session_timeout_ms": "3000",
         "group_consumer_assignors": "range,uniform",
         "group_consumer_max_size": "1",
     }

@@ -24,6 +24,7 @@ from typing import Any
 
 from kafkalike.log.compaction import batch_has_null_key
 from kafkalike.log.errors import (
+    AppendLargerThanSegment,
     InvalidProducerEpoch,
     InvalidTxnState,
     LogError,
@@ -44,8 +45,11 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
     UnknownProducerId: ErrorCode.UNKNOWN_PRODUCER_ID,
     InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
+    AppendLargerThanSegment: ErrorCode.RECORD_LIST_TOO_LARGE,  # before its base class: the first match wins
     RecordBatchTooLarge: ErrorCode.MESSAGE_TOO_LARGE,
 }
+# Kafka answers these with its unknown append info: log_start_offset -1.
+_WITHOUT_LOG_START = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 
 
 # Verification failures an older client would not retry: answered as NOT_ENOUGH_REPLICAS, as Kafka does.
@@ -155,7 +159,7 @@ def _append(
         )
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
-        raise ProduceError(code, str(exc), with_log_start=code != ErrorCode.MESSAGE_TOO_LARGE) from None
+        raise ProduceError(code, str(exc), with_log_start=code not in _WITHOUT_LOG_START) from None
     state.log.high_watermark = state.log.log_end_offset
     state.notify()
     return {

@@ -10,6 +10,7 @@ import pytest
 from logtest_batches import batch_values, make_batch
 
 from kafkalike.log import (
+    AppendLargerThanSegment,
     CorruptLogError,
     LogConfig,
     MemoryLogDirectory,
@@ -18,6 +19,7 @@ from kafkalike.log import (
     RecordBatchTooLarge,
 )
 from kafkalike.log.segment import iter_batches
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import batch_crc_ok, read_batch_header
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256)
@@ -214,6 +216,18 @@ def test_rejects_bad_input(tmp_path: Path) -> None:
         log.append(bytearray(), leader_epoch=0, now_ms=0)
     with pytest.raises(TypeError):
         log.append(memoryview(bytes(make_batch([b"x"]))), leader_epoch=0, now_ms=0)
+    assert log.log_end_offset == 0
+
+
+def test_an_append_larger_than_a_segment_is_refused_after_the_batch_size_check(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=1024, max_message_bytes=1500))
+    with pytest.raises(AppendLargerThanSegment) as past_segment:
+        log.append(make_batch([b"x" * 1200]), leader_epoch=0, now_ms=0)
+    assert past_segment.value.error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+    # Over both limits: max.message.bytes is what Kafka checks first, batch by batch.
+    with pytest.raises(RecordBatchTooLarge) as past_both:
+        log.append(make_batch([b"x" * 2000]), leader_epoch=0, now_ms=0)
+    assert past_both.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
     assert log.log_end_offset == 0
 
 
