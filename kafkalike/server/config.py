@@ -527,16 +527,16 @@ _BROKER_DEFS = [
     ConfigDef(
         "transaction.state.log.replication.factor",
         "short",
-        "3",
-        doc="The replication factor the __transaction_state topic is created with in Kafka; "
-        "kafkalike has one node and creates it with one replica.",
+        "1",
+        doc="The replication factor the __transaction_state topic is created with (1 here, as in the "
+        "server.properties Kafka ships for a single node).",
     ),
     ConfigDef(
         "transaction.state.log.min.isr",
         "int",
-        "2",
-        doc="The min.insync.replicas of the __transaction_state topic in Kafka; "
-        "kafkalike makes each write durable on its one node before answering.",
+        "1",
+        doc="The min.insync.replicas of the __transaction_state topic (1 here, as in the "
+        "server.properties Kafka ships for a single node).",
     ),
     ConfigDef(
         "transaction.partition.verification.enable",
