@@ -146,6 +146,7 @@ def run_brokers(ctx: scenarios.Ctx, brokers: list[Broker]) -> None:
                 continue
             up.append(broker)
             ctx.say(f"{broker.name} up on {broker.bootstrap}" + (f" in {seconds:.2f} s" if seconds is not None else ""))
+        ctx.brokers = up
         scenarios.warm_up(ctx, up)
         steps = [
             ("produce", scenarios.produce_matrix),

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_lib.procstat import cpu_seconds
 
 from kafkalike.testing.apache_kafka import ApacheKafkaProcess, java_executable
 from kafkalike.testing.process import BrokerProcess
@@ -79,6 +82,22 @@ class Broker:
     def output_tail(self) -> str:
         return ""
 
+    def quiet(self, deadline_s: float = 30.0) -> None:
+        """Keep a broker that is not being measured from taking CPU from the one that is: by
+        default, wait (up to ``deadline_s``) until it uses under 5% of a core, as a JVM still
+        compiling or collecting after its restart does not; ``resume`` undoes what this did."""
+        deadline = time.monotonic() + deadline_s
+        before = cpu_seconds(self.pid)
+        while before is not None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = cpu_seconds(self.pid)
+            if now is None or now - before < 0.025:
+                return
+            before = now
+
+    def resume(self) -> None:
+        pass
+
     @property
     def host_port(self) -> tuple[str, int]:
         host, _, port = self.bootstrap.rpartition(":")
@@ -103,6 +122,17 @@ class KafkalikeBroker(Broker):
         self.proc = BrokerProcess(work_dir / "data", [f"{k}={v}" for k, v in self.overrides.items()])
         self.source = source
         self.name = name or self.name
+
+    def quiet(self, deadline_s: float = 30.0) -> None:
+        """SIGSTOP: kafkalike runs no timers that a pause could upset between measurements (no
+        group or session is live then), unlike a KRaft controller that fences its broker after a
+        missed heartbeat."""
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGCONT)
 
     def start(self) -> float:
         self.work_dir.mkdir(parents=True, exist_ok=True)

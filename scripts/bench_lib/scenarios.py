@@ -7,6 +7,7 @@ Apache Kafka's perf tools (``javaperf.py``). Every loop is bounded by a count an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,7 @@ class Ctx:
         self.only = only
         self.results: dict[str, Any] = {}
         self.rss_load: dict[str, int] = {}
+        self.brokers: list[Broker] = []  # all running brokers: the others are kept quiet during a measurement
         self.notes: list[str] = []
 
     def wants(self, scenario: str) -> bool:
@@ -168,9 +171,22 @@ def _fmt_rate(run: dict[str, Any]) -> str:
     return text + (f" (other load {share:.0%})" if share is not None else "")
 
 
+@contextlib.contextmanager
+def _others_paused(ctx: Ctx, broker: Broker) -> Iterator[None]:
+    others = [b for b in ctx.brokers if b is not broker and b.pid is not None]
+    try:
+        for other in others:
+            other.quiet()
+        yield
+    finally:
+        for other in others:
+            other.resume()
+
+
 def _measure(ctx: Ctx, broker: Broker, fn: Any) -> dict[str, Any]:
-    """``fn()``'s result dict, with the broker's CPU and peak RSS and the machine's other load."""
-    with Meter(broker.pid) as meter:
+    """``fn()``'s result dict, with the broker's CPU and peak RSS and the machine's other load; the
+    other brokers are kept quiet meanwhile (``Broker.quiet``)."""
+    with _others_paused(ctx, broker), Meter(broker.pid) as meter:
         result: dict[str, Any] = fn()
     if meter.max_rss is not None:
         ctx.rss_load[broker.name] = max(ctx.rss_load.get(broker.name, 0), meter.max_rss)
@@ -591,14 +607,16 @@ def retained(ctx: Ctx, brokers: list[Broker]) -> None:
     totals = {}
     for b in brokers:
         create_topic(b, topics[b.name], 1)
-        empty = _probe(b, topics[b.name], p.probes, p.probes, 1)
+        with _others_paused(ctx, b):
+            empty = _probe(b, topics[b.name], p.probes, p.probes, 1)
         ctx.record(b, "retained", "empty", empty)
         ctx.say(f"{b.name} empty log: {_probe_text(empty)}")
     for b in brokers:
         # 16 KiB batches, like the probes' reads (64 KiB): a fetch never returns one whole 1 MB batch.
         totals[b.name] = _fill(ctx, b, topics[b.name], 1, 1024, p.retained_bytes, 240.0, {"batch.size": 16384})
     for b in brokers:
-        full = _probe(b, topics[b.name], p.probes, totals[b.name], 2)
+        with _others_paused(ctx, b):
+            full = _probe(b, topics[b.name], p.probes, totals[b.name], 2)
         full["retained_messages"] = totals[b.name]
         ctx.record(b, "retained", f"{p.retained_bytes / 2**30:g} GiB retained", full)
         ctx.say(f"{b.name} {totals[b.name] * 1024 / 2**30:.2f} GiB retained: {_probe_text(full)}")
