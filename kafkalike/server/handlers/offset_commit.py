@@ -15,27 +15,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalike.group import CommitPartition, CommitRequest
+from kafkalike.group import CommitRequest
 from kafkalike.protocol.codec import Message
-from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
+from kafkalike.server.offset_requests import known_commits, topics_answer
 from kafkalike.server.registry import handles
 
 
 @handles(8, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     v = ctx.version
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid = []
-    for topic in request.topics:
-        for part in topic.partitions:
-            if (topic.name, part.partition_index) not in ctx.broker.partitions:
-                errors[(topic.name, part.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            epoch = part.committed_leader_epoch if v >= 6 else -1
-            valid.append(
-                CommitPartition(topic.name, part.partition_index, part.committed_offset, epoch, part.committed_metadata)
-            )
+    valid, errors = known_commits(ctx, request.topics, with_leader_epoch=v >= 6)
     if valid:
         commit = CommitRequest(
             group_id=request.group_id,
@@ -51,14 +41,5 @@ async def handle_offset_commit(ctx: RequestContext, request: Message) -> Mapping
             errors[(topic_name, partition)] = error
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
-                    for p in topic.partitions
-                ],
-            }
-            for topic in request.topics
-        ],
+        "topics": topics_answer(request.topics, errors),
     }

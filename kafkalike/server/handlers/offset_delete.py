@@ -13,6 +13,7 @@ from typing import Any
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
+from kafkalike.server.offset_requests import topics_answer
 from kafkalike.server.registry import handles
 
 
@@ -37,14 +38,5 @@ async def handle_offset_delete(ctx: RequestContext, request: Message) -> Mapping
     return {
         "error_code": ErrorCode.NONE,
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
-                    for p in topic.partitions
-                ],
-            }
-            for topic in request.topics
-        ],
+        "topics": topics_answer(request.topics, errors),
     }

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalike.group import CommitPartition
 from kafkalike.group.txn_offsets import TxnCommitRequest
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
+from kafkalike.server.offset_requests import known_commits, topics_answer
 from kafkalike.server.registry import handles
 
 E = ErrorCode
@@ -49,17 +49,7 @@ def _verify(ctx: RequestContext, request: Message) -> ErrorCode | None:
 @handles(28, 0, 5)
 async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     v = ctx.version
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid = []
-    for topic in request.topics:
-        for part in topic.partitions:
-            if (topic.name, part.partition_index) not in ctx.broker.partitions:
-                errors[(topic.name, part.partition_index)] = E.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            epoch = part.committed_leader_epoch if v >= 2 else -1
-            valid.append(
-                CommitPartition(topic.name, part.partition_index, part.committed_offset, epoch, part.committed_metadata)
-            )
+    valid, errors = known_commits(ctx, request.topics, with_leader_epoch=v >= 2)
     if valid:
         refused = _verify(ctx, request)
         if refused is not None:
@@ -78,14 +68,5 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Map
                 errors[(topic_name, partition)] = error
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
-                    for p in topic.partitions
-                ],
-            }
-            for topic in request.topics
-        ],
+        "topics": topics_answer(request.topics, errors),
     }
