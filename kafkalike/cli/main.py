@@ -1,4 +1,9 @@
-"""``kafkalike serve``: run a single-node broker (broker and controller in one process)."""
+"""``kafkalike serve``: run a single-node broker (broker and controller in one process).
+
+A broker that cannot start says why in one line on stderr and exits non-zero, never with a
+traceback: 2 for bad arguments or configuration (as argparse does), 1 for what the machine
+refuses (the port taken, the data directory unusable or locked, meta.properties disagreeing).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,14 @@ from pathlib import Path
 
 import trio
 
-from kafkalike.server.broker import Broker
+from kafkalike.controller.metadata import ControllerError
+from kafkalike.server.broker import Broker, StartupError
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig, parse_listener
 
 log = logging.getLogger("kafkalike")
+
+BAD_USAGE_EXIT, CANNOT_START_EXIT = 2, 1
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,26 +62,45 @@ def parse_seed_topics(text: str | None) -> list[tuple[str, int]]:
     for item in (text or "").split(","):
         if item.strip():
             name, _, count = item.strip().partition(":")
-            topics.append((name, int(count or "1")))
+            try:
+                topics.append((name, int(count or "1")))
+            except ValueError:
+                raise ValueError(f"bad --seed-topics {text!r}: expected name:partitions,...") from None
     return topics
+
+
+def listen_address(config: BrokerConfig) -> tuple[str, int]:
+    """The first listener's (host, port); ValueError in Kafka's words when it is not one."""
+    return parse_listener((config.get("listeners") or "").split(",")[0])
 
 
 async def run_broker(
     config: BrokerConfig, *, ephemeral: bool = False, port_file: Path | None = None, seed_topics: str | None = None
 ) -> None:
-    host, port = parse_listener((config.get("listeners") or "").split(",")[0])
-    broker = Broker(config, ephemeral=ephemeral)
-    broker.open()
-    broker.seed_topics(parse_seed_topics(seed_topics))
+    """Serve until SIGTERM or SIGINT. Raises StartupError for anything that stops the start."""
+    host, port = listen_address(config)
+    try:
+        broker = Broker(config, ephemeral=ephemeral)
+    except OSError as exc:
+        raise StartupError(f"Failed to create or validate data directory {config.log_dirs[0]}: {exc}") from exc
+    try:
+        broker.open()
+        broker.seed_topics(parse_seed_topics(seed_topics))
+    except OSError as exc:
+        broker.close()
+        raise StartupError(f"Failed to load data directory {broker.data_dir}: {exc}") from exc
+    except ControllerError as exc:
+        broker.close()
+        raise StartupError(f"Failed to create the seed topics: {exc.message}") from exc
+    except BaseException:
+        broker.close()
+        raise
     try:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
-                bound = await nursery.start(broker.serve, host, port)
+                bound = await _start_serving(nursery, broker, host, port)
                 if port_file is not None:
-                    # Atomic, so a reader polling for the file never sees it half written.
-                    partial = port_file.with_name(port_file.name + ".tmp")
-                    partial.write_text(f"{bound[1]}\n")
-                    partial.replace(port_file)
+                    _write_port_file(port_file, bound[1])
                 log.info(
                     "kafkalike ready on %s:%d (node %d, cluster %s, data %s)",
                     bound[0],
@@ -90,26 +118,67 @@ async def run_broker(
         log.info("kafkalike stopped; logs flushed")
 
 
+async def _start_serving(nursery: trio.Nursery, broker: Broker, host: str, port: int) -> tuple[str, int]:
+    try:
+        bound: tuple[str, int] = await nursery.start(broker.serve, host, port)
+    except OSError as exc:
+        # SocketServer's words; gaierror (an unknown host) has no errno but says what went wrong.
+        raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
+    return bound
+
+
+def _write_port_file(port_file: Path, port: int) -> None:
+    # Atomic, so a reader polling for the file never sees it half written.
+    partial = port_file.with_name(port_file.name + ".tmp")
+    try:
+        partial.write_text(f"{port}\n")
+        partial.replace(port_file)
+    except OSError as exc:
+        raise StartupError(f"Unable to write --port-file {port_file}: {exc.strerror}") from exc
+
+
+def _startup_failure(exc: BaseException) -> StartupError | None:
+    """The StartupError ``exc`` is, or that nurseries wrapped alone in exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, StartupError) else None
+
+
+def fail(message: str, exit_code: int) -> int:
+    """The one line a broker that cannot start prints."""
+    print(f"kafkalike: {message}", file=sys.stderr, flush=True)
+    return exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command != "serve":
         build_parser().print_help()
-        return 2
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+        return BAD_USAGE_EXIT
+    level = args.log_level.upper()
+    if level not in LOG_LEVELS:
+        return fail(f"bad --log-level {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}", BAD_USAGE_EXIT)
+    logging.basicConfig(level=level, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = config_from_args(args)
         config.check()
-    except (OSError, ValueError) as exc:
-        log.error("bad configuration: %s", exc)
-        return 2
-    try:
+        listen_address(config)
         parse_seed_topics(args.seed_topics)
-    except ValueError:
-        log.error("bad --seed-topics %r: expected name:partitions,...", args.seed_topics)
-        return 2
-    trio.run(
-        lambda: run_broker(config, ephemeral=args.ephemeral, port_file=args.port_file, seed_topics=args.seed_topics)
-    )
+    except OSError as exc:
+        return fail(f"bad configuration: cannot read {exc.filename}: {exc.strerror}", BAD_USAGE_EXIT)
+    except ValueError as exc:
+        return fail(f"bad configuration: {exc}", BAD_USAGE_EXIT)
+    unknown = config.unknown_names()
+    if unknown:
+        # AbstractConfig.logUnused's words; Kafka prints the set as [a, b].
+        log.warning("These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown))
+    try:
+        trio.run(
+            lambda: run_broker(config, ephemeral=args.ephemeral, port_file=args.port_file, seed_topics=args.seed_topics)
+        )
+    except (StartupError, BaseExceptionGroup) as exc:
+        failure = _startup_failure(exc)
+        if failure is None:
+            raise
+        return fail(str(failure), CANNOT_START_EXIT)
     return 0

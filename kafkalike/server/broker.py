@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -21,9 +22,10 @@ import trio
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
 from kafkalike.log import LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
+from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
+from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, parse_properties, validate_value
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.registry import Handler, load_handlers
@@ -31,6 +33,11 @@ from kafkalike.server.txn_service import TxnService
 
 log = logging.getLogger("kafkalike.broker")
 METADATA_TOPIC = "__cluster_metadata"
+META_PROPERTIES = "meta.properties"
+
+
+class StartupError(Exception):
+    """Why the broker cannot start, in one line (Kafka's words where Kafka has them)."""
 
 
 def _new_cluster_id() -> str:
@@ -60,7 +67,8 @@ class Broker:
     def __init__(self, config: BrokerConfig, *, ephemeral: bool = False, logs: LogManager | None = None) -> None:
         """``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
         storage of a previous broker object, so an ephemeral broker can be restarted.
-        Raises ValueError for a configuration Kafka would refuse to start with."""
+        Raises ValueError for a configuration Kafka would refuse to start with, StartupError for
+        a data directory it cannot use (missing and not creatable, or locked by another process)."""
         config.check()
         self.config = config
         self.node_id = config.node_id
@@ -68,6 +76,9 @@ class Broker:
         self.ephemeral = ephemeral or (logs is not None and logs.memory)
         self.handlers: dict[int, Handler] = load_handlers()
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        # Locked before the log manager touches anything in the directories (it clears the
+        # clean-shutdown marker), so a second broker on them changes nothing before it is refused.
+        self._dir_locks: list[DirLock] = [] if self.ephemeral else _lock_dirs(config.log_dirs)
         self.logs = logs or LogManager(config.log_dirs, storage="memory" if ephemeral else "file")
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
@@ -110,20 +121,32 @@ class Broker:
         self.groups.open()
 
     def _load_identity(self) -> str:
-        """meta.properties, as Kafka writes it: cluster.id, node.id, version."""
-        path = self.data_dir / "meta.properties"
-        values: dict[str, str] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                key, sep, value = line.partition("=")
-                if sep and not line.startswith("#"):
-                    values[key.strip()] = value.strip()
-        cluster_id = self.config.get("cluster.id") or values.get("cluster.id")
-        if not cluster_id:
-            cluster_id = _new_cluster_id()
-        if values.get("cluster.id") != cluster_id:
-            path.write_text(f"#kafkalike meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
-        return cluster_id
+        """meta.properties, as Kafka writes it (version, cluster.id, node.id), checked as Kafka's
+        MetaPropertiesEnsemble checks it: a configured node.id or cluster.id that differs from the
+        stored one stops the start. Written only when the directory has none; never rewritten."""
+        path = self.data_dir / META_PROPERTIES
+        configured_cluster_id = self.config.get("cluster.id")
+        try:
+            text = path.read_text(encoding="utf-8") if path.exists() else None
+        except OSError as exc:
+            raise StartupError(f"Unable to read {path}: {exc.strerror}") from exc
+        if text is None:
+            cluster_id = configured_cluster_id or _new_cluster_id()
+            _write_meta_properties(path, cluster_id, self.node_id)
+            return cluster_id
+        stored_cluster_id, stored_node_id = _parse_meta_properties(text, path)
+        if configured_cluster_id and stored_cluster_id and stored_cluster_id != configured_cluster_id:
+            raise StartupError(
+                f"Invalid cluster.id in: {path}. Expected {configured_cluster_id}, but read {stored_cluster_id}"
+            )
+        if stored_node_id is not None and stored_node_id != self.node_id:
+            raise StartupError(
+                f"Stored node id {stored_node_id} doesn't match previous node id {self.node_id} in {path}. "
+                "If you moved your data, make sure your configured node id matches. If you intend to create "
+                "a new node, you should remove all data in your data directories."
+            )
+        # A version-0 file may lack a cluster id; Kafka then takes the configured one (or a new one).
+        return stored_cluster_id or configured_cluster_id or _new_cluster_id()
 
     def _read_metadata_values(self) -> list[bytes]:
         assert self._metadata_log is not None
@@ -300,6 +323,53 @@ class Broker:
 
     def close(self) -> None:
         self.logs.close_all()
+        for lock in self._dir_locks:
+            lock.release()
+
+
+def _lock_dirs(paths: list[Path]) -> list[DirLock]:
+    try:
+        return lock_log_dirs(paths)
+    except LogDirError as exc:
+        raise StartupError(str(exc)) from exc
+
+
+def _parse_meta_properties(text: str, path: Path) -> tuple[str | None, int | None]:
+    """(cluster.id, node.id) of a meta.properties file, refused in Kafka's words where Kafka
+    refuses it: a version other than 0 or 1, a v1 file without its ids, an id not a number."""
+    values = parse_properties(text)
+    version_text = values.get("version", "0")
+    try:
+        version = int(version_text.strip())
+    except ValueError:
+        raise StartupError(f"Invalid meta.properties version string '{version_text}'") from None
+    if version not in (0, 1):
+        raise StartupError(f"Unknown meta.properties version number {version}")
+    id_name = "node.id" if version == 1 else "broker.id"
+    node_text = values.get(id_name)
+    if node_text is None and version == 1:
+        raise StartupError(f"node.id was not specified in {path}")
+    cluster_id = values.get("cluster.id")
+    if cluster_id is None and version == 1:
+        raise StartupError(f"cluster.id was not specified in the v1 file: {path}")
+    try:
+        node_id = None if node_text is None else int(node_text)
+    except ValueError:
+        raise StartupError(f"Unable to read {id_name} as a base-10 number.") from None
+    return cluster_id, node_id
+
+
+def _write_meta_properties(path: Path, cluster_id: str, node_id: int) -> None:
+    """Written whole to a temporary file and renamed over, so a crash never leaves half a file."""
+    partial = path.with_name(path.name + ".tmp")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            out.write(f"#kafkalike meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        partial.replace(path)
+    except OSError as exc:
+        raise StartupError(f"Unable to write {path}: {exc.strerror}") from exc
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

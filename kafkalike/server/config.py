@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import dropwhile
@@ -883,6 +884,11 @@ class BrokerConfig:
                 raise ValueError(f"{name} must be {words} {other}")
         assignors_from_config((self.get("group.consumer.assignors") or "").split(","))
 
+    def unknown_names(self) -> list[str]:
+        """The static configs set that are no broker config kafkalike knows, sorted (Kafka logs
+        them as supplied but not used)."""
+        return sorted(name for name in self.explicit if name not in BROKER_CONFIGS)
+
     def get(self, name: str) -> str | None:
         for layer in (self.dynamic_broker, self.dynamic_default, self.explicit):
             if name in layer:
@@ -955,12 +961,17 @@ class BrokerConfig:
         return fixed if value is None else value
 
 
+# NAME://host:port, where host may be empty (every address) or a bracketed IPv6 address.
+_ENDPOINT = re.compile(r"(?:[^:/]*://)?\[?([0-9a-zA-Z\-%._:]*)\]?:([0-9]+)")
+
+
 def parse_listener(text: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port)."""
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    host, _, port = text.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port); ValueError in Kafka's words
+    (SocketServerConfigs) when it is neither, or the port is not one."""
+    match = _ENDPOINT.fullmatch(text.strip())
+    if match is None or int(match.group(2)) > 65535:
+        raise ValueError(f"Unable to parse {text} to a broker endpoint")
+    return match.group(1) or "0.0.0.0", int(match.group(2))
 
 
 _CHOICES = {

@@ -32,10 +32,17 @@ BROKER_ERROR = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b")
 
 class BrokerProcess:
     def __init__(
-        self, data_dir: Path, overrides: Iterable[str] = (), port: int = 0, ready_timeout_s: float = 60.0
+        self,
+        data_dir: Path,
+        overrides: Iterable[str] = (),
+        port: int = 0,
+        ready_timeout_s: float = 60.0,
+        args: Iterable[str] = (),
     ) -> None:
+        """``args``: more ``kafkalike serve`` arguments (``--config FILE`` ...)."""
         self.data_dir = Path(data_dir)
         self.overrides = list(overrides)
+        self.args = list(args)
         self.port = port
         self.ready_timeout_s = ready_timeout_s
         self.proc: subprocess.Popen[str] | None = None
@@ -68,6 +75,7 @@ class BrokerProcess:
         ]
         for item in self.overrides:
             args += ["--override", item]
+        args += self.args
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         lines: queue.Queue[str | None] = queue.Queue()

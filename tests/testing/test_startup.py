@@ -1,0 +1,215 @@
+"""`kafkalike serve` refusing to start: one line on stderr, a non-zero exit, never a traceback.
+
+And the data directory guarded as Kafka guards it: locked by the broker using it, and its
+meta.properties checked against the configured node.id and cluster.id, never rewritten.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing.wire_client import WireClient
+
+STORED_CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+META_V1 = f"#written by hand\nversion=1\ncluster.id={STORED_CLUSTER_ID}\nnode.id=1\n"
+
+
+def serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kafkalike", "serve", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], exit_code: int, line: str) -> None:
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stderr.splitlines() == [f"kafkalike: {line}"]
+    assert result.returncode == exit_code
+
+
+def _with_meta(data: Path, text: str) -> Path:
+    data.mkdir()
+    (data / "meta.properties").write_text(text)
+    return data
+
+
+def on_any_port(data: Path, *more: str) -> list[str]:
+    return ["--listen", "127.0.0.1:0", "--data-dir", str(data), *more]
+
+
+# Each case: (set-up returning the arguments, exit code, expected line given the data directory).
+Case = tuple[Callable[[Path], list[str]], int, Callable[[Path], str]]
+CASES: dict[str, Case] = {
+    "listen without a port": (
+        lambda d: ["--listen", "localhost", "--data-dir", str(d)],
+        2,
+        lambda d: "bad configuration: Unable to parse PLAINTEXT://localhost to a broker endpoint",
+    ),
+    "listen on a port past 65535": (
+        lambda d: ["--listen", "127.0.0.1:70000", "--data-dir", str(d)],
+        2,
+        lambda d: "bad configuration: Unable to parse PLAINTEXT://127.0.0.1:70000 to a broker endpoint",
+    ),
+    "unknown log level": (
+        lambda d: ["--log-level", "chatty", "--data-dir", str(d)],
+        2,
+        lambda d: "bad --log-level 'chatty': expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL",
+    ),
+    "config value out of bounds": (
+        lambda d: on_any_port(d, "--override", "num.partitions=0"),
+        2,
+        lambda d: "bad configuration: Invalid value 0 for configuration num.partitions: Value must be at least 1",
+    ),
+    "config file missing": (
+        lambda d: on_any_port(d, "--config", str(d.parent / "nope.properties")),
+        2,
+        lambda d: f"bad configuration: cannot read {d.parent / 'nope.properties'}: No such file or directory",
+    ),
+    "data directory under a file": (
+        lambda d: (d.parent.write_text(""), on_any_port(d))[1],
+        1,
+        lambda d: f"Failed to create data directory {d}: Not a directory",
+    ),
+    "data directory is a file": (
+        lambda d: (d.write_text(""), on_any_port(d))[1],
+        1,
+        lambda d: f"{d} is not a readable log directory.",
+    ),
+    "lock file cannot be written": (
+        lambda d: ((d / ".lock").mkdir(parents=True), on_any_port(d))[1],
+        1,
+        lambda d: f"Disk error while locking directory {d}: Is a directory",
+    ),
+    "node id differs from meta.properties": (
+        lambda d: on_any_port(_with_meta(d, META_V1), "--override", "node.id=2"),
+        1,
+        lambda d: (
+            f"Stored node id 1 doesn't match previous node id 2 in {d / 'meta.properties'}. If you moved "
+            "your data, make sure your configured node id matches. If you intend to create a new node, you should "
+            "remove all data in your data directories."
+        ),
+    ),
+    "cluster id differs from meta.properties": (
+        lambda d: on_any_port(_with_meta(d, META_V1), "--override", "cluster.id=AnotherClusterIdAAAAAA"),
+        1,
+        lambda d: (
+            f"Invalid cluster.id in: {d / 'meta.properties'}. Expected AnotherClusterIdAAAAAA, "
+            f"but read {STORED_CLUSTER_ID}"
+        ),
+    ),
+    "meta.properties of an unknown version": (
+        lambda d: on_any_port(_with_meta(d, "version=7\nnode.id=1\n")),
+        1,
+        lambda d: "Unknown meta.properties version number 7",
+    ),
+    "meta.properties v1 without a cluster id": (
+        lambda d: on_any_port(_with_meta(d, "version=1\nnode.id=1\n")),
+        1,
+        lambda d: f"cluster.id was not specified in the v1 file: {d / 'meta.properties'}",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_start_up_failure_is_one_line_and_a_non_zero_exit(tmp_path: Path, case: str) -> None:
+    arrange, exit_code, expected = CASES[case]
+    data = tmp_path / "plain" / "data" if case == "data directory under a file" else tmp_path / "data"
+    result = serve(*arrange(data))
+    assert_one_line(result, exit_code, expected(data))
+    if (data / "meta.properties").is_file():
+        # Refused, not repaired: the stored identity is exactly as it was (never rewritten).
+        assert (data / "meta.properties").read_text() in (META_V1, "version=7\nnode.id=1\n", "version=1\nnode.id=1\n")
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = serve("--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"))
+    assert_one_line(result, 1, f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use.")
+
+
+def _answers_metadata(broker: BrokerProcess) -> list[str]:
+    with WireClient(broker.host, broker.port) as client:
+        meta = client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+        return [t.name for t in meta.topics]
+
+
+def test_a_second_broker_on_a_locked_directory_is_refused_while_the_first_keeps_serving(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with BrokerProcess(data) as first:
+        with WireClient(first.host, first.port) as client:
+            created = client.request(
+                19,
+                5,
+                {
+                    "topics": [
+                        {"name": "kept", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}
+                    ],
+                    "timeout_ms": 5000,
+                    "validate_only": False,
+                },
+            )
+            assert created.topics[0].error_code == 0
+        files_before = sorted(p.name for p in data.iterdir())
+        meta_before = (data / "meta.properties").read_bytes()
+
+        second = serve("--listen", "127.0.0.1:0", "--data-dir", str(data))
+
+        assert_one_line(
+            second,
+            1,
+            f"Failed to acquire lock on file .lock in {data}. "
+            "A Kafka instance in another process or thread is using this directory.",
+        )
+        assert first.running and _answers_metadata(first) == ["kept"]
+        # The refused broker changed nothing: the same files, the same identity.
+        assert sorted(p.name for p in data.iterdir()) == files_before
+        assert (data / "meta.properties").read_bytes() == meta_before
+        assert first.stop() == 0
+    assert first.logged_errors() == []
+    # Once the first has stopped, the directory is free again.
+    with BrokerProcess(data) as again:
+        assert _answers_metadata(again) == ["kept"]
+
+
+def test_matching_identity_starts_and_meta_properties_is_left_alone(tmp_path: Path) -> None:
+    data = _with_meta(tmp_path / "data", META_V1)
+    with BrokerProcess(data, ["cluster.id=" + STORED_CLUSTER_ID, "node.id=1"]) as broker:
+        ready = next(line for line in broker.output if "kafkalike ready on" in line)
+        assert f"cluster {STORED_CLUSTER_ID}" in ready
+        assert broker.stop() == 0
+    assert (data / "meta.properties").read_text() == META_V1
+
+
+def _unused_warnings(broker: BrokerProcess) -> list[str]:
+    return [line for line in broker.output if "were supplied but are not used yet" in line]
+
+
+def test_unknown_config_names_get_one_warning_line(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_text("num.partitions=2\nnum.network.threads=3\n")
+    overrides = ["log.retention.hour=5", "message.max.bytes=2000000"]
+    with BrokerProcess(tmp_path / "data", overrides, args=["--config", str(properties)]) as broker:
+        warnings = _unused_warnings(broker)
+        assert len(warnings) == 1
+        assert (
+            warnings[0]
+            .rstrip()
+            .endswith(
+                "WARNING kafkalike: These configurations '[log.retention.hour, num.network.threads]' "
+                "were supplied but are not used yet."
+            )
+        )
+
+
+def test_known_config_names_get_no_warning(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data", ["num.partitions=2", "log.retention.hours=5"]) as broker:
+        assert _unused_warnings(broker) == []
