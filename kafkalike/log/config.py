@@ -14,7 +14,8 @@ LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+# Empty: neither policy, the log is kept whole (Kafka accepts an empty list too).
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact", "")
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,9 @@ class LogConfig:
             raise ValueError("segment.ms must be positive")
         if self.index_interval_bytes < 0:
             raise ValueError("index.interval.bytes must be >= 0")
-        if self.segment_index_bytes < 8:
-            raise ValueError("segment.index.bytes must hold at least one entry")
+        if self.segment_index_bytes < 4:
+            # Kafka's lower bound; an index smaller than one entry still holds one (index.py).
+            raise ValueError("segment.index.bytes must be at least 4")
         if self.flush_interval_messages < 1:
             raise ValueError("flush.messages must be >= 1")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:

@@ -196,6 +196,9 @@ class Broker:
         trial = BrokerConfig(self.config.explicit)
         trial.dynamic_default = dict(self.config.dynamic_default if resource_name else dynamic)
         trial.dynamic_broker = dict(dynamic if resource_name else self.config.dynamic_broker)
+        requirement = trial.requirement_problem() or trial.dynamic_log_problem()
+        if requirement is not None:
+            return requirement
         for overrides in [{}, *(t.configs for t in self.controller.image.topics.values())]:
             problem = self.log_config_problem(overrides, trial)
             if problem is not None:

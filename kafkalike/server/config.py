@@ -44,20 +44,20 @@ _BROKER_DEFS = [
     ),
     ConfigDef(
         "listeners",
-        "list",
+        "string",
         "PLAINTEXT://127.0.0.1:9092",
         doc="The addresses the broker binds and accepts connections on, as NAME://host:port.",
     ),
     ConfigDef(
         "advertised.listeners",
-        "list",
+        "string",
         None,
         doc="The addresses given to clients in Metadata answers, when they differ from the bound listeners. "
         "Unset means clients are told the listener address.",
     ),
     ConfigDef(
         "log.dirs",
-        "list",
+        "string",
         None,
         doc="Comma-separated directories holding the partition logs. Unset means log.dir is used.",
     ),
@@ -66,7 +66,6 @@ _BROKER_DEFS = [
         "num.partitions",
         "int",
         "1",
-        read_only=False,
         doc="How many partitions a topic gets when it is created without a partition count, "
         "including topics created automatically.",
     ),
@@ -74,7 +73,6 @@ _BROKER_DEFS = [
         "default.replication.factor",
         "int",
         "1",
-        read_only=False,
         doc="The replication factor of topics created automatically or with -1 as their replication factor.",
     ),
     ConfigDef(
@@ -882,7 +880,43 @@ class BrokerConfig:
             holds, words = _RELATIONS[relation]
             if not holds(self.get_int(name), self.get_int(other)):
                 raise ValueError(f"{name} must be {words} {other}")
+        problem = self.requirement_problem()
+        if problem is not None:
+            raise ValueError(problem)
         assignors_from_config((self.get("group.consumer.assignors") or "").split(","))
+
+    def dynamic_log_problem(self) -> str | None:
+        """What Kafka's dynamic broker config check refuses of the local (tiered) retention settings
+        against the overall ones, worded as it wraps them ("Invalid dynamic configuration")."""
+        for unit, unlimited in (("ms", -1), ("bytes", -1)):
+            total, local = self.get_int(f"log.retention.{unit}"), self.get_int(f"log.local.retention.{unit}")
+            applies = total != unlimited if unit == "ms" else total > unlimited
+            if not applies or local == -2:
+                continue
+            if local == -1:
+                inner = f"Value must not be -1 as log.retention.{unit} value is set as {total}."
+            elif local > total:
+                inner = f"Value must not be more than log.retention.{unit} property value: {total}"
+            else:
+                continue
+            return (
+                f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid value {local} for "
+                f"configuration log.local.retention.{unit}: {inner} for configuration Invalid dynamic configuration"
+            )
+        return None
+
+    def requirement_problem(self) -> str | None:
+        """What KafkaConfig requires of the settings together, checked at start-up and for every
+        dynamic change; None when all hold. In Kafka's words, Scala's ``require`` prefix included."""
+        # A negative log.retention.ms means no limit (as -1), so only the roll times are required.
+        if self.get_int("log.roll.ms") < 1:
+            return "requirement failed: log.roll.ms must be greater than or equal to 1"
+        if self.get_int("log.roll.jitter.ms") < 0:
+            return "requirement failed: log.roll.jitter.ms must be greater than or equal to 0"
+        # One cleaner thread here (Kafka's default log.cleaner.threads), so the whole buffer is its.
+        if not self.get_int("log.cleaner.dedupe.buffer.size") > 1024 * 1024:
+            return "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
+        return None
 
     def unknown_names(self) -> list[str]:
         """The static configs set that are no broker config kafkalike knows, sorted (Kafka logs
@@ -974,24 +1008,24 @@ def parse_listener(text: str) -> tuple[str, int]:
     return match.group(1) or "0.0.0.0", int(match.group(2))
 
 
+# Configs whose value (each item, for lists) is one of these, in the order Kafka's message lists them.
 _CHOICES = {
-    "cleanup.policy": {"delete", "compact"},
-    "compression.type": {"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
-    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
-    "log.cleanup.policy": {"delete", "compact"},
-    "log.message.timestamp.type": {"CreateTime", "LogAppendTime"},
+    "cleanup.policy": ("compact", "delete"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "log.cleanup.policy": ("compact", "delete"),
+    "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "process.roles": ("broker", "controller"),
 }
 # Configs whose value is one of these in any case, in the order Kafka's message lists them.
 _CHOICES_ANY_CASE = {"group.consumer.migration.policy": ("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL")}
 # Smallest accepted values, as Kafka's ConfigDef validators state them.
 _AT_LEAST = {
     "segment.bytes": 14,
-    "log.segment.bytes": 14,
+    "log.segment.bytes": 1024 * 1024,
     "segment.ms": 1,
     "segment.index.bytes": 4,
     "retention.ms": -1,
-    "retention.bytes": -1,
-    "log.retention.bytes": -1,
     "max.message.bytes": 0,
     "message.max.bytes": 0,
     "min.insync.replicas": 1,
@@ -1004,13 +1038,9 @@ _AT_LEAST = {
     "file.delete.delay.ms": 0,
     "segment.jitter.ms": 0,
     "num.partitions": 1,
-    "log.retention.ms": -1,
-    "log.roll.ms": 1,
-    "log.roll.jitter.ms": 0,
     "log.index.size.max.bytes": 4,
     "log.index.interval.bytes": 0,
     "log.flush.interval.messages": 1,
-    "log.flush.interval.ms": 0,
     "log.segment.delete.delay.ms": 0,
     "log.cleaner.backoff.ms": 0,
     "log.cleaner.delete.retention.ms": 0,
@@ -1036,7 +1066,31 @@ _AT_LEAST = {
     "transaction.state.log.segment.bytes": 1,
     "transaction.state.log.replication.factor": 1,
     "transaction.state.log.min.isr": 1,
+    "local.retention.ms": -2,
+    "local.retention.bytes": -2,
+    "log.local.retention.ms": -2,
+    "log.local.retention.bytes": -2,
+    "compression.lz4.level": 1,
+    "compression.zstd.level": -131072,
+    "node.id": 0,
+    "group.max.size": 1,
+    "log.retention.check.interval.ms": 1,
+    "log.roll.hours": 1,
+    "log.roll.jitter.hours": 0,
+    "max.incremental.fetch.session.cache.slots": 0,
+    "offsets.retention.check.interval.ms": 1,
+    "offsets.retention.minutes": 1,
+    "offsets.topic.num.partitions": 1,
+    "offsets.topic.replication.factor": 1,
+    "offsets.topic.segment.bytes": 1,
+    "socket.request.max.bytes": 1,
 }
+# Largest accepted values of integer configs.
+_AT_MOST = {"compression.lz4.level": 17, "compression.zstd.level": 22}
+# Integer configs accepted in a range or at one extra value (Kafka's "between ... or equal to").
+_BETWEEN_OR = {"compression.gzip.level": (1, 9, -1)}
+_THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 # Accepted ranges of double-typed configs.
 _BETWEEN = {"min.cleanable.dirty.ratio": (0.0, 1.0), "log.cleaner.min.cleanable.ratio": (0.0, 1.0)}
 
@@ -1049,44 +1103,81 @@ def config_type(name: str) -> str | None:
 
 
 def validate_value(name: str, value: str | None) -> str | None:
-    """None when ``value`` is acceptable for config ``name``, else Kafka's kind of message."""
+    """None when ``value`` is acceptable for config ``name``, else Kafka's message for it (as its
+    ConfigDef validators word them)."""
     type_ = config_type(name)
     if type_ is None:
         return f"Unknown config name: {name}"
     if value is None:
         return f"Null value not supported for config {name}"
+    invalid = f"Invalid value {value} for configuration {name}"
     try:
         if type_ in ("int", "long", "short"):
-            number = int(value.strip())
-            limit = {"int": INT_MAX, "short": 2**15 - 1, "long": LONG_MAX}[type_]
-            if not -limit - 1 <= number <= limit:
-                raise ValueError
-            if number < _AT_LEAST.get(name, -limit - 1):
-                return f"Invalid value {value} for configuration {name}: Value must be at least {_AT_LEAST[name]}"
+            problem = _number_problem(name, int(value.strip()), type_)
+            if problem is not None:
+                return f"{invalid}: {problem}"
         elif type_ == "double":
             ratio = float(value)
             if not math.isfinite(ratio):
                 raise ValueError
             low, high = _BETWEEN.get(name, (-math.inf, math.inf))
             if ratio < low:
-                return f"Invalid value {value} for configuration {name}: Value must be at least {low:g}"
+                return f"{invalid}: Value must be at least {low:g}"
             if ratio > high:
-                return f"Invalid value {value} for configuration {name}: Value must be no more than {high:g}"
+                return f"{invalid}: Value must be no more than {high:g}"
         elif type_ == "boolean" and value.strip().lower() not in ("true", "false"):
-            return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+            return f"{invalid}: Expected value to be either true or false"
     except ValueError:
-        return f"Invalid value {value} for configuration {name}: Not a number of type {type_.upper()}"
+        return f"{invalid}: Not a number of type {type_.upper()}"
     any_case = _CHOICES_ANY_CASE.get(name)
     if any_case is not None and value.upper() not in any_case:
-        return f"Invalid value {value} for configuration {name}: String must be one of (case insensitive): " + (
-            ", ".join(any_case)
-        )
+        return f"{invalid}: String must be one of (case insensitive): " + ", ".join(any_case)
+    return _choice_problem(name, type_, value) or _special_problem(name, value)
+
+
+def _number_problem(name: str, number: int, type_: str) -> str | None:
+    limit = {"int": INT_MAX, "short": 2**15 - 1, "long": LONG_MAX}[type_]
+    if not -limit - 1 <= number <= limit:
+        raise ValueError
+    if name in _BETWEEN_OR:
+        low, high, extra = _BETWEEN_OR[name]
+        if not (low <= number <= high or number == extra):
+            return f"Value must be between {low} and {high} or equal to {extra}"
+    if number < _AT_LEAST.get(name, -limit - 1):
+        return f"Value must be at least {_AT_LEAST[name]}"
+    if number > _AT_MOST.get(name, limit):
+        return f"Value must be no more than {_AT_MOST[name]}"
+    return None
+
+
+def _list_items(value: str) -> list[str]:
+    """A list config's items as Kafka's ConfigDef parses them: comma-separated, trimmed, and
+    empty for an empty (or all-blank) value."""
+    return [item.strip() for item in value.split(",")] if value.strip() else []
+
+
+def _choice_problem(name: str, type_: str, value: str) -> str | None:
     choices = _CHOICES.get(name)
-    if choices is not None:
-        items = [v.strip() for v in value.split(",")] if type_ == "list" else [value]
-        bad = [v for v in items if v not in choices]
-        if bad or not items:
+    if choices is None:
+        return None
+    items = _list_items(value) if type_ == "list" else [value]
+    # A list names its first bad item; an empty list is no bad item (ValidList).
+    bad = next((item for item in items if item not in choices), None)
+    if bad is None:
+        return None
+    return f"Invalid value {bad} for configuration {name}: String must be one of: {', '.join(choices)}"
+
+
+def _special_problem(name: str, value: str) -> str | None:
+    """What Kafka refuses beyond a value's type and bounds."""
+    if name in _THROTTLED_REPLICAS:
+        items = _list_items(value)
+        if items != ["*"] and not all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
             return (
-                f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(sorted(choices))}"
+                f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be the literal '*' or a "
+                "list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
             )
+    if name == "remote.storage.enable" and value.strip().lower() == "true":
+        # No tiered storage here, as a Kafka broker with remote.log.storage.system.enable=false.
+        return "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
     return None

@@ -45,6 +45,8 @@ def apply_new_configs(
 ) -> None:
     """Validate ``new`` (the full desired dynamic set) and store the difference."""
     known = TOPIC_CONFIGS if resource_type == TOPIC_RESOURCE else BROKER_CONFIGS
+    # Kafka refuses a bad broker value as an invalid request, a bad topic value as an invalid config.
+    invalid = ErrorCode.INVALID_CONFIG if resource_type == TOPIC_RESOURCE else ErrorCode.INVALID_REQUEST
     for name, value in new.items():
         if name not in known:
             raise ConfigError(
@@ -52,17 +54,17 @@ def apply_new_configs(
                 f"Unknown {'topic' if known is TOPIC_CONFIGS else 'broker'} config name: {name}",
             )
         if resource_type == BROKER_RESOURCE and BROKER_CONFIGS[name].read_only:
-            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {{{name}}}")
+            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({name})")
         problem = validate_value(name, value)
         if problem is not None:
-            raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
+            raise ConfigError(invalid, problem)
     # Nothing is stored that a log could not run with (it would fail here and at every start).
     if resource_type == TOPIC_RESOURCE:
         problem = ctx.broker.log_config_problem(new)
     else:
         problem = ctx.broker.broker_config_problem(resource_name, new)
     if problem is not None:
-        raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
+        raise ConfigError(invalid, problem)
     if validate_only:
         return
     old = current_configs(ctx, resource_type, resource_name)

@@ -1,0 +1,216 @@
+"""Every declared config at its boundaries, kafkalike against Apache Kafka: the same error code and
+the same error message, word for word.
+
+The configs come from kafkalike's declarations (TOPIC_CONFIGS, BROKER_CONFIGS), so a config added
+there is covered here without more code. The values come from both sides' bounds: kafkalike's
+(``_AT_LEAST``, ``_BETWEEN``, ``_CHOICES``...) and Kafka's own ConfigDef validators, read from the
+jars by ConfigDefOracle.java: min-1, min, max, max+1, a number past the type's range, a word where
+a number belongs, each enum value and a bad one.
+
+- topic configs: CreateTopics (validate_only) and IncrementalAlterConfigs on a topic;
+- dynamic broker configs: IncrementalAlterConfigs on the broker resource (validate_only);
+- static broker configs, whose bounds Kafka checks only at start-up: kafkalike's check against
+  what Kafka's ConfigDef says of the same value (no second JVM broker started per value).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat_tests.differential.conftest import AK_LIB, Pair, create_topics_body, topic_spec
+from kafkalike.server import config as declared
+from kafkalike.testing.apache_kafka import java_executable
+
+pytestmark = pytest.mark.differential
+
+TOPIC, BROKER = 2, 4
+SET = 0
+ORACLE = Path(__file__).with_name("ConfigDefOracle.java")
+TYPE_LIMITS = {"short": 2**15, "int": 2**31, "long": 2**63}
+# Where kafkalike differs on purpose, (config, value) -> why; the test checks that it still does.
+DELIBERATE = {
+    ("min.cleanable.dirty.ratio", "NaN"): "Kafka's Range lets NaN through (every comparison is false); no log "
+    "can be cleaned by a NaN ratio, so kafkalike refuses it as not a number",
+    ("log.cleaner.min.cleanable.ratio", "NaN"): "as min.cleanable.dirty.ratio",
+}
+# kafkalike's own configs, which Apache Kafka does not have.
+KAFKALIKE_ONLY = {"cluster.id": "Kafka takes the cluster id from kafka-storage format; kafkalike may take it here"}
+
+
+def oracle(lines: Iterable[str]) -> list[str]:
+    """ConfigDefOracle.java's answer to each line, in order."""
+    asked = list(lines)
+    result = subprocess.run(
+        [java_executable(), "-cp", str(Path(AK_LIB) / "*"), str(ORACLE)],
+        input="".join(f"{line}\n" for line in asked),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    answers = result.stdout.splitlines()
+    assert len(answers) == len(asked), result.stderr
+    return answers
+
+
+def _kafka_bounds(validator: str) -> list[tuple[str | None, str | None]]:
+    """(min, max) pairs a ConfigDef validator states: "[1,...]", "[0,...,1]", "[1,...,9] or -1"."""
+    return [(low or None, high or None) for low, high in re.findall(r"\[(-?[\d.]*),\.\.\.,?(-?[\d.]*)\]", validator)]
+
+
+def _kafka_choices(validator: str) -> list[str]:
+    match = re.fullmatch(r"\[([A-Za-z]+(?:, [A-Za-z]+)*)\]", validator)
+    return match.group(1).split(", ") if match else []
+
+
+def boundary_values(name: str, type_: str, kafka_validator: str) -> list[str]:
+    """The values worth trying for one config, from both sides' declared bounds."""
+    values: list[str] = []
+    if type_ in TYPE_LIMITS:
+        limit = TYPE_LIMITS[type_]
+        lows = {-limit, declared._AT_LEAST.get(name, -limit)}
+        highs = {limit - 1}
+        for low, high in _kafka_bounds(kafka_validator):
+            lows |= {int(low)} if low else set()
+            highs |= {int(high)} if high else set()
+        for extra in re.findall(r"or (-?\d+)", kafka_validator):  # "[1,...,9] or -1"
+            lows.add(int(extra))
+        for number in sorted(
+            {n for low in lows for n in (low - 1, low)} | {n for high in highs for n in (high, high + 1)}
+        ):
+            values.append(str(number))
+        values += ["12abc", "1.5"]
+    elif type_ == "double":
+        low, high = declared._BETWEEN.get(name, (0.0, 1.0))
+        values += [str(v) for v in (low - 0.25, low, high, high + 0.25)] + ["0.5x", "NaN"]
+    elif type_ == "boolean":
+        values += ["true", "false", "TRUE", "yes", ""]
+    else:
+        choices = sorted(set(declared._CHOICES.get(name, ())) | set(_kafka_choices(kafka_validator)))
+        values += [*choices, "bogus", ""]
+        if type_ == "list" and choices:
+            values += [",".join(choices), f"{choices[0]},bogus", f" {choices[0]} "]
+    return list(dict.fromkeys(values))
+
+
+def _kafka_type(answer: str) -> tuple[str, str]:
+    if answer == "?":
+        return "?", "-"
+    type_, validator = answer.split("\t", 1)
+    return type_.lower(), validator
+
+
+@pytest.fixture(scope="module")
+def kafka_declarations() -> dict[tuple[str, str], tuple[str, str]]:
+    """(kind, name) -> (Kafka's type, Kafka's validator) for every config kafkalike declares."""
+    asked = [("topic", name) for name in declared.TOPIC_CONFIGS] + [
+        ("broker", name) for name in declared.BROKER_CONFIGS
+    ]
+    answers = oracle(f"{kind}\t{name}" for kind, name in asked)
+    return {key: _kafka_type(answer) for key, answer in zip(asked, answers, strict=True)}
+
+
+def _cases(kind: str, kafka: dict[tuple[str, str], tuple[str, str]], name: str, found: list[str]) -> list[str]:
+    """The values to try; a config whose declaration differs from Kafka's is a difference too."""
+    ak_type, validator = kafka[(kind, name)]
+    ours = declared.config_type(name)
+    if ak_type == "?":
+        found.append(f"{name}: Apache Kafka declares no such {kind} config")
+        return []
+    if ours != ak_type:
+        found.append(f"{name}: kafkalike declares type {ours}, Apache Kafka {ak_type}")
+    return boundary_values(name, ak_type, validator)
+
+
+@pytest.fixture(scope="module")
+def topic(pair: Pair, name: Callable[[str], str]) -> str:
+    topic = name("bounds")
+    pair.create_topic(topic)
+    return topic
+
+
+@pytest.fixture(scope="module")
+def name() -> Callable[[str], str]:
+    """Topic names for this module, the same on both brokers."""
+    suffix = uuid.uuid4().hex[:6]
+    return lambda tag: f"d-config-{tag}-{suffix}"
+
+
+def _outcome(entry: Any) -> tuple[int, str | None]:
+    return entry.error_code, entry.error_message
+
+
+def _compare(name: str, value: str, ak: Any, kl: Any, found: list[str], how: str) -> None:
+    same = _outcome(ak) == _outcome(kl)
+    if (name, value) in DELIBERATE:
+        if same or kl.error_code == 0:
+            found.append(f"{how} {name}={value!r}: expected kafkalike to refuse it ({DELIBERATE[(name, value)]})")
+    elif not same:
+        found.append(f"{how} {name}={value!r}: Apache Kafka {_outcome(ak)}, kafkalike {_outcome(kl)}")
+
+
+def alter_body(resource_type: int, resource_name: str, config: str, value: str) -> dict[str, Any]:
+    return {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": resource_name,
+                "configs": [{"name": config, "config_operation": SET, "value": value}],
+            }
+        ],
+        "validate_only": True,
+    }
+
+
+@pytest.mark.parametrize("config", sorted(declared.TOPIC_CONFIGS))
+def test_a_topic_config_at_its_bounds(
+    pair: Pair, topic: str, name: Callable[[str], str], kafka_declarations: Any, config: str
+) -> None:
+    found: list[str] = []
+    for value in _cases("topic", kafka_declarations, config, found):
+        body = create_topics_body([topic_spec(name("new"), 1, {config: value})], validate_only=True)
+        ak, kl = pair.both(19, 7, body)
+        _compare(config, value, ak.topics[0], kl.topics[0], found, "CreateTopics")
+        ak, kl = pair.both(44, 1, alter_body(TOPIC, topic, config, value))
+        _compare(config, value, ak.responses[0], kl.responses[0], found, "IncrementalAlterConfigs topic")
+    assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
+
+
+DYNAMIC_BROKER_CONFIGS = sorted(n for n, d in declared.BROKER_CONFIGS.items() if not d.read_only)
+STATIC_BROKER_CONFIGS = sorted(n for n, d in declared.BROKER_CONFIGS.items() if d.read_only and n not in KAFKALIKE_ONLY)
+
+
+@pytest.mark.parametrize("config", DYNAMIC_BROKER_CONFIGS)
+def test_a_dynamic_broker_config_at_its_bounds(pair: Pair, kafka_declarations: Any, config: str) -> None:
+    found: list[str] = []
+    for value in _cases("broker", kafka_declarations, config, found):
+        ak, kl = pair.both(44, 1, alter_body(BROKER, "1", config, value))
+        _compare(config, value, ak.responses[0], kl.responses[0], found, "IncrementalAlterConfigs broker")
+    assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
+
+
+def test_static_broker_configs_at_their_bounds(kafka_declarations: Any) -> None:
+    """What kafkalike says of each value at start-up against what Kafka's ConfigDef says of it."""
+    found: list[str] = []
+    cases = [(n, value) for n in STATIC_BROKER_CONFIGS for value in _cases("broker", kafka_declarations, n, found)]
+    answers = oracle(f"broker\t{name}\t{value}" for name, value in cases)
+    for (name, value), ak in zip(cases, answers, strict=True):
+        kl = declared.validate_value(name, value) or "ok"
+        if kl != ak:
+            found.append(f"{name}={value!r}: Apache Kafka {ak!r}, kafkalike {kl!r}")
+    assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
+
+
+def test_the_oracle_sees_a_bad_value() -> None:
+    """Negative control: the oracle refuses what Kafka refuses, and would show a difference."""
+    assert oracle(["topic\tsegment.index.bytes\t3", "topic\tsegment.index.bytes\t4"]) == [
+        "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4",
+        "ok",
+    ]
