@@ -214,3 +214,20 @@ def test_the_oracle_sees_a_bad_value() -> None:
         "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4",
         "ok",
     ]
+
+
+def test_a_difference_is_reported() -> None:
+    """Negative control for the comparison: another code or another word is a difference, and a
+    deliberate difference that stops differing is reported too."""
+    from types import SimpleNamespace as Entry
+
+    refused = Entry(error_code=40, error_message="Invalid value 3 for configuration x: Value must be at least 4")
+    reworded = Entry(error_code=40, error_message="Invalid value 3 for configuration x: must be >= 4")
+    found: list[str] = []
+    _compare("x", "3", refused, Entry(error_code=42, error_message=refused.error_message), found, "T")
+    _compare("x", "3", refused, reworded, found, "T")
+    _compare("x", "3", refused, refused, found, "T")
+    _compare("min.cleanable.dirty.ratio", "NaN", Entry(error_code=0, error_message=None), refused, found, "T")
+    assert len(found) == 2
+    _compare("min.cleanable.dirty.ratio", "NaN", refused, refused, found, "T")
+    assert len(found) == 3
