@@ -96,7 +96,7 @@ def boundary_values(name: str, type_: str, kafka_validator: str) -> list[str]:
         choices = sorted(set(declared._CHOICES.get(name, ())) | set(_kafka_choices(kafka_validator)))
         values += [*choices, "bogus", ""]
         if type_ == "list" and choices:
-            values += [",".join(choices), f"{choices[0]},bogus", f" {choices[0]} "]
+            values += [",".join(choices), f"{choices[0]},bogus", f" {choices[0]} ", f"{choices[0]},{choices[0]}"]
     return list(dict.fromkeys(values))
 
 

@@ -14,8 +14,9 @@ LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-# Empty: neither policy, the log is kept whole (Kafka accepts an empty list too).
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact", "")
+# cleanup.policy is a list of these, in any order, repeats allowed; empty: neither, the log is
+# kept whole (Kafka accepts all of these).
+CLEANUP_POLICIES = ("compact", "delete")
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class LogConfig:
             raise ValueError("flush.messages must be >= 1")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ValueError(f"message.timestamp.type must be one of {TIMESTAMP_TYPES}")
-        if self.cleanup_policy not in CLEANUP_POLICIES:
-            raise ValueError(f"cleanup.policy must be one of {CLEANUP_POLICIES}")
+        if not all(policy in CLEANUP_POLICIES for policy in self.cleanup_policy.split(",") if policy):
+            raise ValueError(f"cleanup.policy must list only {' and '.join(CLEANUP_POLICIES)}")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
             raise ValueError("delete.retention.ms and min.compaction.lag.ms must be >= 0")
         if self.max_compaction_lag_ms < 1:

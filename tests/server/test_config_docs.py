@@ -201,7 +201,7 @@ async def test_every_layer_in_kafkas_order(tmp_path: Path) -> None:
         (TOPIC, "min.cleanable.dirty.ratio", "1.5"),
         (TOPIC, "min.cleanable.dirty.ratio", "nan"),
         (TOPIC, "segment.index.bytes", "3"),
-        (TOPIC, "cleanup.policy", "compact,compact"),
+        (TOPIC, "cleanup.policy", "compact,shred"),
         (BROKER, "log.cleaner.min.cleanable.ratio", "-0.1"),
         (BROKER, "log.index.size.max.bytes", "0"),
         (BROKER, "log.roll.ms", "0"),
