@@ -66,6 +66,14 @@ CASES: dict[str, Case] = {
         2,
         lambda d: "bad configuration: Invalid value 0 for configuration num.partitions: Value must be at least 1",
     ),
+    "configs that KafkaConfig requires more of": (
+        lambda d: on_any_port(d, "--override", "log.cleaner.dedupe.buffer.size=1048576"),
+        2,
+        lambda d: (
+            "bad configuration: requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per "
+            "cleaner thread."
+        ),
+    ),
     "config file missing": (
         lambda d: on_any_port(d, "--config", str(d.parent / "nope.properties")),
         2,
