@@ -22,7 +22,7 @@ import trio
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
 from kafkalike.log import LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
-from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
+from kafkalike.log.dir_lock import LOCK_FILE_NAME, DirLock, LogDirError, lock_log_dirs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, parse_properties, validate_value
@@ -131,6 +131,13 @@ class Broker:
         except OSError as exc:
             raise StartupError(f"Unable to read {path}: {exc.strerror}") from exc
         if text is None:
+            # Formatting on first start, where Kafka needs kafka-storage format; but only an empty
+            # directory, so data whose meta.properties went missing is never taken for a new node's.
+            if any(entry.name != LOCK_FILE_NAME for entry in self.data_dir.iterdir()):
+                raise StartupError(
+                    f"No `meta.properties` found in {self.data_dir}, which is not empty: kafkalike formats "
+                    "only an empty data directory"
+                )
             cluster_id = configured_cluster_id or _new_cluster_id()
             _write_meta_properties(path, cluster_id, self.node_id)
             return cluster_id

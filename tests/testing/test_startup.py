@@ -111,6 +111,13 @@ CASES: dict[str, Case] = {
             f"but read {STORED_CLUSTER_ID}"
         ),
     ),
+    "data without meta.properties": (
+        lambda d: (d.joinpath("orders-0").mkdir(parents=True), on_any_port(d))[1],
+        1,
+        lambda d: (
+            f"No `meta.properties` found in {d}, which is not empty: kafkalike formats only an empty data directory"
+        ),
+    ),
     "meta.properties of an unknown version": (
         lambda d: on_any_port(_with_meta(d, "version=7\nnode.id=1\n")),
         1,
