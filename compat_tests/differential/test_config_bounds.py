@@ -160,6 +160,20 @@ def _compare(name: str, value: str, ak: Any, kl: Any, found: list[str], how: str
         found.append(f"{how} {name}={value!r}: Apache Kafka {_outcome(ak)}, kafkalike {_outcome(kl)}")
 
 
+def legacy_alter_body(resource_type: int, resource_name: str, config: str, value: str) -> dict[str, Any]:
+    """AlterConfigs (key 33), which sets the resource's whole config set."""
+    return {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": resource_name,
+                "configs": [{"name": config, "value": value}],
+            }
+        ],
+        "validate_only": True,
+    }
+
+
 def alter_body(resource_type: int, resource_name: str, config: str, value: str) -> dict[str, Any]:
     return {
         "resources": [
@@ -184,6 +198,8 @@ def test_a_topic_config_at_its_bounds(
         _compare(config, value, ak.topics[0], kl.topics[0], found, "CreateTopics")
         ak, kl = pair.both(44, 1, alter_body(TOPIC, topic, config, value))
         _compare(config, value, ak.responses[0], kl.responses[0], found, "IncrementalAlterConfigs topic")
+        ak, kl = pair.both(33, 2, legacy_alter_body(TOPIC, topic, config, value))
+        _compare(config, value, ak.responses[0], kl.responses[0], found, "AlterConfigs topic")
     assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
 
 
@@ -197,6 +213,8 @@ def test_a_dynamic_broker_config_at_its_bounds(pair: Pair, kafka_declarations: A
     for value in _cases("broker", kafka_declarations, config, found):
         ak, kl = pair.both(44, 1, alter_body(BROKER, "1", config, value))
         _compare(config, value, ak.responses[0], kl.responses[0], found, "IncrementalAlterConfigs broker")
+        ak, kl = pair.both(33, 2, legacy_alter_body(BROKER, "1", config, value))
+        _compare(config, value, ak.responses[0], kl.responses[0], found, "AlterConfigs broker")
     assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
 
 
