@@ -253,3 +253,23 @@ def test_a_difference_is_reported() -> None:
     assert len(found) == 2
     _compare("min.cleanable.dirty.ratio", "NaN", refused, refused, found, "T")
     assert len(found) == 3
+
+
+def test_which_broker_configs_are_dynamic(pair: Pair) -> None:
+    """The split this file relies on (dynamic: altered at run time; static: checked at start-up)
+    is Kafka's: DescribeConfigs' read_only flag for every broker config kafkalike declares."""
+    names = sorted(n for n in declared.BROKER_CONFIGS if n not in KAFKALIKE_ONLY)
+    body = {
+        "resources": [{"resource_type": BROKER, "resource_name": "1", "configuration_keys": names}],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    ak, kl = pair.both(32, 4, body)
+    ak_flags = {c.name: c.read_only for c in ak.results[0].configs}
+    kl_flags = {c.name: c.read_only for c in kl.results[0].configs}
+    found = [
+        f"{n}: Apache Kafka read_only={ak_flags.get(n)}, kafkalike {kl_flags.get(n)}"
+        for n in names
+        if ak_flags.get(n) != kl_flags.get(n)
+    ]
+    assert not found, "\n".join(found)
