@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command != "serve":
         build_parser().print_help()
-        return BAD_USAGE_EXIT
+        return 2
     level = args.log_level.upper()
     if level not in LOG_LEVELS:
         return fail(f"bad --log-level {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}", BAD_USAGE_EXIT)
