@@ -63,12 +63,17 @@ class LeaderEpochCache:
             return False
         if self._epochs and self._epochs[-1] == epoch and self._offsets[-1] <= start_offset:
             return False
+        before = self._epochs[:], self._offsets[:]
         while self._epochs and (self._epochs[-1] >= epoch or self._offsets[-1] >= start_offset):
             self._epochs.pop()
             self._offsets.pop()
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
-        self._persist()
+        try:
+            self._persist()
+        except OSError:
+            self._epochs, self._offsets = before  # not on disk, so not assigned: the next append retries
+            raise
         return True
 
     def epoch_for_offset(self, offset: int) -> int:

@@ -54,8 +54,14 @@ class _IndexFile:
         f.append(data)
 
     def truncate(self, size: int) -> None:
-        self.write_pending()
-        self.file().truncate(size)
+        """Keep the first ``size`` bytes of entries, written or pending: entries never written
+        are dropped without a write, so undoing an append does not need the disk to take them."""
+        written = self.file().size
+        if size >= written:
+            del self.pending[size - written :]
+        else:
+            self.pending.clear()
+            self.file().truncate(size)
 
     def release(self) -> None:
         self.write_pending()

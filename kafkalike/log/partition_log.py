@@ -18,6 +18,7 @@ in (``now_ms``), never read from a clock, so behaviour is reproducible.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from bisect import bisect_right
@@ -31,6 +32,7 @@ from kafkalike.log.errors import (
     AppendLargerThanSegment,
     CorruptLogError,
     InconsistentTopicId,
+    KafkaStorageError,
     LogClosed,
     OffsetOutOfRange,
     RecordBatchTooLarge,
@@ -47,6 +49,7 @@ from kafkalike.log.producer_state import (
 from kafkalike.log.retention import RetentionMixin
 from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_header, segment_name
 from kafkalike.log.storage import FileLogDirectory, LogDirectory, SegmentFile
+from kafkalike.log.storage_errors import describe, reporter
 from kafkalike.log.txn_index import AbortedTxn, collect_aborted, retained_aborts
 from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.records import (
@@ -59,6 +62,7 @@ from kafkalike.protocol.records import (
     set_partition_leader_epoch,
 )
 
+log = logging.getLogger("kafkalike.log")
 PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -136,6 +140,8 @@ class PartitionLog(RetentionMixin):
         self._stop_cache: tuple[int, int, int] | None = None  # (offset, segment index, position)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # Why writes are refused (an append that could not be undone), or None.
+        self._offline: str | None = None
         # The log cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint entry, which
         # LogManager loads and saves); None: never cleaned, everything from the log start is dirty.
         self.cleaner_checkpoint: int | None = None
@@ -225,8 +231,19 @@ class PartitionLog(RetentionMixin):
 
         Raises RecordBatchTooLarge (AppendLargerThanSegment past segment.bytes), CorruptLogError or a ProducerStateError subclass and then
         writes nothing. A retried idempotent batch comes back ``duplicate=True`` with its offsets.
+
+        A disk error (any OSError: ENOSPC, EIO, EMFILE, EROFS...) raises KafkaStorageError and
+        leaves the log as it was: a failed write of the data leaves nothing readable (see
+        ``SegmentFile.append``), and an append whose flush (flush.messages / flush.ms) or
+        transaction index entry failed is cut off again, as it was never acknowledged. So the
+        next append succeeds once the cause is gone. Kafka takes the whole log dir offline on
+        any I/O error instead; kafkalike has one log dir and would have to stop serving reads
+        too, for a full disk that often frees itself (retention, an operator). Only when the
+        cut itself fails does this log refuse writes until a restart, whose recovery cuts it.
         """
         self._ensure_open()
+        if self._offline is not None:
+            raise KafkaStorageError(f"{self.directory.path} refuses writes after a storage error: {self._offline}")
         buf = memoryview(batches)
         if buf.readonly:
             raise TypeError("append needs a writable buffer: offsets are assigned in place")
@@ -253,23 +270,73 @@ class PartitionLog(RetentionMixin):
             return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
         first_offset, last_offset = assigned[0][1].base_offset, assigned[-1][1].last_offset
         max_timestamp = max(h.max_timestamp for _, h in assigned)
-        segment = self.active_segment
-        if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
-            segment = self.roll(now_ms)
-        segment.append(buf, assigned, now_ms)
+        messages = sum(h.records_count for _, h in assigned)
+        try:
+            # Everything that may fail before a byte of the batches is in the log: a failure
+            # here leaves the log as it was (a roll that failed half-way is tried again).
+            segment = self.active_segment
+            if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
+                segment = self.roll(now_ms)
+            latest = self.epoch_cache.latest_epoch
+            if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+                self.epoch_cache.assign(leader_epoch, first_offset)  # before the data, as Kafka's append
+            segment.append(buf, assigned, now_ms)
+        except OSError as exc:
+            raise self._storage_error("append to", exc, now_ms) from exc
+        previous_end = self._log_end_offset
         self._log_end_offset = next_offset
-        latest = self.epoch_cache.latest_epoch
-        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-            self.epoch_cache.assign(leader_epoch, first_offset)
-        self.producer_state.commit(pending)
-        self._index_aborted(pending, segment)
-        self._unflushed_messages += sum(h.records_count for _, h in assigned)
+        self._unflushed_messages += messages
         interval = self.config.flush_interval_ms
         if self._unflushed_messages >= self.config.flush_interval_messages or (
             interval is not None and now_ms - self._last_flush_ms >= interval
         ):
-            self.flush(now_ms)
+            try:
+                self.flush(now_ms)
+            except OSError as exc:
+                # Not known to be on disk, so not acknowledged: take the batches out again.
+                self._log_end_offset = previous_end
+                self._unflushed_messages -= messages
+                self._undo_append(segment, first_offset, now_ms, exc)
+                raise self._storage_error("flush of", exc, now_ms) from exc
+        self.producer_state.commit(pending)
+        try:
+            self._index_aborted(pending, segment)
+        except OSError as exc:
+            # A marker without its index entry would show aborted records as committed.
+            self._undo_append(segment, first_offset, now_ms, exc, reload_producer_state=True)
+            raise self._storage_error("transaction index append in", exc, now_ms) from exc
         return AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+
+    def _storage_error(self, operation: str, exc: OSError, now_ms: int) -> KafkaStorageError:
+        reporter.report(operation, self.directory.path, exc, now_ms)
+        return KafkaStorageError(f"{operation} {self.directory.path} failed: {describe(exc)}")
+
+    def _undo_append(
+        self,
+        segment: LogSegment,
+        first_offset: int,
+        now_ms: int,
+        cause: OSError,
+        *,
+        reload_producer_state: bool = False,
+    ) -> None:
+        """Cut an append that reached the segment but could not be completed; if even that fails
+        the log refuses writes until the broker restarts and recovery cuts it (Kafka's log-dir
+        failure, for this one partition)."""
+        try:
+            segment.truncate_to(first_offset, now_ms)
+            self._stop_cache = None
+            if reload_producer_state:
+                self._after_truncation(now_ms)
+        except OSError as exc:
+            self._offline = f"{describe(cause)}, then {describe(exc)} while undoing the append"
+            log.error(
+                "storage error: %s refuses writes until the broker restarts: an append at offset %d could not be "
+                "undone (%s)",
+                self.directory.path,
+                first_offset,
+                self._offline,
+            )
 
     def _index_aborted(self, pending: PendingAppend, segment: LogSegment) -> None:
         """A transaction index entry for each transaction this append aborted (Kafka's
@@ -315,8 +382,8 @@ class PartitionLog(RetentionMixin):
         segment = LogSegment.create(self.directory, self._log_end_offset, self.config, now_ms)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
-        self._new_files = True
-        self._take_snapshot(self._log_end_offset)
+        self._new_files = True  # the next flush syncs the directory, making the new names durable
+        self._take_snapshot(self._log_end_offset, durable=False)
         return segment
 
     def replace_segments(
@@ -361,8 +428,11 @@ class PartitionLog(RetentionMixin):
         self.directory.sync()
         step("done")
 
-    def _take_snapshot(self, offset: int) -> None:
-        self.directory.write_document(segment_name(offset, SNAPSHOT_SUFFIX), self.producer_state.snapshot_bytes())
+    def _take_snapshot(self, offset: int, *, durable: bool = True) -> None:
+        """At a roll not ``durable``, so the append waits for no fsync (Kafka flushes that
+        snapshot in the background too): a torn one fails its CRC at load and is dropped."""
+        name = segment_name(offset, SNAPSHOT_SUFFIX)
+        self.directory.write_document(name, self.producer_state.snapshot_bytes(), durable=durable)
 
     # ---- flushing -----------------------------------------------------------------------------
 

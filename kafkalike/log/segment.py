@@ -111,9 +111,13 @@ class LogSegment:
         for suffix in SEGMENT_SUFFIXES:
             directory.delete(segment_name(base_offset, suffix))  # stale files from a crashed roll
         file = directory.open_file(segment_name(base_offset, LOG_SUFFIX), create=True)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            # Present from the start, as Kafka's are, so the directory always looks complete.
-            directory.open_file(segment_name(base_offset, suffix), create=True).close()
+        try:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                # Present from the start, as Kafka's are, so the directory always looks complete.
+                directory.open_file(segment_name(base_offset, suffix), create=True).close()
+        except OSError:
+            file.close()  # EMFILE or ENOSPC: the roll is tried again from scratch, without a leaked descriptor
+            raise
         return cls(directory, base_offset, config, file, now_ms)
 
     @classmethod

@@ -33,7 +33,10 @@ class SegmentFile(ABC):
 
     @abstractmethod
     def append(self, data: BytesLike) -> int:
-        """Write ``data`` at the end; return the position it starts at."""
+        """Write ``data`` at the end; return the position it starts at.
+
+        All or nothing: on OSError ``size`` is unchanged and no read returns any byte of ``data``
+        (a file cuts what a failed write left behind, at once or before its next append)."""
 
     @abstractmethod
     def read(self, position: int, length: int) -> bytes:
@@ -74,6 +77,7 @@ class FileSegmentFile(SegmentFile):
     def __init__(self, path: str, *, create: bool) -> None:
         self._path = path
         self._fd: int | None = None
+        self._torn_end: int | None = None  # end of a failed append's bytes not yet cut off
         if create:
             self._open()
             self._size = os.fstat(self._require_fd()).st_size
@@ -103,13 +107,28 @@ class FileSegmentFile(SegmentFile):
     def append(self, data: BytesLike) -> int:
         fd = self._require_fd()
         start = self._size
+        if self._torn_end is not None:
+            self._cut_torn_tail(fd)
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            # pwrite on a regular file writes everything short of an error; loop for the odd short write.
-            written += os.pwrite(fd, view[written:], start + written)
+        try:
+            while written < len(view):
+                # pwrite on a regular file writes everything short of an error; loop for the odd short write.
+                written += os.pwrite(fd, view[written:], start + written)
+        except OSError:
+            # ENOSPC after a short write leaves part of ``data`` on disk: cut it off now, or at the
+            # next append or truncate if even that fails. ``size`` never counts it, so no read sees it.
+            if written:
+                self._torn_end = start + written
+                with contextlib.suppress(OSError):
+                    self._cut_torn_tail(fd)
+            raise
         self._size = start + written
         return start
+
+    def _cut_torn_tail(self, fd: int) -> None:
+        os.ftruncate(fd, self._size)
+        self._torn_end = None
 
     def read(self, position: int, length: int) -> bytes:
         if length <= 0 or position >= self._size:
@@ -121,9 +140,10 @@ class FileSegmentFile(SegmentFile):
             os.fsync(self._fd)
 
     def truncate(self, size: int) -> None:
-        if size < self._size:
+        if size < self._size or (self._torn_end is not None and size <= self._size):
             os.ftruncate(self._require_fd(), size)
             self._size = size
+            self._torn_end = None
 
     def fileno(self) -> int:
         return self._require_fd()
@@ -223,8 +243,11 @@ class LogDirectory(ABC):
         """A small file's whole content, or None when it does not exist."""
 
     @abstractmethod
-    def write_document(self, name: str, data: bytes) -> None:
-        """Replace a small file atomically and durably (temp file, fsync, rename, fsync dir)."""
+    def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        """Replace a small file atomically (temp file, rename) and, when ``durable``, durably
+        (fsync the file before the rename and the directory after it). Without ``durable`` a
+        crash may leave the file empty or torn: only for files whose readers drop a bad one
+        (producer-state snapshots). On OSError the old file is still in place."""
 
     @abstractmethod
     def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
@@ -271,18 +294,26 @@ class FileLogDirectory(LogDirectory):
         except FileNotFoundError:
             return None
 
-    def write_document(self, name: str, data: bytes) -> None:
+    def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
         tmp = self._join(name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._join(name))
-        self.sync()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._join(name))
+        except OSError:
+            # A half-written temp file would only hold on to the space that just ran out.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if durable:
+            self.sync()
 
     def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
         os.replace(self._join(old), self._join(new))
@@ -340,7 +371,7 @@ class MemoryLogDirectory(LogDirectory):
             return self._files[name].read(0, self._files[name].size)
         return self._documents.get(name)
 
-    def write_document(self, name: str, data: bytes) -> None:
+    def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
         self._files.pop(name, None)
         self._documents[name] = bytes(data)
 

@@ -11,7 +11,7 @@ import base64
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from kafkalike.server.txn_service import TxnService
 
 log = logging.getLogger("kafkalike.broker")
 METADATA_TOPIC = "__cluster_metadata"
+BACKGROUND_RESTART_DELAY_S = 1.0
+BACKGROUND_RESTART_LOG_INTERVAL_MS = 60_000
 
 
 def _new_cluster_id() -> str:
@@ -69,6 +71,7 @@ class Broker:
         self.handlers: dict[int, Handler] = load_handlers()
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.logs = logs or LogManager(config.log_dirs, storage="memory" if ephemeral else "file")
+        self.logs.checkpoint_interval_ms = config.get_int("log.flush.offset.checkpoint.interval.ms")
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
@@ -265,13 +268,28 @@ class Broker:
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], bound_port)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._background_jobs)
+            nursery.start_soon(self._keep_running, "background log jobs", self._background_jobs)
             if self.config.get_bool("log.cleaner.enable"):
-                nursery.start_soon(self._log_cleaner)
-            nursery.start_soon(self.groups.run)
-            nursery.start_soon(self.txn.run)
+                nursery.start_soon(self._keep_running, "log cleaner", self._log_cleaner)
+            nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
+            nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
             nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
             task_status.started((host, bound_port))
+
+    async def _keep_running(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run a background job for as long as the broker serves: an exception it lets through
+        (a bug; disk errors are handled where they happen) is logged, and the job restarted
+        after a pause, rather than taking every connection down with the nursery."""
+        last_logged_ms: int | None = None
+        while True:
+            try:
+                await job()
+                return
+            except Exception:
+                if last_logged_ms is None or now_ms() - last_logged_ms >= BACKGROUND_RESTART_LOG_INTERVAL_MS:
+                    log.exception("%s failed; restarting it in %.0f s", name, BACKGROUND_RESTART_DELAY_S)
+                    last_logged_ms = now_ms()
+            await trio.sleep(BACKGROUND_RESTART_DELAY_S)
 
     async def _log_cleaner(self) -> None:
         """Compaction in bounded steps on this task, between appends (the logs take no locks)."""

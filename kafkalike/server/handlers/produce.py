@@ -27,6 +27,7 @@ from kafkalike.log.errors import (
     AppendLargerThanSegment,
     InvalidProducerEpoch,
     InvalidTxnState,
+    KafkaStorageError,
     LogError,
     OutOfOrderSequence,
     RecordBatchTooLarge,
@@ -47,9 +48,12 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
     AppendLargerThanSegment: ErrorCode.RECORD_LIST_TOO_LARGE,  # before its base class: the first match wins
     RecordBatchTooLarge: ErrorCode.MESSAGE_TOO_LARGE,
+    KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,  # the disk refused the write; logged by the log layer
 }
 # Kafka answers these with its unknown append info: log_start_offset -1.
-_WITHOUT_LOG_START = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+_WITHOUT_LOG_START = frozenset(
+    {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.KAFKA_STORAGE_ERROR}
+)
 
 
 # Verification failures an older client would not retry: answered as NOT_ENOUGH_REPLICAS, as Kafka does.

@@ -1,0 +1,98 @@
+"""A broker whose disk fails: KAFKA_STORAGE_ERROR for the writes, answers for everything else,
+background jobs that survive, and produce working again once the disk does."""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkalike.log import LogManager
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkalike.server.broker import Broker
+from kafkalike.testing.faulty_storage import DiskFaults
+from tests.server.conftest import RunningBroker, make_config
+from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
+
+
+@pytest.fixture
+async def faulty(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[tuple[RunningBroker, DiskFaults]]:
+    faults = DiskFaults()
+    config = make_config(tmp_path, log_retention_check_interval_ms="20", log_flush_offset_checkpoint_interval_ms="0")
+    broker = Broker(config, logs=LogManager(config.log_dirs, wrap_directory=faults.wrap))
+    broker.open()
+    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+    running = RunningBroker(broker, host, port)
+    yield running, faults
+    for client in running.clients:
+        await client.aclose()
+    nursery.cancel_scope.cancel()
+    faults.clear()
+    broker.close()
+
+
+def values(fetched: object) -> list[bytes | None]:
+    records = fetched.responses[0].partitions[0].records  # type: ignore[attr-defined]
+    data = bytes(records or b"")
+    return [r.value for pos, h in iter_batches(data) for r in decode_records(data, pos, h)]
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO, errno.EMFILE, errno.EROFS], ids=errno.errorcode.get)
+async def test_produce_gets_kafka_storage_error_and_works_again_after(
+    faulty: tuple[RunningBroker, DiskFaults], err: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    running, faults = faulty
+    client = await running.client()
+    assert (await _create(client, "full")).error_code == 0
+    acked = await client.request(0, 9, _produce_body("full", 0, build_batch([Record(value=b"acked")])))
+    assert acked.responses[0].partition_responses[0].error_code == 0
+
+    rule = faults.fail("append", err, name=".log")
+    with caplog.at_level(logging.INFO):
+        for _ in range(5):
+            refused = await client.request(0, 9, _produce_body("full", 0, build_batch([Record(value=b"lost")])))
+            answer = refused.responses[0].partition_responses[0]
+            assert (answer.error_code, answer.base_offset, answer.log_start_offset) == (
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                -1,
+                -1,
+            )
+    storage_lines = [r for r in caplog.records if r.name == "kafkalike.log.storage"]
+    assert len(storage_lines) <= 1  # five refusals, at most one line (none if an earlier test just logged one)
+    assert not any(r.exc_info for r in caplog.records)
+
+    # Everything that does not write still works on the same connection.
+    metadata = await client.request(3, 12, {"topics": [{"name": "full"}], "allow_auto_topic_creation": False})
+    assert metadata.topics[0].error_code == 0
+    assert values(await client.request(1, 12, _fetch_body("full", 0, 0))) == [b"acked"]
+
+    faults.remove(rule)
+    again = await client.request(0, 9, _produce_body("full", 0, build_batch([Record(value=b"after")])))
+    assert (
+        again.responses[0].partition_responses[0].error_code,
+        again.responses[0].partition_responses[0].base_offset,
+    ) == (0, 1)
+    assert values(await client.request(1, 12, _fetch_body("full", 0, 0))) == [b"acked", b"after"]
+
+
+async def test_the_broker_survives_its_background_checkpoint_job_hitting_enospc(
+    faulty: tuple[RunningBroker, DiskFaults],
+) -> None:
+    running, faults = faulty
+    client = await running.client()
+    assert (await _create(client, "cp")).error_code == 0
+    fired = trio.Semaphore(0)
+    faults.on_inject = lambda _op, _name: fired.release()
+    faults.fail("write_document", errno.ENOSPC, name="offset-checkpoint")
+    with trio.fail_after(10):
+        for _ in range(3):  # three failed rounds: the job kept running after each
+            await fired.acquire()
+    answer = await client.request(0, 9, _produce_body("cp", 0, build_batch([Record(value=b"still here")])))
+    assert answer.responses[0].partition_responses[0].error_code == 0
+    faults.clear()
+    faults.on_inject = None
