@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from kafkalike.log.config import INT_MAX, LogConfig
 from kafkalike.log.index import IndexCorrupt, OffsetIndex, TimeIndex
@@ -76,6 +77,50 @@ def iter_batches(
         pos += header.size
 
 
+class Truncation(NamedTuple):
+    position: int  # the byte the segment was cut at
+    offset: int  # the first offset no longer in the log
+    bytes_dropped: int
+    records_dropped: int  # as far as the dropped batch headers tell
+    reason: str
+
+
+def describe_bad_batch(file: SegmentFile, position: int, end: int, expected_offset: int) -> str:
+    """Why the bytes at ``position`` (up to ``end``) are not the valid batch recovery expected
+    there, the next one holding ``expected_offset`` or later: for its WARN line and for
+    ``kafkalike storage verify``."""
+    remaining = end - position
+    head = file.read(position, min(remaining, BATCH_HEADER_SIZE))
+    if remaining < BATCH_HEADER_SIZE:
+        return f"torn batch header ({remaining} of {BATCH_HEADER_SIZE} bytes)"
+    if head[16] != 2:
+        return f"not a v2 batch (magic byte {head[16]})"
+    header = parse_header(head, 0)
+    if header is None:
+        return "malformed batch header (length or offset delta out of range)"
+    if position + header.size > end:
+        return f"torn batch ({remaining} of its {header.size} bytes)"
+    if not batch_crc_ok(file.read(position, header.size), 0, header):
+        return f"CRC mismatch in the batch at offset {header.base_offset}"
+    if header.base_offset < expected_offset:
+        return f"offset {header.base_offset} does not follow {expected_offset - 1}"
+    return f"batch at offset {header.base_offset} is outside the segment's offset range"
+
+
+def records_in_headers(file: SegmentFile, start: int, end: int) -> int:
+    """Records counted in the batch headers readable from ``start`` (CRC not checked; one read
+    per batch, only ever for bytes being dropped): what a WARN about them can say."""
+    records = 0
+    position = start
+    while position + BATCH_HEADER_SIZE <= end:
+        header = parse_header(file.read(position, BATCH_HEADER_SIZE), 0)
+        if header is None:
+            break
+        records += header.records_count  # a torn last batch's records count too: they are lost
+        position += header.size
+    return records
+
+
 class LogSegment:
     """A segment's files and the summary state appends and lookups need (see module docstring)."""
 
@@ -99,6 +144,7 @@ class LogSegment:
         self.last_modified_ms = now_ms
         self.bytes_since_last_index_entry = 0
         self.marked_deleted = False
+        self.truncation: Truncation | None = None  # what the last ``recover`` cut off
 
     def _opener(self, suffix: str) -> Callable[[], SegmentFile]:
         def open_index() -> SegmentFile:
@@ -187,8 +233,9 @@ class LogSegment:
     def recover(self, on_batch: Callable[[int, RecordBatchHeader], None] | None = None) -> int:
         """Validate every batch (framing, CRC, rising offsets), rebuild both indexes, cut a bad tail.
 
-        Returns the number of bytes truncated. ``on_batch`` sees each valid batch so the caller can
-        rebuild its epoch cache and producer state in the same pass.
+        Returns the number of bytes truncated; ``truncation`` then says where and why, for the
+        WARN the loader logs. ``on_batch`` sees each valid batch so the caller can rebuild its
+        epoch cache and producer state in the same pass.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -207,6 +254,13 @@ class LogSegment:
             self.next_offset = header.last_offset + 1
         truncated = self.size - valid_end
         if truncated:
+            self.truncation = Truncation(
+                valid_end,
+                self.next_offset,
+                truncated,
+                records_in_headers(self.file, valid_end, self.size),
+                describe_bad_batch(self.file, valid_end, self.size, self.next_offset),
+            )
             self.file.truncate(valid_end)
         self._load_first_batch_timestamp()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)

@@ -13,7 +13,8 @@ import pytest
 from logtest_batches import batch_values, make_batch
 from test_cleaner_support import end_txn
 
-from kafkalike.log import FileLogDirectory, LogConfig, LogDirectory, MemoryLogDirectory, PartitionLog
+from kafkalike.log import FileLogDirectory, LogConfig, LogDirectory, LogManager, MemoryLogDirectory, PartitionLog
+from kafkalike.log.checkpoint import parse_offset_checkpoint
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.storage import FileSegmentFile
 from kafkalike.log.storage_errors import StorageErrorReporter
@@ -235,3 +236,60 @@ def test_repeated_failures_are_logged_once_per_interval(caplog: pytest.LogCaptur
     assert len(lines) == 3
     assert "ENOSPC (No space left on device)" in lines[0]
     assert lines[2].endswith("(999 more since the last report)")
+
+
+# -- the log manager's periodic work and shutdown -------------------------------------------------
+
+
+def test_a_failed_checkpoint_write_is_reported_and_tried_again(tmp_path: Path) -> None:
+    faults = DiskFaults()
+    manager = LogManager([tmp_path], wrap_directory=faults.wrap, checkpoint_interval_ms=0)
+    log = manager.get_or_create("c", 0, LogConfig(flush_interval_ms=10), 0)
+    log.append(make_batch([b"x"]), leader_epoch=0, now_ms=0)
+    rule = faults.fail("write_document", errno.ENOSPC, name="offset-checkpoint")
+    manager.flush_due(100)  # does not raise
+    assert ("write_document", "recovery-point-offset-checkpoint") in faults.injected
+    assert not (tmp_path / "recovery-point-offset-checkpoint").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    faults.remove(rule)
+    manager.flush_due(200)
+    assert parse_offset_checkpoint((tmp_path / "recovery-point-offset-checkpoint").read_bytes()) == {("c", 0): 1}
+
+
+@pytest.mark.parametrize("operation", ["rename", "delete", "sync", "write_document"])
+def test_retention_and_flushes_survive_disk_errors(tmp_path: Path, operation: str) -> None:
+    faults = DiskFaults()
+    manager = LogManager([tmp_path], wrap_directory=faults.wrap, checkpoint_interval_ms=0)
+    config = LogConfig(segment_bytes=300, retention_bytes=300, flush_interval_ms=10, file_delete_delay_ms=0)
+    log = manager.get_or_create("r", 0, config, 0)
+    acked = [record for i in range(20) for record in append(log, f"r{i}", 2)]
+    faults.fail(operation, errno.EIO)
+    manager.flush_due(100)  # neither raises
+    manager.run_retention(100)
+    assert faults.injected
+    faults.clear()
+    manager.run_retention(200)
+    acked += append(log, "after", 1)
+    assert log.log_start_offset > 0
+    assert everything(log) == [(o, v) for o, v in acked if o >= log.log_start_offset]
+    manager.close_all()
+    reopened = LogManager([tmp_path]).get_or_create("r", 0, config, 0)
+    assert everything(reopened) == [(o, v) for o, v in acked if o >= reopened.log_start_offset]
+
+
+def test_shutdown_with_a_failing_disk_leaves_the_dir_marked_for_recovery(tmp_path: Path) -> None:
+    faults = DiskFaults()
+    manager = LogManager([tmp_path], wrap_directory=faults.wrap)
+    good = manager.get_or_create("good", 0, LogConfig(), 0)
+    bad = manager.get_or_create("bad", 0, LogConfig(), 0)
+    acked = append(good, "g", 2)
+    acked_bad = append(bad, "b", 2)
+    faults.fail("flush", errno.EIO, name=".log")
+    manager.close_all()  # logs one line per failure, raises nothing
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    faults.clear()
+    again = LogManager([tmp_path])
+    assert everything(again.get_or_create("good", 0, LogConfig(), 0)) == acked
+    reopened = again.get_or_create("bad", 0, LogConfig(), 0)
+    assert reopened.recovered_segments == 1
+    assert everything(reopened) == acked_bad
