@@ -1,4 +1,5 @@
-"""``kafkalike serve``: run a single-node broker (broker and controller in one process)."""
+"""``kafkalike serve``: run a single-node broker (broker and controller in one process);
+``kafkalike storage verify``: check a data directory offline (``cli/storage.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from kafkalike.cli import storage as storage_cli
 from kafkalike.server.broker import Broker
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig, parse_listener
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--seed-topics", metavar="NAME:PARTITIONS,...", help="topics to create at start-up")
     serve.add_argument("--log-level", default="INFO")
+    storage_cli.add_parser(sub)
     return parser
 
 
@@ -92,6 +95,8 @@ async def run_broker(
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "storage":
+        return storage_cli.run(args)
     if args.command != "serve":
         build_parser().print_help()
         return 2
