@@ -3,7 +3,7 @@
 Persisted as ``leader-epoch-checkpoint`` in the partition directory, Kafka's checkpoint format
 (version line ``0``, entry count, then ``<epoch> <start offset>`` lines, rising in both). It is
 rewritten only when an epoch starts or the log is truncated at either end, so it costs nothing per
-append. It answers OffsetForLeaderEpoch and ListOffsets' leader epochs.
+append, and made durable by the log's next flush. It answers OffsetForLeaderEpoch and ListOffsets' leader epochs.
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ class LeaderEpochCache:
         self._directory = directory
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        # Rewrites of the checkpoint made / made durable. A rewrite is not fsynced when it is
+        # made (an append must not wait for the disk; Kafka 3.7 made the same change, KAFKA-15046):
+        # the log's next flush syncs it. A crash before that can leave the old, a torn or no file:
+        # the loader then cuts the old entries to the recovered log, or rebuilds them from it.
+        self.changes = 0
+        self.synced_changes = 0
 
     @classmethod
     def load(cls, directory: LogDirectory) -> tuple[LeaderEpochCache, bool]:
@@ -125,4 +131,7 @@ class LeaderEpochCache:
 
     def _persist(self) -> None:
         if self._directory is not None:
-            self._directory.write_document(LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint(self.entries()))
+            self._directory.write_document(
+                LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint(self.entries()), durable=False
+            )
+            self.changes += 1

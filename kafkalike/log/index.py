@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable
 
-from kafkalike.log.storage import SegmentFile
+from kafkalike.log.storage import IMMEDIATE, SegmentFile, Syncs
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -42,10 +42,10 @@ class _IndexFile:
             self.file().append(self.pending)
             self.pending.clear()
 
-    def flush(self) -> None:
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
         self.write_pending()
         if self._file is not None:
-            self._file.flush()
+            syncs.file(self._file)
 
     def rewrite(self, data: bytes) -> None:
         self.pending.clear()
@@ -154,8 +154,8 @@ class OffsetIndex:
     def write_pending(self) -> None:
         self._io.write_pending()
 
-    def flush(self) -> None:
-        self._io.flush()
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        self._io.flush(syncs)
 
     def release(self) -> None:
         self._io.release()
@@ -242,8 +242,8 @@ class TimeIndex:
     def write_pending(self) -> None:
         self._io.write_pending()
 
-    def flush(self) -> None:
-        self._io.flush()
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        self._io.flush(syncs)
 
     def release(self) -> None:
         self._io.release()

@@ -23,6 +23,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkalike.log.checkpoint import (
     CheckpointError,
@@ -31,8 +32,9 @@ from kafkalike.log.checkpoint import (
 )
 from kafkalike.log.cleaner import CLEANER_OFFSET_CHECKPOINT, DEFAULT_STEP_BYTES, LogCleaner
 from kafkalike.log.config import LogConfig
-from kafkalike.log.partition_log import PartitionLog
-from kafkalike.log.storage import FileLogDirectory, LogDirectory, MemoryLogDirectory
+from kafkalike.log.loader import TMP_SUFFIX
+from kafkalike.log.partition_log import FlushTicket, PartitionLog
+from kafkalike.log.storage import IMMEDIATE, DeferredSyncs, FileLogDirectory, LogDirectory, MemoryLogDirectory, Syncs
 from kafkalike.log.storage_errors import describe, reporter
 
 log = logging.getLogger("kafkalike.log.manager")
@@ -86,6 +88,8 @@ class _LogDir:
         for entry in path.iterdir():
             if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry, ignore_errors=True)
+            elif entry.name.endswith(TMP_SUFFIX) and entry.is_file():
+                entry.unlink(missing_ok=True)  # a checkpoint write a crash interrupted
 
     def _read(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -110,6 +114,9 @@ class _LogDir:
             if current[slot] != self._written[slot] or (force and slot < 2)
         ]
 
+    def write_document(self, name: str, data: bytes) -> None:
+        self._documents().write_document(name, data)
+
     def write_checkpoints(self, force: bool = False) -> None:
         """Rewrite the checkpoint files when an offset changed (they are tiny, but fsynced).
 
@@ -130,6 +137,43 @@ class _LogDir:
     def mark_clean_shutdown(self) -> None:
         if not self.memory:
             self._documents().write_document(CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+
+
+class PreparedFlush(NamedTuple):
+    log: PartitionLog
+    ticket: FlushTicket
+    syncs: DeferredSyncs
+
+
+class PendingCheckpoint(NamedTuple):
+    log_dir: _LogDir
+    slot: int
+    name: str
+    data: bytes
+
+
+def run_flushes(prepared: list[PreparedFlush]) -> list[OSError | None]:
+    """The blocking part of ``prepare_due_flushes``' flushes (thread-safe: syscalls only)."""
+    errors: list[OSError | None] = []
+    for flush in prepared:
+        try:
+            flush.syncs.run()
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+    return errors
+
+
+def write_checkpoints(pending: list[PendingCheckpoint]) -> list[OSError | None]:
+    """Write ``prepare_checkpoints``' files, each durably (thread-safe: file I/O only)."""
+    errors: list[OSError | None] = []
+    for checkpoint in pending:
+        try:
+            checkpoint.log_dir.write_document(checkpoint.name, checkpoint.data)
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+    return errors
 
 
 class LogManager:
@@ -291,16 +335,9 @@ class LogManager:
         for tp in self._logs:
             self._record_offsets(tp)
 
-    def log_dirs_for_checkpoint(self) -> list[_LogDir]:
-        return list(self._dirs)
-
     def _checkpoint(self, now_ms: int) -> None:
-        self.record_offsets()
-        for log_dir in self._dirs:
-            try:
-                log_dir.write_checkpoints()
-            except OSError as exc:
-                reporter.report("checkpoint write in", str(log_dir.path), exc, now_ms)
+        pending = self.prepare_checkpoints()
+        self.complete_checkpoints(pending, write_checkpoints(pending), now_ms)
 
     def checkpoint_due(self, now_ms: int) -> bool:
         """True once every ``checkpoint_interval_ms`` (the first interval counted from the first call)."""
@@ -311,37 +348,85 @@ class LogManager:
         self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
         return True
 
+    # Each periodic job comes in three steps, so the broker can run the middle one, the blocking
+    # disk calls, on a worker thread: prepare (on the event loop: decide, write what is small,
+    # collect the syncs), run (anywhere: only syscalls, no log state), complete (on the event
+    # loop: apply what succeeded, report what failed). The one-call forms below do all three.
+
+    def prepare_due_flushes(self, now_ms: int) -> list[PreparedFlush]:
+        """The flushes due now (flush.ms, rolled segments), their fsyncs collected."""
+        prepared = []
+        for plog in self._logs.values():
+            target = plog.due_flush(now_ms)
+            if target is None:
+                continue
+            syncs = DeferredSyncs()
+            try:
+                ticket = plog.prepare_flush(syncs, target)
+            except OSError as exc:
+                syncs.discard()
+                reporter.report("flush of", plog.directory.path, exc, now_ms)
+                continue
+            prepared.append(PreparedFlush(plog, ticket, syncs))
+        return prepared
+
+    def complete_flushes(self, prepared: list[PreparedFlush], errors: list[OSError | None], now_ms: int) -> None:
+        for flush, error in zip(prepared, errors, strict=True):
+            if error is None:
+                flush.log.complete_flush(flush.ticket, now_ms)
+            else:
+                reporter.report("flush of", flush.log.directory.path, error, now_ms)
+
+    def prepare_checkpoints(self, force: bool = False) -> list[PendingCheckpoint]:
+        """The checkpoint files whose offsets changed since they were written, with their content."""
+        self.record_offsets()
+        return [
+            PendingCheckpoint(log_dir, slot, name, data)
+            for log_dir in self._dirs
+            for slot, name, data in log_dir.pending_checkpoints(force)
+        ]
+
+    def complete_checkpoints(self, pending: list[PendingCheckpoint], errors: list[OSError | None], now_ms: int) -> None:
+        for checkpoint, error in zip(pending, errors, strict=True):
+            if error is None:
+                checkpoint.log_dir.checkpoint_written(checkpoint.slot, checkpoint.data)
+            else:  # the old file is still in place; the next round writes it again
+                reporter.report("checkpoint write in", str(checkpoint.log_dir.path), error, now_ms)
+
     def open_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
     def flush_due(self, now_ms: int) -> None:
         """Time-based flushes (flush.ms) and flushes of rolled segments; the checkpoints on their interval."""
-        for log in self._logs.values():
-            try:
-                log.maybe_flush(now_ms)
-            except OSError as exc:
-                reporter.report("flush of", log.directory.path, exc, now_ms)
+        prepared = self.prepare_due_flushes(now_ms)
+        self.complete_flushes(prepared, run_flushes(prepared), now_ms)
         if self.checkpoint_due(now_ms):
             self._checkpoint(now_ms)
 
     def flush_all(self, now_ms: int | None = None) -> None:
-        for log in self._logs.values():
-            log.flush(now_ms)
+        for plog in self._logs.values():
+            plog.flush(now_ms)
         self._checkpoint(now_ms or 0)
 
-    def run_retention(self, now_ms: int) -> int:
-        """Retention for every log; returns how many segments were deleted."""
+    def run_retention(self, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
+        """Retention for every log; returns how many segments were deleted. ``syncs`` may defer
+        the unlinks of deleted files; the log start checkpoint is then the caller's to write
+        (``prepare_checkpoints``) once they ran, else it is written here."""
         deleted = 0
-        for log in self._logs.values():
+        for plog in self._logs.values():
             try:
-                deleted += log.apply_retention(now_ms)
+                deleted += plog.apply_retention(now_ms, syncs)
             except OSError as exc:
-                reporter.report("retention of", log.directory.path, exc, now_ms)
-        self._checkpoint(now_ms)
+                reporter.report("retention of", plog.directory.path, exc, now_ms)
+        if syncs is IMMEDIATE:
+            self._checkpoint(now_ms)
         return deleted
 
-    def run_cleaner(self, cleaner: LogCleaner, now_ms: int, *, max_bytes: int = DEFAULT_STEP_BYTES) -> bool:
-        """One bounded step of log compaction over the open logs, then checkpoint what moved.
+    def run_cleaner(
+        self, cleaner: LogCleaner, now_ms: int, *, max_bytes: int = DEFAULT_STEP_BYTES, checkpoint: bool = True
+    ) -> bool:
+        """One bounded step of log compaction over the open logs, then checkpoint what moved
+        (unless ``checkpoint`` is False: the caller writes them, see ``prepare_checkpoints``).
 
         True while there is more to do (call again after letting other work run); False when no
         compacted log needs cleaning (wait log.cleaner.backoff.ms, 15 s in Kafka, before the next)
@@ -354,7 +439,8 @@ class LogManager:
             if cleaner.cleaning is not None:
                 cleaner.abort(cleaner.cleaning)
             more = False
-        self._checkpoint(now_ms)
+        if checkpoint:
+            self._checkpoint(now_ms)
         return more
 
     def delete_records(self, topic: str, partition: int, offset: int, now_ms: int) -> int:

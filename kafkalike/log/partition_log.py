@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata, parse_partition_metadata
 from kafkalike.log.config import LogConfig
-from kafkalike.log.epoch_cache import LeaderEpochCache
+from kafkalike.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkalike.log.errors import (
     AppendLargerThanSegment,
     CorruptLogError,
@@ -48,7 +48,7 @@ from kafkalike.log.producer_state import (
 )
 from kafkalike.log.retention import RetentionMixin
 from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_header, segment_name
-from kafkalike.log.storage import FileLogDirectory, LogDirectory, SegmentFile
+from kafkalike.log.storage import IMMEDIATE, DeferredSyncs, FileLogDirectory, LogDirectory, SegmentFile, Syncs
 from kafkalike.log.storage_errors import describe, reporter
 from kafkalike.log.txn_index import AbortedTxn, collect_aborted, retained_aborts
 from kafkalike.protocol.errors import ProtocolError
@@ -69,12 +69,24 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 
+class FlushTicket(NamedTuple):
+    """What a prepared flush will have made durable once its syncs ran (``PartitionLog.prepare_flush``)."""
+
+    target: int  # every offset below it
+    dir_changes: int  # directory changes up to this count
+    epoch_changes: int  # leader epoch checkpoint rewrites up to this count
+    messages: int  # unflushed messages it covers (when ``whole``)
+    whole: bool  # the target was the log end
+    truncations: int  # the log's truncation count when prepared
+
+
 class AppendResult(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time_ms: int  # -1 unless the batches were stamped with LogAppendTime
     log_start_offset: int
     duplicate: bool = False  # a retried idempotent batch: nothing was written, offsets are the original's
+    flush: FlushTicket | None = None  # a flush whose syncs were deferred: see ``PartitionLog.complete_append``
 
 
 class FileRange(NamedTuple):
@@ -136,7 +148,12 @@ class PartitionLog(RetentionMixin):
         self.recovery_point = loaded.recovery_point
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
-        self._new_files = False
+        # Directory changes (new segment files) made / made durable: the next flush syncs the
+        # directory while the first is ahead. Counters, so a sync on a worker thread that ran
+        # while another file appeared does not count for that one.
+        self._dir_changes = 0
+        self._dir_changes_synced = 0
+        self._truncations = 0  # a flush prepared before a truncation must not move the recovery point
         self._stop_cache: tuple[int, int, int] | None = None  # (offset, segment index, position)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
@@ -226,6 +243,7 @@ class PartitionLog(RetentionMixin):
         now_ms: int,
         log_append_time: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        syncs: Syncs = IMMEDIATE,
     ) -> AppendResult:
         """Append validated v2 batches, assigning offsets in place; header work only, one write.
 
@@ -240,6 +258,11 @@ class PartitionLog(RetentionMixin):
         any I/O error instead; kafkalike has one log dir and would have to stop serving reads
         too, for a full disk that often frees itself (retention, an operator). Only when the
         cut itself fails does this log refuse writes until a restart, whose recovery cuts it.
+
+        A flush due by flush.messages / flush.ms runs at once, unless ``syncs`` is a
+        ``DeferredSyncs``: then its fsyncs are left there and the result's ``flush`` is set; the
+        caller runs them (off the event loop) and calls ``complete_append`` before it
+        acknowledges the append.
         """
         self._ensure_open()
         if self._offline is not None:
@@ -283,60 +306,72 @@ class PartitionLog(RetentionMixin):
             segment.append(buf, assigned, now_ms)
         except OSError as exc:
             raise self._storage_error("append to", exc, now_ms) from exc
-        previous_end = self._log_end_offset
         self._log_end_offset = next_offset
         self._unflushed_messages += messages
+        self.producer_state.commit(pending)
+        result = AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+        try:
+            self._index_aborted(pending, segment)
+        except OSError as exc:
+            # A marker without its index entry would show aborted records as committed.
+            self._undo_append(result, now_ms, exc)
+            raise self._storage_error("transaction index append in", exc, now_ms) from exc
         interval = self.config.flush_interval_ms
         if self._unflushed_messages >= self.config.flush_interval_messages or (
             interval is not None and now_ms - self._last_flush_ms >= interval
         ):
             try:
-                self.flush(now_ms)
+                ticket = self.prepare_flush(syncs)
             except OSError as exc:
                 # Not known to be on disk, so not acknowledged: take the batches out again.
-                self._log_end_offset = previous_end
-                self._unflushed_messages -= messages
-                self._undo_append(segment, first_offset, now_ms, exc)
+                if isinstance(syncs, DeferredSyncs):
+                    syncs.discard()
+                self._undo_append(result, now_ms, exc)
                 raise self._storage_error("flush of", exc, now_ms) from exc
-        self.producer_state.commit(pending)
-        try:
-            self._index_aborted(pending, segment)
-        except OSError as exc:
-            # A marker without its index entry would show aborted records as committed.
-            self._undo_append(segment, first_offset, now_ms, exc, reload_producer_state=True)
-            raise self._storage_error("transaction index append in", exc, now_ms) from exc
-        return AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+            if not isinstance(syncs, DeferredSyncs):
+                self.complete_flush(ticket, now_ms)
+            else:
+                result = result._replace(flush=ticket)
+        return result
+
+    def complete_append(self, result: AppendResult, error: OSError | None, now_ms: int) -> None:
+        """After the syncs an append left to ``DeferredSyncs`` (its ``flush``) ran: the flush
+        completed, or, when they failed, the append cut off again and KafkaStorageError raised
+        (it must not be acknowledged). The caller lets no other append in meanwhile, else the
+        cut would take that one too: then the log refuses writes instead."""
+        if result.flush is None or self._closed:
+            return
+        if error is None:
+            self.complete_flush(result.flush, now_ms)
+            return
+        if self._log_end_offset == result.last_offset + 1:
+            self._undo_append(result, now_ms, error)
+        else:
+            self._go_offline(result.first_offset, f"{describe(error)}, with later appends in the way of undoing it")
+        raise self._storage_error("flush of", error, now_ms) from error
 
     def _storage_error(self, operation: str, exc: OSError, now_ms: int) -> KafkaStorageError:
         reporter.report(operation, self.directory.path, exc, now_ms)
         return KafkaStorageError(f"{operation} {self.directory.path} failed: {describe(exc)}")
 
-    def _undo_append(
-        self,
-        segment: LogSegment,
-        first_offset: int,
-        now_ms: int,
-        cause: OSError,
-        *,
-        reload_producer_state: bool = False,
-    ) -> None:
+    def _undo_append(self, result: AppendResult, now_ms: int, cause: OSError) -> None:
         """Cut an append that reached the segment but could not be completed; if even that fails
         the log refuses writes until the broker restarts and recovery cuts it (Kafka's log-dir
         failure, for this one partition)."""
         try:
-            segment.truncate_to(first_offset, now_ms)
-            self._stop_cache = None
-            if reload_producer_state:
-                self._after_truncation(now_ms)
+            self.truncate_to(result.first_offset, now_ms=now_ms)
         except OSError as exc:
-            self._offline = f"{describe(cause)}, then {describe(exc)} while undoing the append"
-            log.error(
-                "storage error: %s refuses writes until the broker restarts: an append at offset %d could not be "
-                "undone (%s)",
-                self.directory.path,
-                first_offset,
-                self._offline,
-            )
+            self._go_offline(result.first_offset, f"{describe(cause)}, then {describe(exc)} while undoing it")
+
+    def _go_offline(self, offset: int, reason: str) -> None:
+        self._offline = reason
+        log.error(
+            "storage error: %s refuses writes until the broker restarts: an append at offset %d could not be "
+            "undone (%s)",
+            self.directory.path,
+            offset,
+            reason,
+        )
 
     def _index_aborted(self, pending: PendingAppend, segment: LogSegment) -> None:
         """A transaction index entry for each transaction this append aborted (Kafka's
@@ -382,7 +417,7 @@ class PartitionLog(RetentionMixin):
         segment = LogSegment.create(self.directory, self._log_end_offset, self.config, now_ms)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
-        self._new_files = True  # the next flush syncs the directory, making the new names durable
+        self._dir_changes += 1  # the next flush syncs the directory, making the new names durable
         self._take_snapshot(self._log_end_offset, durable=False)
         return segment
 
@@ -438,34 +473,71 @@ class PartitionLog(RetentionMixin):
 
     def flush(self, now_ms: int | None = None, up_to_offset: int | None = None) -> None:
         """fsync every segment holding data below ``up_to_offset`` (default: the log end)."""
+        self.complete_flush(self.prepare_flush(IMMEDIATE, up_to_offset), now_ms)
+
+    def prepare_flush(self, syncs: Syncs, up_to_offset: int | None = None) -> FlushTicket:
+        """The first half of ``flush``: hand every fsync it needs to ``syncs`` (pending index
+        entries are written here, on the caller's thread). Once they ran, ``complete_flush``
+        moves the recovery point; if they failed, nothing is to be done (the data stays
+        unflushed and a later flush tries again)."""
         self._ensure_open()
         target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
-        if target > self.recovery_point or self._new_files:
+        epochs = self.epoch_cache
+        epochs_behind = epochs.changes > epochs.synced_changes
+        directory_behind = epochs_behind or self._dir_changes > self._dir_changes_synced
+        if target > self.recovery_point or directory_behind:
             for segment in self.segments[self._segment_index(self.recovery_point) :]:
                 if segment.base_offset >= target:
                     break
-                segment.flush()
-            if self._new_files:
-                self.directory.sync()
-                self._new_files = False
-            self.recovery_point = max(self.recovery_point, target)
-        if target == self._log_end_offset:
-            self._unflushed_messages = 0
+                segment.flush(syncs)
+            if epochs_behind:
+                syncs.document(self.directory, LEADER_EPOCH_CHECKPOINT)
+            if directory_behind:
+                syncs.directory(self.directory)
+        whole = target == self._log_end_offset
+        return FlushTicket(
+            target,
+            self._dir_changes,
+            epochs.changes,
+            self._unflushed_messages if whole else 0,
+            whole,
+            self._truncations,
+        )
+
+    def complete_flush(self, ticket: FlushTicket, now_ms: int | None) -> None:
+        """The second half of ``flush``, after its syncs ran: appends made meanwhile stay unflushed."""
+        if self._closed:
+            return
+        self._dir_changes_synced = max(self._dir_changes_synced, ticket.dir_changes)
+        self.epoch_cache.synced_changes = max(self.epoch_cache.synced_changes, ticket.epoch_changes)
+        if ticket.truncations != self._truncations:
+            return  # the log was cut since: offsets below the target may hold bytes written after the sync
+        self.recovery_point = max(self.recovery_point, min(ticket.target, self._log_end_offset))
+        if ticket.whole:
+            self._unflushed_messages = max(self._unflushed_messages - ticket.messages, 0)
             if now_ms is not None:
                 self._last_flush_ms = now_ms
 
-    def maybe_flush(self, now_ms: int) -> None:
-        """The periodic part of flushing: flush.ms, and the fsync of segments left behind by a roll.
+    def due_flush(self, now_ms: int) -> int | None:
+        """The periodic part of flushing: the offset to flush up to now (flush.ms, or the
+        segments left behind by a roll), or None.
 
-        Kafka runs the latter in the background after each roll; here the broker's periodic task
-        calls this (through ``LogManager.flush_due``), so an append never waits for a whole
-        segment to reach the disk.
+        Kafka flushes rolled segments in the background too; here the broker's periodic task
+        asks this (through ``LogManager.prepare_due_flushes``), so an append never waits for a
+        whole segment to reach the disk.
         """
         interval = self.config.flush_interval_ms
         if interval is not None and self._unflushed_messages and now_ms - self._last_flush_ms >= interval:
-            self.flush(now_ms)
-        elif self.recovery_point < self.active_segment.base_offset:
-            self.flush(now_ms, up_to_offset=self.active_segment.base_offset)
+            return self._log_end_offset
+        if self.recovery_point < self.active_segment.base_offset:
+            return self.active_segment.base_offset
+        return None
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """``due_flush``, done at once."""
+        target = self.due_flush(now_ms)
+        if target is not None:
+            self.flush(now_ms, up_to_offset=target)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -645,7 +717,7 @@ class PartitionLog(RetentionMixin):
             self._schedule_delete(segment, now_ms)
         segment = LogSegment.create(self.directory, offset, self.config, now_ms)
         self.segments, self._bases = [segment], [offset]
-        self._new_files = True
+        self._dir_changes += 1
         self._log_start_offset = offset
         self.epoch_cache.clear()
         for snapshot in snapshot_offsets(self.directory):
@@ -653,6 +725,7 @@ class PartitionLog(RetentionMixin):
         self._after_truncation(now_ms)
 
     def _after_truncation(self, now_ms: int) -> None:
+        self._truncations += 1
         self._log_end_offset = self.active_segment.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)

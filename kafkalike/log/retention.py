@@ -15,7 +15,7 @@ from kafkalike.log.errors import OffsetOutOfRange
 from kafkalike.log.loader import snapshot_offsets
 from kafkalike.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from kafkalike.log.segment import LogSegment, segment_name
-from kafkalike.log.storage import LogDirectory
+from kafkalike.log.storage import IMMEDIATE, LogDirectory, Syncs
 from kafkalike.log.storage_errors import reporter
 
 SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
@@ -40,13 +40,13 @@ class RetentionMixin:
 
         def _ensure_open(self) -> None: ...
 
-    def apply_retention(self, now_ms: int) -> int:
+    def apply_retention(self, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
         """Kafka's deleteOldSegments: segments wholly below the log start offset, then (for
         cleanup.policy=delete) by ``retention.ms`` against each segment's largest timestamp and by
         ``retention.bytes``. Also finishes due delayed deletions and expires idle producers.
-        Returns the number of segments deleted."""
+        Returns the number of segments deleted; ``syncs`` may defer the unlinks of the files."""
         self._ensure_open()
-        self.delete_due_files(now_ms)
+        self.delete_due_files(now_ms, syncs)
         self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
         deleted = self._delete_log_start_breached(now_ms)
         if not self.config.deletes:
@@ -131,10 +131,10 @@ class RetentionMixin:
         segment.mark_deleted()
         self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
 
-    def delete_due_files(self, now_ms: int) -> int:
+    def delete_due_files(self, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
         """Remove the files of segments whose delay is up; one the disk refuses waits for the next round."""
         due = [entry for entry in self._pending_deletes if entry[0] <= now_ms]
         for entry in due:
-            entry[1].delete_files()
+            entry[1].delete_files(syncs)
             self._pending_deletes.remove(entry)
         return len(due)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from kafkalike.log.config import INT_MAX, LogConfig
 from kafkalike.log.index import IndexCorrupt, OffsetIndex, TimeIndex
-from kafkalike.log.storage import LogDirectory, SegmentFile
+from kafkalike.log.storage import IMMEDIATE, LogDirectory, SegmentFile, Syncs
 from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex, TxnIndexCorrupt
 from kafkalike.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, batch_crc_ok
 
@@ -393,11 +393,11 @@ class LogSegment:
             self.created_ms = now_ms
         return removed
 
-    def flush(self) -> None:
-        self.file.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        syncs.file(self.file)
+        self.offset_index.flush(syncs)
+        self.time_index.flush(syncs)
+        self.txn_index.flush(syncs)
 
     def close(self) -> None:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -422,13 +422,17 @@ class LogSegment:
                 file = self.file if suffix == LOG_SUFFIX else None
                 self.directory.rename(name, name + DELETED_SUFFIX, file)
 
-    def delete_files(self) -> None:
+    def delete_files(self, syncs: Syncs = IMMEDIATE) -> None:
         """Remove the files, under their ``.deleted`` names once renamed: by then a new segment
-        may already own the plain names (truncation restarting the log at the same offset)."""
+        may already own the plain names (truncation restarting the log at the same offset).
+        ``syncs`` may defer the unlinks (of a large file: slow) to a worker thread."""
         self.file.close()
         self.offset_index.release()
         self.time_index.release()
         self.txn_index.release()
         for suffix in SEGMENT_SUFFIXES:
             name = segment_name(self.base_offset, suffix)
-            self.directory.delete(name + DELETED_SUFFIX if self.marked_deleted else name)
+            if self.marked_deleted:
+                syncs.unlink(self.directory, name + DELETED_SUFFIX)
+            else:
+                self.directory.delete(name)

@@ -9,6 +9,7 @@ ephemeral topics) with the same code above it. Nothing else in kafkalike.log tou
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 from abc import ABC, abstractmethod
@@ -65,6 +66,13 @@ class SegmentFile(ABC):
     @abstractmethod
     def last_modified_ms(self) -> int:
         """Wall-clock mtime; used only to age segments whose batches carry no timestamps."""
+
+    def sync_descriptor(self) -> int | None:
+        """A new descriptor for ``flush``'s fsync on a worker thread, which closes it; None when
+        there is nothing to sync (no file, or none open, as ``flush`` does nothing then). Being
+        a descriptor of its own, it keeps the file alive however the log closes or deletes it
+        meanwhile."""
+        return None
 
 
 class FileSegmentFile(SegmentFile):
@@ -151,6 +159,9 @@ class FileSegmentFile(SegmentFile):
     @property
     def descriptor(self) -> int | None:
         return self._fd
+
+    def sync_descriptor(self) -> int | None:
+        return None if self._fd is None else os.dup(self._fd)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -261,9 +272,118 @@ class LogDirectory(ABC):
     def sync(self) -> None:
         """Make creations and renames in the directory durable."""
 
+    def sync_path(self) -> str | None:
+        """The directory to fsync on a worker thread instead of ``sync``; None when ``sync``
+        has nothing to do (no disk behind it)."""
+        return None
+
+    def sync_document(self, name: str) -> None:  # noqa: B027 (nothing to do without a disk)
+        """Make a document written without ``durable`` durable (its content; ``sync`` for its name)."""
+
+    def document_descriptor(self, name: str) -> int | None:
+        """A new read-only descriptor on a document, for its fsync on a worker thread (which
+        closes it); None when it does not exist or there is no disk behind it."""
+        return None
+
+    def file_path(self, name: str) -> str | None:
+        """Where ``name`` lives on disk, for an unlink on a worker thread; None without a disk."""
+        return None
+
     @abstractmethod
     def remove_all(self) -> None:
         """Delete the directory and everything in it."""
+
+
+_temp_names = itertools.count()
+
+
+def sync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Syncs:
+    """Where a flush sends its fsyncs: done at once by default; see ``DeferredSyncs``."""
+
+    def file(self, file: SegmentFile) -> None:
+        file.flush()
+
+    def directory(self, directory: LogDirectory) -> None:
+        directory.sync()
+
+    def document(self, directory: LogDirectory, name: str) -> None:
+        directory.sync_document(name)
+
+    def unlink(self, directory: LogDirectory, name: str) -> None:
+        directory.delete(name)
+
+
+IMMEDIATE = Syncs()
+
+
+class DeferredSyncs(Syncs):
+    """Blocking disk calls collected on the event loop, to ``run`` on a worker thread.
+
+    Only syscalls on descriptors and paths leave the loop; every change to a log's state stays
+    on it (the caller applies the outcome after ``run`` returns). Storage without a disk gives
+    nothing to collect (its ``sync_descriptor`` and ``sync_path`` are None), so an in-memory
+    log never waits for a thread. Faults a test injects fire here, on the loop, at collection.
+    """
+
+    def __init__(self) -> None:
+        self.descriptors: list[int] = []
+        self.directories: list[str] = []
+        self.unlinks: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.descriptors or self.directories or self.unlinks)
+
+    def file(self, file: SegmentFile) -> None:
+        fd = file.sync_descriptor()
+        if fd is not None:
+            self.descriptors.append(fd)
+
+    def directory(self, directory: LogDirectory) -> None:
+        path = directory.sync_path()
+        if path is not None and path not in self.directories:
+            self.directories.append(path)
+
+    def document(self, directory: LogDirectory, name: str) -> None:
+        fd = directory.document_descriptor(name)
+        if fd is not None:
+            self.descriptors.append(fd)
+
+    def unlink(self, directory: LogDirectory, name: str) -> None:
+        path = directory.file_path(name)
+        if path is None:
+            directory.delete(name)
+        else:
+            self.unlinks.append(path)
+
+    def run(self) -> None:
+        """On the worker thread: the unlinks, every fsync (files before their directories), and
+        every descriptor closed whatever fails. Raises the first OSError."""
+        try:
+            for path in self.unlinks:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            for fd in self.descriptors:
+                os.fsync(fd)
+            for path in self.directories:
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: nothing left to sync
+                    sync_directory(path)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Close the descriptors without syncing (when ``run`` will not be called)."""
+        descriptors, self.descriptors = self.descriptors, []
+        for fd in descriptors:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class FileLogDirectory(LogDirectory):
@@ -295,7 +415,9 @@ class FileLogDirectory(LogDirectory):
             return None
 
     def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
-        tmp = self._join(name + ".tmp")
+        # A temp name of its own: two writers of one document (a worker thread, the event loop)
+        # never write into each other's file; the last rename wins, each file whole.
+        tmp = self._join(f"{name}.{next(_temp_names)}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
             try:
@@ -325,11 +447,27 @@ class FileLogDirectory(LogDirectory):
             os.unlink(self._join(name))
 
     def sync(self) -> None:
-        fd = os.open(self._path, os.O_RDONLY)
+        sync_directory(self._path)
+
+    def sync_path(self) -> str:
+        return self._path
+
+    def sync_document(self, name: str) -> None:
+        fd = self.document_descriptor(name)
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def document_descriptor(self, name: str) -> int | None:
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            return os.open(self._join(name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+
+    def file_path(self, name: str) -> str:
+        return self._join(name)
 
     def remove_all(self) -> None:
         shutil.rmtree(self._path, ignore_errors=True)

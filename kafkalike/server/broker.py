@@ -8,19 +8,22 @@ for new data (long-poll fetch), and for timers (retention, flush).
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
-from kafkalike.log import LogConfig, LogManager, PartitionLog
+from kafkalike.log import AppendResult, LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
+from kafkalike.log.manager import run_flushes, write_checkpoints
+from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
@@ -30,6 +33,7 @@ from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.txn_service import TxnService
 
 log = logging.getLogger("kafkalike.broker")
+R = TypeVar("R")
 METADATA_TOPIC = "__cluster_metadata"
 BACKGROUND_RESTART_DELAY_S = 1.0
 BACKGROUND_RESTART_LOG_INTERVAL_MS = 60_000
@@ -52,6 +56,9 @@ class PartitionState:
     leader_epoch: int = 0
     # Replaced after every append, so waiters wake once per append without missing one.
     new_data: trio.Event = field(default_factory=trio.Event)
+    # Set while an append waits for its flush's fsync on a worker thread: the next append to
+    # the partition waits for it, so a failed flush can still cut its append off alone.
+    flushing: trio.Event | None = None
 
     def notify(self) -> None:
         self.new_data.set()
@@ -79,6 +86,7 @@ class Broker:
         # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
         self.metadata_epoch = 0
         self.controller = QuorumController(self._append_metadata)
+        self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
 
@@ -250,6 +258,40 @@ class Broker:
 
     # -- requests ---------------------------------------------------------------------------
 
+    async def append(
+        self, state: PartitionState, records: bytearray | memoryview, *, log_append_time: bool
+    ) -> AppendResult:
+        """Append a producer's batches to the partition and make them visible to consumers.
+
+        When flush.messages or flush.ms makes the append flush, its fsyncs run on a worker
+        thread, and the append counts (high watermark, fetchers woken, the caller's answer)
+        only once they succeeded; meanwhile the next append to the partition waits, as Kafka's
+        appends wait for the log's lock. Raises the log's errors (KafkaStorageError when the
+        disk fails, and then nothing was appended)."""
+        while state.flushing is not None:
+            await state.flushing.wait()
+        plog = state.log
+        syncs = DeferredSyncs()
+        result = plog.append(
+            records, leader_epoch=state.leader_epoch, now_ms=now_ms(), log_append_time=log_append_time, syncs=syncs
+        )
+        if result.flush is not None:
+            error: OSError | None = None
+            if syncs:
+                done = state.flushing = trio.Event()
+                try:
+                    with trio.CancelScope(shield=True):  # its outcome must be applied to the log
+                        await trio.to_thread.run_sync(syncs.run)
+                except OSError as exc:
+                    error = exc
+                finally:
+                    state.flushing = None
+                    done.set()
+            plog.complete_append(result, error, now_ms())
+        plog.high_watermark = plog.log_end_offset
+        state.notify()
+        return result
+
     def api_versions(self) -> list[dict[str, Any]]:
         return [
             {"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
@@ -296,28 +338,54 @@ class Broker:
         cleaner = LogCleaner(dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
         try:
             while True:
-                more = self.logs.run_cleaner(cleaner, now_ms())
+                more = self.logs.run_cleaner(cleaner, now_ms(), checkpoint=False)
+                await self._write_checkpoints()
                 await trio.sleep(0 if more else self.config.get_int("log.cleaner.backoff.ms") / 1000)
         finally:
             if cleaner.cleaning is not None:
                 cleaner.abort(cleaner.cleaning)
 
     async def _background_jobs(self) -> None:
+        """Flushes, checkpoints and retention: decided on the event loop, their fsyncs and
+        unlinks on a worker thread (``LogManager`` prepares and completes each step)."""
         interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_ms = self.config.get("log.flush.interval.ms")
         tick_s = min(interval_s, int(flush_ms) / 1000 if flush_ms else interval_s, 1.0)
         next_retention = trio.current_time() + interval_s
         while True:
             await trio.sleep(tick_s)
-            self.logs.flush_due(now_ms())
-            if trio.current_time() >= next_retention:
+            prepared = self.logs.prepare_due_flushes(now_ms())
+            errors = await _off_loop(functools.partial(run_flushes, prepared), any(p.syncs for p in prepared))
+            self.logs.complete_flushes(prepared, errors, now_ms())
+            retention_due = trio.current_time() >= next_retention
+            if retention_due:
                 next_retention = trio.current_time() + interval_s
-                deleted = self.logs.run_retention(now_ms())
+                unlinks = DeferredSyncs()
+                deleted = self.logs.run_retention(now_ms(), unlinks)
+                await _off_loop(unlinks.run, bool(unlinks))
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
+            if self.logs.checkpoint_due(now_ms()) or retention_due:
+                await self._write_checkpoints()
+
+    async def _write_checkpoints(self) -> None:
+        """The log dirs' checkpoint files whose offsets moved, written on a worker thread."""
+        async with self._checkpoint_lock:  # one writer per file at a time
+            pending = self.logs.prepare_checkpoints()
+            if pending:
+                errors = await trio.to_thread.run_sync(write_checkpoints, pending)
+                self.logs.complete_checkpoints(pending, errors, now_ms())
 
     def close(self) -> None:
         self.logs.close_all()
+
+
+async def _off_loop(job: Callable[[], R], needed: bool) -> R:
+    """``job()`` on a worker thread when ``needed`` (there are disk calls to make), else here:
+    an in-memory broker never waits for a thread."""
+    if needed:
+        return await trio.to_thread.run_sync(job)
+    return job()
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

@@ -14,7 +14,9 @@ Operations: ``append``, ``flush``, ``truncate``, ``open``, ``read`` (files) and
 ``write_document``, ``rename``, ``delete``, ``sync`` (directories). A rule's ``name`` matches
 when it is a substring of the file's name (``".log"``, ``".snapshot"``, ``"checkpoint"``);
 ``times`` limits how often it fires. A failing append writes nothing, as the storage interface
-promises (the file implementation's own handling of short writes has its own tests).
+promises (the file implementation's own handling of short writes has its own tests). Syncs and
+unlinks collected for a worker thread (``DeferredSyncs``) fail at collection, on the event loop,
+as ``flush``, ``sync`` and ``delete``.
 """
 
 from __future__ import annotations
@@ -118,6 +120,10 @@ class FaultySegmentFile(SegmentFile):
     def close(self) -> None:
         self.inner.close()
 
+    def sync_descriptor(self) -> int | None:
+        self._faults.check("flush", self.name)  # a sync on a worker thread fails like ``flush``
+        return self.inner.sync_descriptor()
+
     def last_modified_ms(self) -> int:
         return self.inner.last_modified_ms()
 
@@ -162,6 +168,22 @@ class FaultyLogDirectory(LogDirectory):
     def sync(self) -> None:
         self._faults.check("sync", self.inner.path)
         self.inner.sync()
+
+    def sync_path(self) -> str | None:
+        self._faults.check("sync", self.inner.path)
+        return self.inner.sync_path()
+
+    def sync_document(self, name: str) -> None:
+        self._faults.check("flush", name)
+        self.inner.sync_document(name)
+
+    def document_descriptor(self, name: str) -> int | None:
+        self._faults.check("flush", name)
+        return self.inner.document_descriptor(name)
+
+    def file_path(self, name: str) -> str | None:
+        self._faults.check("delete", name)
+        return self.inner.file_path(name)
 
     def remove_all(self) -> None:
         self.inner.remove_all()

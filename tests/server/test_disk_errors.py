@@ -87,7 +87,8 @@ async def test_the_broker_survives_its_background_checkpoint_job_hitting_enospc(
     client = await running.client()
     assert (await _create(client, "cp")).error_code == 0
     fired = trio.Semaphore(0)
-    faults.on_inject = lambda _op, _name: fired.release()
+    token = trio.lowlevel.current_trio_token()  # checkpoints are written on a worker thread
+    faults.on_inject = lambda _op, _name: token.run_sync_soon(fired.release)
     faults.fail("write_document", errno.ENOSPC, name="offset-checkpoint")
     with trio.fail_after(10):
         for _ in range(3):  # three failed rounds: the job kept running after each

@@ -16,7 +16,8 @@ from test_cleaner_support import end_txn
 from kafkalike.log import FileLogDirectory, LogConfig, LogDirectory, LogManager, MemoryLogDirectory, PartitionLog
 from kafkalike.log.checkpoint import parse_offset_checkpoint
 from kafkalike.log.errors import KafkaStorageError
-from kafkalike.log.storage import FileSegmentFile
+from kafkalike.log.manager import run_flushes
+from kafkalike.log.storage import DeferredSyncs, FileSegmentFile
 from kafkalike.log.storage_errors import StorageErrorReporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.testing.faulty_storage import DiskFaults
@@ -293,3 +294,69 @@ def test_shutdown_with_a_failing_disk_leaves_the_dir_marked_for_recovery(tmp_pat
     reopened = again.get_or_create("bad", 0, LogConfig(), 0)
     assert reopened.recovered_segments == 1
     assert everything(reopened) == acked_bad
+
+
+# -- flushes prepared on the event loop, synced on a worker thread --------------------------------
+
+
+def test_a_deferred_flush_moves_the_recovery_point_only_to_what_it_synced(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "d-0", LogConfig(), 0)
+    append(log, "a", 3)
+    syncs = DeferredSyncs()
+    ticket = log.prepare_flush(syncs)
+    assert syncs.descriptors  # the segment's data file, at least
+    append(log, "appended while the sync runs", 2)
+    syncs.run()
+    log.complete_flush(ticket, 0)
+    assert log.recovery_point == 3 < log.log_end_offset
+    log.flush()
+    assert log.recovery_point == log.log_end_offset
+
+
+def test_a_truncation_while_a_flush_runs_keeps_the_recovery_point(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "d-0", LogConfig(), 0)
+    append(log, "a", 3)
+    syncs = DeferredSyncs()
+    ticket = log.prepare_flush(syncs)
+    log.truncate_to(1, now_ms=0)
+    append(log, "rewritten", 2)  # offsets 1-2 again, written after the sync was prepared
+    syncs.run()
+    log.complete_flush(ticket, 0)
+    assert log.recovery_point == 0
+
+
+def test_a_deferred_sync_keeps_its_files_alive_when_the_log_deletes_them(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "d-0", LogConfig(), 0)
+    append(log, "a", 3)
+    syncs = DeferredSyncs()
+    log.prepare_flush(syncs)
+    log.delete()  # closes every descriptor the log had, removes the directory
+    syncs.run()  # its own descriptors: no EBADF, no fsync of some other file reusing the number
+    assert not syncs.descriptors
+
+
+def test_the_memory_storage_has_nothing_to_defer() -> None:
+    log = PartitionLog.open(MemoryLogDirectory(), LogConfig(segment_bytes=300), 0)
+    for i in range(10):
+        append(log, f"m{i}", 2)
+    syncs = DeferredSyncs()
+    ticket = log.prepare_flush(syncs)
+    assert not syncs
+    log.complete_flush(ticket, 0)
+    assert log.recovery_point == log.log_end_offset
+
+
+@pytest.mark.parametrize("err", ERRNOS, ids=errno.errorcode.get)
+def test_a_failed_deferred_flush_leaves_the_recovery_point_and_is_tried_again(tmp_path: Path, err: int) -> None:
+    faults = DiskFaults()
+    manager = LogManager([tmp_path], wrap_directory=faults.wrap)
+    log = manager.get_or_create("f", 0, LogConfig(flush_interval_ms=10), 0)
+    append(log, "a", 2)
+    rule = faults.fail("flush", err, name=".log")
+    prepared = manager.prepare_due_flushes(100)  # the fault fires at collection: nothing prepared
+    assert prepared == [] and faults.injected
+    faults.remove(rule)
+    prepared = manager.prepare_due_flushes(100)
+    errors = run_flushes(prepared)
+    manager.complete_flushes(prepared, errors, 100)
+    assert log.recovery_point == 2
