@@ -24,6 +24,7 @@ from kafkalike.log import AppendResult, LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
 from kafkalike.log.manager import run_flushes, write_checkpoints
 from kafkalike.log.storage import DeferredSyncs
+from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
@@ -339,6 +340,13 @@ class Broker:
         try:
             while True:
                 more = self.logs.run_cleaner(cleaner, now_ms(), checkpoint=False)
+                syncs = cleaner.take_syncs()  # a cleaned segment to fsync before its swap
+                if syncs is not None:
+                    try:
+                        await trio.to_thread.run_sync(syncs.run)
+                    except OSError as exc:
+                        reporter.report("cleaning in", str(self.data_dir), exc, now_ms())
+                        cleaner.abort()
                 await self._write_checkpoints()
                 await trio.sleep(0 if more else self.config.get_int("log.cleaner.backoff.ms") / 1000)
         finally:
