@@ -336,13 +336,14 @@ class PartitionLog(RetentionMixin):
 
     def complete_append(self, result: AppendResult, error: OSError | None, now_ms: int) -> None:
         """After the syncs an append left to ``DeferredSyncs`` (its ``flush``) ran: the flush
-        completed, or, when they failed, the append cut off again and KafkaStorageError raised
-        (it must not be acknowledged). The caller lets no other append in meanwhile, else the
+        completed, or, when they (or a flush of its own the caller made) failed, the append cut
+        off again and KafkaStorageError raised (it must not be acknowledged). The caller lets no other append in meanwhile, else the
         cut would take that one too: then the log refuses writes instead."""
-        if result.flush is None or self._closed:
+        if self._closed:
             return
         if error is None:
-            self.complete_flush(result.flush, now_ms)
+            if result.flush is not None:
+                self.complete_flush(result.flush, now_ms)
             return
         if self._log_end_offset == result.last_offset + 1:
             self._undo_append(result, now_ms, error)

@@ -97,3 +97,56 @@ async def test_the_broker_survives_its_background_checkpoint_job_hitting_enospc(
     assert answer.responses[0].partition_responses[0].error_code == 0
     faults.clear()
     faults.on_inject = None
+
+
+def _commit_body(group: str, topic: str, offset: int) -> dict[str, object]:
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+async def test_coordinator_writes_on_a_full_disk_answer_not_coordinator_and_work_again_after(
+    faulty: tuple[RunningBroker, DiskFaults],
+) -> None:
+    running, faults = faulty
+    client = await running.client()
+    assert (await _create(client, "committed")).error_code == 0
+    first = await client.request(8, 8, _commit_body("g", "committed", 1))
+    assert first.topics[0].partitions[0].error_code == 0  # __consumer_offsets exists from here on
+    init = {"transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    assert (await client.request(22, 4, init)).error_code == 0
+
+    rule = faults.fail("append", errno.ENOSPC, name=".log")
+    refused = await client.request(8, 8, _commit_body("g", "committed", 2))
+    assert refused.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR  # as Kafka, for a storage error
+    assert (await client.request(22, 4, init)).error_code == ErrorCode.NOT_COORDINATOR
+    faults.remove(rule)
+
+    again = await client.request(8, 8, _commit_body("g", "committed", 3))
+    assert again.topics[0].partitions[0].error_code == 0
+    fetched = await client.request(
+        9,
+        8,
+        {
+            "groups": [{"group_id": "g", "topics": [{"name": "committed", "partition_indexes": [0]}]}],
+            "require_stable": False,
+        },
+    )
+    assert fetched.groups[0].topics[0].partitions[0].committed_offset == 3
+    assert (await client.request(22, 4, init)).error_code == 0
