@@ -23,7 +23,6 @@ from typing import Protocol
 from kafkalike.log.errors import KafkaStorageError, LogError, RecordBatchTooLarge
 from kafkalike.log.partition_log import PartitionLog
 from kafkalike.log.producer_state import AppendOrigin
-from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.codec import Message, schema
 from kafkalike.protocol.errors import DecodeError, ProtocolError, UnsupportedVersionError
 from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records, iter_batches
@@ -75,22 +74,8 @@ class CoordinatorLogStore:
         batch = build_batch([Record(key=k, value=v) for k, v in records], base_timestamp=now_ms)
         try:
             plog, epoch = self._log_for(partition)
-            syncs = DeferredSyncs()
-            result = plog.append(
-                bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
-            )
-            error: OSError | None = None
-            try:
-                # Synced here, as the coordinators answer once their records are durable. A
-                # failed sync takes the records out again, so the log never holds what the
-                # coordinator was told failed.
-                ticket = result.flush or plog.prepare_flush(syncs)
-                syncs.run()
-                result = result._replace(flush=ticket)
-            except OSError as exc:
-                syncs.discard()
-                error = exc
-            plog.complete_append(result, error, now_ms)
+            # Durable before the coordinator answers; what fails is taken out of the log again.
+            plog.append_durably(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
         except RecordBatchTooLarge as exc:
             raise StoreError(str(exc), too_large=True) from exc
         except (KafkaStorageError, OSError) as exc:

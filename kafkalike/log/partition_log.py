@@ -334,6 +334,24 @@ class PartitionLog(RetentionMixin):
                 result = result._replace(flush=ticket)
         return result
 
+    def append_durably(
+        self, batches: bytearray, *, leader_epoch: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
+        """``append``, then flush, here and now (coordinator and metadata records, which are
+        answered only once durable); a failed flush cuts the append off again and raises
+        KafkaStorageError, so the log never holds what its writer was told failed."""
+        syncs = DeferredSyncs()
+        result = self.append(batches, leader_epoch=leader_epoch, now_ms=now_ms, origin=origin, syncs=syncs)
+        error: OSError | None = None
+        try:
+            result = result._replace(flush=result.flush or self.prepare_flush(syncs))
+            syncs.run()
+        except OSError as exc:
+            syncs.discard()
+            error = exc
+        self.complete_append(result, error, now_ms)
+        return result
+
     def complete_append(self, result: AppendResult, error: OSError | None, now_ms: int) -> None:
         """After the syncs an append left to ``DeferredSyncs`` (its ``flush``) ran: the flush
         completed, or, when they (or a flush of its own the caller made) failed, the append cut

@@ -22,6 +22,7 @@ import trio
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
 from kafkalike.log import AppendResult, LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.manager import run_flushes, write_checkpoints
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
@@ -146,10 +147,13 @@ class Broker:
         return values
 
     def _append_metadata(self, values: list[bytes]) -> None:
+        """Durable before the controller applies the records; a disk error leaves neither changed."""
         assert self._metadata_log is not None
         batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
-        self._metadata_log.append(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
-        self._metadata_log.flush()
+        try:
+            self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
+        except KafkaStorageError as exc:
+            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
     @property
     def metadata_end_offset(self) -> int:

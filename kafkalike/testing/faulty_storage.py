@@ -37,10 +37,13 @@ class FaultRule:
     errno: int
     name: str | None = None
     times: int | None = None
+    directory: str | None = None
     fired: int = 0
 
-    def matches(self, operation: str, name: str) -> bool:
+    def matches(self, operation: str, name: str, directory: str) -> bool:
         if operation != self.operation or (self.name is not None and self.name not in name):
+            return False
+        if self.directory is not None and self.directory not in directory:
             return False
         return self.times is None or self.fired < self.times
 
@@ -54,10 +57,20 @@ class DiskFaults:
     # Called with (operation, name) after each injected failure: lets a test wait for one.
     on_inject: Callable[[str, str], None] | None = None
 
-    def fail(self, operation: str, errno: int, *, name: str | None = None, times: int | None = None) -> FaultRule:
+    def fail(
+        self,
+        operation: str,
+        errno: int,
+        *,
+        name: str | None = None,
+        times: int | None = None,
+        directory: str | None = None,
+    ) -> FaultRule:
+        """A rule: ``operation`` on files whose name contains ``name``, in directories whose path
+        contains ``directory`` (both: any when None), fails with ``errno``, at most ``times``."""
         if operation not in FILE_OPERATIONS | DIRECTORY_OPERATIONS:
             raise ValueError(f"unknown storage operation {operation!r}")
-        rule = FaultRule(operation, errno, name, times)
+        rule = FaultRule(operation, errno, name, times, directory)
         self.rules.append(rule)
         return rule
 
@@ -67,9 +80,9 @@ class DiskFaults:
     def clear(self) -> None:
         self.rules.clear()
 
-    def check(self, operation: str, name: str) -> None:
+    def check(self, operation: str, name: str, directory: str = "") -> None:
         for rule in self.rules:
-            if rule.matches(operation, name):
+            if rule.matches(operation, name, directory):
                 rule.fired += 1
                 self.injected.append((operation, name))
                 if self.on_inject is not None:
@@ -81,9 +94,10 @@ class DiskFaults:
 
 
 class FaultySegmentFile(SegmentFile):
-    def __init__(self, inner: SegmentFile, name: str, faults: DiskFaults) -> None:
+    def __init__(self, inner: SegmentFile, name: str, faults: DiskFaults, directory: str = "") -> None:
         self.inner = inner
         self.name = name
+        self.directory = directory
         self._faults = faults
 
     @property
@@ -95,19 +109,19 @@ class FaultySegmentFile(SegmentFile):
         return self.inner.path
 
     def append(self, data: BytesLike) -> int:
-        self._faults.check("append", self.name)
+        self._faults.check("append", self.name, self.directory)
         return self.inner.append(data)
 
     def read(self, position: int, length: int) -> bytes:
-        self._faults.check("read", self.name)
+        self._faults.check("read", self.name, self.directory)
         return self.inner.read(position, length)
 
     def flush(self) -> None:
-        self._faults.check("flush", self.name)
+        self._faults.check("flush", self.name, self.directory)
         self.inner.flush()
 
     def truncate(self, size: int) -> None:
-        self._faults.check("truncate", self.name)
+        self._faults.check("truncate", self.name, self.directory)
         self.inner.truncate(size)
 
     def fileno(self) -> int | None:
@@ -121,7 +135,7 @@ class FaultySegmentFile(SegmentFile):
         self.inner.close()
 
     def sync_descriptor(self) -> int | None:
-        self._faults.check("flush", self.name)  # a sync on a worker thread fails like ``flush``
+        self._faults.check("flush", self.name, self.directory)  # a sync on a worker thread fails like ``flush``
         return self.inner.sync_descriptor()
 
     def last_modified_ms(self) -> int:
@@ -144,45 +158,45 @@ class FaultyLogDirectory(LogDirectory):
         return self.inner.exists(name)
 
     def open_file(self, name: str, *, create: bool) -> SegmentFile:
-        self._faults.check("open", name)
-        return FaultySegmentFile(self.inner.open_file(name, create=create), name, self._faults)
+        self._faults.check("open", name, self.path)
+        return FaultySegmentFile(self.inner.open_file(name, create=create), name, self._faults, self.path)
 
     def read_document(self, name: str) -> bytes | None:
         return self.inner.read_document(name)
 
     def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
-        self._faults.check("write_document", name)
+        self._faults.check("write_document", name, self.path)
         self.inner.write_document(name, data, durable=durable)
 
     def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
-        self._faults.check("rename", old)
+        self._faults.check("rename", old, self.path)
         inner_file = file.inner if isinstance(file, FaultySegmentFile) else file
         self.inner.rename(old, new, inner_file)
         if isinstance(file, FaultySegmentFile):
             file.name = new
 
     def delete(self, name: str) -> None:
-        self._faults.check("delete", name)
+        self._faults.check("delete", name, self.path)
         self.inner.delete(name)
 
     def sync(self) -> None:
-        self._faults.check("sync", self.inner.path)
+        self._faults.check("sync", self.inner.path, self.path)
         self.inner.sync()
 
     def sync_path(self) -> str | None:
-        self._faults.check("sync", self.inner.path)
+        self._faults.check("sync", self.inner.path, self.path)
         return self.inner.sync_path()
 
     def sync_document(self, name: str) -> None:
-        self._faults.check("flush", name)
+        self._faults.check("flush", name, self.path)
         self.inner.sync_document(name)
 
     def document_descriptor(self, name: str) -> int | None:
-        self._faults.check("flush", name)
+        self._faults.check("flush", name, self.path)
         return self.inner.document_descriptor(name)
 
     def file_path(self, name: str) -> str | None:
-        self._faults.check("delete", name)
+        self._faults.check("delete", name, self.path)
         return self.inner.file_path(name)
 
     def remove_all(self) -> None:

@@ -150,3 +150,19 @@ async def test_coordinator_writes_on_a_full_disk_answer_not_coordinator_and_work
     )
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == 3
     assert (await client.request(22, 4, init)).error_code == 0
+
+
+async def test_a_metadata_write_on_a_full_disk_refuses_the_change_and_leaves_no_trace(
+    faulty: tuple[RunningBroker, DiskFaults], caplog: pytest.LogCaptureFixture
+) -> None:
+    running, faults = faulty
+    client = await running.client()
+    rule = faults.fail("append", errno.ENOSPC, name=".log", directory="__cluster_metadata")
+    with caplog.at_level(logging.INFO):
+        refused = await _create(client, "later")
+    assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert not any(r.exc_info for r in caplog.records)  # answered, not a traceback and a closed connection
+    metadata = await client.request(3, 12, {"topics": [{"name": "later"}], "allow_auto_topic_creation": False})
+    assert metadata.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    faults.remove(rule)
+    assert (await _create(client, "later")).error_code == 0
