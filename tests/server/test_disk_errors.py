@@ -37,8 +37,11 @@ async def faulty(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[tuple[R
 
 
 def values(fetched: object) -> list[bytes | None]:
-    records = fetched.responses[0].partitions[0].records  # type: ignore[attr-defined]
-    data = bytes(records or b"")
+    return partition_values(fetched.responses[0].partitions[0])  # type: ignore[attr-defined]
+
+
+def partition_values(partition: object) -> list[bytes | None]:
+    data = bytes(partition.records or b"")  # type: ignore[attr-defined]
     return [r.value for pos, h in iter_batches(data) for r in decode_records(data, pos, h)]
 
 
@@ -166,3 +169,24 @@ async def test_a_metadata_write_on_a_full_disk_refuses_the_change_and_leaves_no_
     assert metadata.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     faults.remove(rule)
     assert (await _create(client, "later")).error_code == 0
+
+
+@pytest.mark.parametrize("err", [errno.EMFILE, errno.EIO], ids=errno.errorcode.get)
+async def test_a_read_the_disk_refuses_is_that_partitions_storage_error_only(
+    faulty: tuple[RunningBroker, DiskFaults], err: int
+) -> None:
+    running, faults = faulty
+    client = await running.client()
+    for topic in ("unreadable", "readable"):
+        assert (await _create(client, topic)).error_code == 0
+        produced = await client.request(0, 9, _produce_body(topic, 0, build_batch([Record(value=topic.encode())])))
+        assert produced.responses[0].partition_responses[0].error_code == 0
+    rule = faults.fail("read", err, name=".log", directory="unreadable-0")
+    both = _fetch_body("unreadable", 0, 0)
+    both["topics"].append(_fetch_body("readable", 0, 0)["topics"][0])  # type: ignore[attr-defined]
+    fetched = await client.request(1, 12, both)
+    bad, good = (t.partitions[0] for t in fetched.responses)
+    assert (bad.error_code, bad.high_watermark) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+    assert good.error_code == 0 and partition_values(good) == [b"readable"]
+    faults.remove(rule)
+    assert values(await client.request(1, 12, _fetch_body("unreadable", 0, 0))) == [b"unreadable"]
