@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import resource
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -190,3 +192,42 @@ async def test_a_read_the_disk_refuses_is_that_partitions_storage_error_only(
     assert good.error_code == 0 and partition_values(good) == [b"readable"]
     faults.remove(rule)
     assert values(await client.request(1, 12, _fetch_body("unreadable", 0, 0))) == [b"unreadable"]
+
+
+async def test_file_descriptors_running_out_refuse_a_roll_and_writes_resume_once_they_are_back(
+    running: RunningBroker,
+) -> None:
+    """Real EMFILE from the kernel: this process's descriptors all taken while a produce needs
+    new segment files."""
+    client = await running.client()
+    assert (await _create(client, "fds", segment_bytes="1048576")).error_code == 0
+    big = build_batch([Record(value=b"f" * 1000) for _ in range(600)])  # two of them do not fit one segment
+    first = await client.request(0, 9, _produce_body("fds", 0, big))
+    assert first.responses[0].partition_responses[0].error_code == 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 64, hard))
+    hogs: list[int] = []
+    try:
+        for _ in range(10_000):
+            try:
+                hogs.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as exc:
+                assert exc.errno == errno.EMFILE
+                break
+        else:
+            pytest.fail("descriptors never ran out")
+        refused = await client.request(0, 9, _produce_body("fds", 0, big))
+        assert refused.responses[0].partition_responses[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        versions = await client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert versions.error_code == 0
+        fetched = await client.request(1, 12, _fetch_body("fds", 0, 0))
+        assert len(values(fetched)) == 600
+    finally:
+        for fd in hogs:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    again = await client.request(0, 9, _produce_body("fds", 0, big))
+    assert (
+        again.responses[0].partition_responses[0].error_code,
+        again.responses[0].partition_responses[0].base_offset,
+    ) == (0, 600)
