@@ -103,7 +103,7 @@ class _LogDir:
 
     def pending_checkpoints(self, force: bool = False) -> list[tuple[int, str, bytes]]:
         """(slot, file name, content) of each checkpoint file whose offsets changed since it was
-        last written; ``checkpoints_written(slot, ...)`` records one as written."""
+        last written; ``checkpoint_written(slot, data)`` records one as written."""
         if self.memory:
             return []
         current = (self.recovery_points, self.log_start_offsets, self.cleaner_offsets)
@@ -392,9 +392,6 @@ class LogManager:
                 checkpoint.log_dir.checkpoint_written(checkpoint.slot, checkpoint.data)
             else:  # the old file is still in place; the next round writes it again
                 reporter.report("checkpoint write in", str(checkpoint.log_dir.path), error, now_ms)
-
-    def open_logs(self) -> list[PartitionLog]:
-        return list(self._logs.values())
 
     def flush_due(self, now_ms: int) -> None:
         """Time-based flushes (flush.ms) and flushes of rolled segments; the checkpoints on their interval."""

@@ -48,6 +48,10 @@ class StorageErrorReporter:
         self._seen[key] = (now_ms, 0)
         return True
 
+    def forget(self) -> None:
+        """Log the next failure of every kind at once (tests that wait for the line)."""
+        self._seen.clear()
+
 
 # One reporter for the whole process: the disk is shared by every log, so is its failure.
 reporter = StorageErrorReporter()

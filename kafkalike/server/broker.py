@@ -374,7 +374,10 @@ class Broker:
                 next_retention = trio.current_time() + interval_s
                 unlinks = DeferredSyncs()
                 deleted = self.logs.run_retention(now_ms(), unlinks)
-                await _off_loop(unlinks.run, bool(unlinks))
+                try:
+                    await _off_loop(unlinks.run, bool(unlinks))
+                except OSError as exc:  # the files stay as *.deleted; start-up removes them
+                    reporter.report("segment deletion in", str(self.data_dir), exc, now_ms())
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
             if self.logs.checkpoint_due(now_ms()) or retention_due:

@@ -4,6 +4,7 @@ waits for its own flush (flush.messages / flush.ms), which is answered once the 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.broker import Broker
@@ -137,5 +139,54 @@ async def test_a_failed_flush_answers_storage_error_and_the_append_waiting_behin
     assert [r.value for pos, h in iter_batches(data) for r in decode_records(data, pos, h)] == [b"ok", b"kept"]
     for client in running.clients:
         await client.aclose()
+    nursery.cancel_scope.cancel()
+    broker.close()
+
+
+async def test_segment_files_are_unlinked_on_a_worker_thread_and_a_failure_there_is_one_line(
+    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = Broker(make_config(tmp_path, log_retention_check_interval_ms="20"))
+    broker.open()
+    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+    running = RunningBroker(broker, host, port)
+    client = await running.client()
+    configs = {"segment_bytes": "1048576", "retention_bytes": "1048576", "file_delete_delay_ms": "0"}
+    assert (await _create(client, "old", **configs)).error_code == 0
+    unlinked = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+    threads: list[bool] = []
+
+    def failing_unlink(path: str, *args: object, **kwargs: object) -> None:
+        if str(path).endswith(".deleted"):
+            threads.append(threading.current_thread() is threading.main_thread())
+            token.run_sync_soon(unlinked.set)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    reporter.forget()  # an earlier test's line for the same failure must not hold this one back
+    reported = trio.Event()
+
+    class Reported(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "segment deletion" in record.getMessage():
+                reported.set()  # logged on the event loop's thread
+
+    handler = Reported()
+    logging.getLogger("kafkalike.log.storage").addHandler(handler)
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):  # two rolls: retention deletes the oldest segment
+            assert produced(await client.request(0, 9, _produce_body("old", 0, BIG)))[0] == 0
+        monkeypatch.setattr(os, "unlink", failing_unlink)
+        with trio.fail_after(10):
+            await unlinked.wait()
+            await reported.wait()
+        monkeypatch.undo()
+        logging.getLogger("kafkalike.log.storage").removeHandler(handler)
+        answer = await client.request(0, 9, _produce_body("old", 0, build_batch([Record(value=b"alive")])))
+        assert produced(answer)[0] == 0
+    assert threads and not any(threads)  # on a worker thread, never on the event loop
+    assert not [r for r in caplog.records if r.exc_info]  # reported, not a traceback and a restarted job
+    for c in running.clients:
+        await c.aclose()
     nursery.cancel_scope.cancel()
     broker.close()
