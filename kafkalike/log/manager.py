@@ -440,14 +440,16 @@ class LogManager:
             self._checkpoint(now_ms)
         return more
 
-    def delete_records(self, topic: str, partition: int, offset: int, now_ms: int) -> int:
-        """DeleteRecords, with the new log start offset checkpointed before returning (if the disk takes it)."""
+    def delete_records(self, topic: str, partition: int, offset: int, now_ms: int, *, checkpoint: bool = True) -> int:
+        """DeleteRecords, with the new log start offset checkpointed before returning (if the disk
+        takes it), unless ``checkpoint`` is False: the caller writes it (``prepare_checkpoints``)."""
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is None:
             raise KeyError(tp)
         start = log.delete_records_before(offset, now_ms=now_ms)
-        self._checkpoint(now_ms)
+        if checkpoint:
+            self._checkpoint(now_ms)
         return start
 
     def close_all(self) -> None:

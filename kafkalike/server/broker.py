@@ -351,7 +351,7 @@ class Broker:
                     except OSError as exc:
                         reporter.report("cleaning in", str(self.data_dir), exc, now_ms())
                         cleaner.abort()
-                await self._write_checkpoints()
+                await self.checkpoint_offsets()
                 await trio.sleep(0 if more else self.config.get_int("log.cleaner.backoff.ms") / 1000)
         finally:
             if cleaner.cleaning is not None:
@@ -381,9 +381,9 @@ class Broker:
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
             if self.logs.checkpoint_due(now_ms()) or retention_due:
-                await self._write_checkpoints()
+                await self.checkpoint_offsets()
 
-    async def _write_checkpoints(self) -> None:
+    async def checkpoint_offsets(self) -> None:
         """The log dirs' checkpoint files whose offsets moved, written on a worker thread."""
         async with self._checkpoint_lock:  # one writer per file at a time
             pending = self.logs.prepare_checkpoints()

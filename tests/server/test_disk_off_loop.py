@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkalike.log.checkpoint import parse_offset_checkpoint
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
@@ -188,5 +189,36 @@ async def test_segment_files_are_unlinked_on_a_worker_thread_and_a_failure_there
     assert not [r for r in caplog.records if r.exc_info]  # reported, not a traceback and a restarted job
     for c in running.clients:
         await c.aclose()
+    nursery.cancel_scope.cancel()
+    broker.close()
+
+
+async def test_delete_records_answers_once_the_log_start_is_checkpointed_off_the_event_loop(
+    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = Broker(make_config(tmp_path))
+    broker.open()
+    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+    running = RunningBroker(broker, host, port)
+    client = await running.client()
+    assert (await _create(client, "dr")).error_code == 0
+    for _ in range(4):
+        await client.request(0, 9, _produce_body("dr", 0, build_batch([Record(value=b"x")] * 5)))
+    on_loop: list[bool] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    body = {"topics": [{"name": "dr", "partitions": [{"partition_index": 0, "offset": 10}]}], "timeout_ms": 1000}
+    answer = await client.request(21, 2, body)
+    assert answer.topics[0].partitions[0].low_watermark == 10
+    checkpoint = parse_offset_checkpoint((tmp_path / "data" / "log-start-offset-checkpoint").read_bytes())
+    assert checkpoint[("dr", 0)] == 10
+    assert on_loop and not any(on_loop)
+    monkeypatch.undo()
+    await client.aclose()
     nursery.cancel_scope.cancel()
     broker.close()
