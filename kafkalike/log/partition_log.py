@@ -254,10 +254,12 @@ class PartitionLog(RetentionMixin):
         leaves the log as it was: a failed write of the data leaves nothing readable (see
         ``SegmentFile.append``), and an append whose flush (flush.messages / flush.ms) or
         transaction index entry failed is cut off again, as it was never acknowledged. So the
-        next append succeeds once the cause is gone. Kafka takes the whole log dir offline on
-        any I/O error instead; kafkalike has one log dir and would have to stop serving reads
-        too, for a full disk that often frees itself (retention, an operator). Only when the
-        cut itself fails does this log refuse writes until a restart, whose recovery cuts it.
+        next append succeeds once the cause is gone. Kafka instead takes the whole log dir
+        offline on any IOException until a restart, and halts once no log dir is left
+        (LogDirFailureChannel, LocalLog.maybeHandleIOException); with one log dir that would stop
+        reads too, and a restart, for a full disk that often frees itself (retention, an
+        operator). Only when the cut itself fails does this log refuse writes until a restart,
+        whose recovery cuts it.
 
         A flush due by flush.messages / flush.ms runs at once, unless ``syncs`` is a
         ``DeferredSyncs``: then its fsyncs are left there and the result's ``flush`` is set; the
