@@ -53,10 +53,11 @@ class _IndexFile:
         f.truncate(0)
         f.append(data)
 
-    def truncate(self, size: int) -> None:
-        """Keep the first ``size`` bytes of entries, written or pending: entries never written
-        are dropped without a write, so undoing an append does not need the disk to take them."""
-        written = self.file().size
+    def truncate(self, size: int, total: int) -> None:
+        """Keep the first ``size`` of the ``total`` bytes of entries, written or pending. The
+        file always holds exactly the entries not pending, so entries never written are dropped
+        without touching the disk: undoing an append needs nothing from a failing one."""
+        written = total - len(self.pending)
         if size >= written:
             del self.pending[size - written :]
         else:
@@ -65,6 +66,10 @@ class _IndexFile:
 
     def release(self) -> None:
         self.write_pending()
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close the file without writing what is pending (the log is being deleted, or dies)."""
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -139,9 +144,10 @@ class OffsetIndex:
         """Drop entries for batches whose last offset is >= ``offset``."""
         keep = bisect_right(self._offsets, offset - self.base_offset - 1)
         if keep < len(self._offsets):
+            total = len(self._offsets) * self.ENTRY_SIZE
             del self._offsets[keep:]
             del self._positions[keep:]
-            self._io.truncate(keep * self.ENTRY_SIZE)
+            self._io.truncate(keep * self.ENTRY_SIZE, total)
 
     def reset(self) -> None:
         self._offsets = array("i")
@@ -159,6 +165,9 @@ class OffsetIndex:
 
     def release(self) -> None:
         self._io.release()
+
+    def abandon(self) -> None:
+        self._io.abandon()
 
 
 class TimeIndex:
@@ -227,9 +236,10 @@ class TimeIndex:
         while keep and self.base_offset + self._offsets[keep - 1] >= offset:
             keep -= 1
         if keep < len(self._offsets):
+            total = len(self._offsets) * self.ENTRY_SIZE
             del self._timestamps[keep:]
             del self._offsets[keep:]
-            self._io.truncate(keep * self.ENTRY_SIZE)
+            self._io.truncate(keep * self.ENTRY_SIZE, total)
 
     def reset(self) -> None:
         self._timestamps = array("q")
@@ -247,3 +257,6 @@ class TimeIndex:
 
     def release(self) -> None:
         self._io.release()
+
+    def abandon(self) -> None:
+        self._io.abandon()

@@ -776,6 +776,11 @@ class PartitionLog(RetentionMixin):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def offline(self) -> str | None:
+        """Why the log refuses writes (an append that could not be undone), or None."""
+        return self._offline
+
     def close(self) -> None:
         """Flush everything, snapshot producer state at the log end, release every file."""
         if self._closed:
@@ -793,8 +798,9 @@ class PartitionLog(RetentionMixin):
         """Close every file without flushing: the directory is about to be deleted."""
         if not self._closed:
             for segment in self.segments:
-                segment.offset_index.release()
-                segment.time_index.release()
+                segment.offset_index.abandon()
+                segment.time_index.abandon()
+                segment.txn_index.release()
                 segment.file.close()
             for _, segment in self._pending_deletes:
                 segment.file.close()
