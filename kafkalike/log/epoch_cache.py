@@ -8,6 +8,7 @@ append, and made durable by the log's next flush. It answers OffsetForLeaderEpoc
 
 from __future__ import annotations
 
+import contextlib
 from bisect import bisect_left, bisect_right
 
 from kafkalike.log.checkpoint import CheckpointError, format_epoch_checkpoint, parse_epoch_checkpoint
@@ -29,6 +30,7 @@ class LeaderEpochCache:
         # the loader then cuts the old entries to the recovered log, or rebuilds them from it.
         self.changes = 0
         self.synced_changes = 0
+        self.unwritten = False  # a rewrite failed (the disk): the file may hold older entries
 
     @classmethod
     def load(cls, directory: LogDirectory) -> tuple[LeaderEpochCache, bool]:
@@ -112,7 +114,7 @@ class LeaderEpochCache:
         if keep < len(self._offsets):
             del self._epochs[keep:]
             del self._offsets[keep:]
-            self._persist()
+            self._persist_later_on_error()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly below ``start_offset``; the one covering it now starts there."""
@@ -122,16 +124,33 @@ class LeaderEpochCache:
         del self._epochs[:floor]
         del self._offsets[:floor]
         self._offsets[0] = start_offset
-        self._persist()
+        self._persist_later_on_error()
 
     def clear(self) -> None:
         self._epochs.clear()
         self._offsets.clear()
-        self._persist()
+        self._persist_later_on_error()
+
+    def write_if_behind(self) -> None:
+        """Rewrite the checkpoint if a rewrite failed since (the log's flush calls this first)."""
+        if self.unwritten:
+            self._persist()
+
+    def _persist_later_on_error(self) -> None:
+        # A checkpoint left with entries beyond the log's ends is harmless: the loader cuts them
+        # to the recovered log. So a cut need not fail for the disk; the next flush writes it.
+        with contextlib.suppress(OSError):
+            self._persist()
 
     def _persist(self) -> None:
-        if self._directory is not None:
+        if self._directory is None:
+            return
+        try:
             self._directory.write_document(
                 LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint(self.entries()), durable=False
             )
-            self.changes += 1
+        except OSError:
+            self.unwritten = True
+            raise
+        self.unwritten = False
+        self.changes += 1

@@ -504,6 +504,7 @@ class PartitionLog(RetentionMixin):
         self._ensure_open()
         target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
         epochs = self.epoch_cache
+        epochs.write_if_behind()
         epochs_behind = epochs.changes > epochs.synced_changes
         directory_behind = epochs_behind or self._dir_changes > self._dir_changes_synced
         if target > self.recovery_point or directory_behind:

@@ -1,5 +1,5 @@
-"""Random appends, rolls, flushes and crashes on a disk that fails at random: every acknowledged
-record stays readable, in order, before and after a restart, and a refused append leaves nothing
+"""Random appends, rolls, flushes, DeleteRecords, retention and crashes on a disk that fails at
+random: every acknowledged record above the log start stays readable, in order, before and after a restart, and a refused append leaves nothing
 behind (unless the log went offline because even undoing it failed: then the restart may keep
 that never-acknowledged append, after everything acknowledged)."""
 
@@ -84,12 +84,23 @@ class FaultyLogMachine(RuleBasedStateMachine):
         with contextlib.suppress(OSError):  # the recovery point stays; the data is still there
             self.log.flush(self.now)
 
+    @rule(data=st.data())
+    def delete_records_and_retention(self, data: st.DataObject) -> None:
+        start, end = self.log.log_start_offset, self.log.high_watermark
+        offset = data.draw(st.integers(start, end))
+        self.log.delete_records_before(offset, now_ms=self.now)  # a disk error here is reported, not raised
+        with contextlib.suppress(OSError):  # renames or unlinks the disk refuses: the next round
+            self.log.apply_retention(self.now)
+        assert self.log.log_start_offset == max(start, offset)
+        self.acked = [(o, v) for o, v in self.acked if o >= self.log.log_start_offset]
+
     @rule()
     def crash_and_restart(self) -> None:
+        start = self.log.log_start_offset
         self.log.release()  # nothing flushed, nothing snapshotted
         self.faults.clear()
-        self.log = self._open()
-        found = batch_values(self.log.read_bytes(self.log.log_start_offset, 1 << 30))
+        self.log = PartitionLog.open(self.faults.wrap(FileLogDirectory(self.path)), CONFIG, 0, log_start_offset=start)
+        found = self._readable()
         assert found[: len(self.acked)] == self.acked
         if not self.offline:
             assert found == self.acked  # no refused append came back
@@ -98,14 +109,18 @@ class FaultyLogMachine(RuleBasedStateMachine):
         self.offline = False
         self.log.high_watermark = self.log.log_end_offset
 
+    def _readable(self) -> list[tuple[int, bytes]]:
+        start = self.log.log_start_offset
+        return [(o, v) for o, v in batch_values(self.log.read_bytes(start, 1 << 30)) if o >= start]
+
     @invariant()
     def acknowledged_records_are_readable(self) -> None:
-        found = batch_values(self.log.read_bytes(self.log.log_start_offset, 1 << 30))
+        found = self._readable()
         if self.offline:
             assert found[: len(self.acked)] == self.acked
         else:
             assert found == self.acked
-            assert self.log.log_end_offset == (self.acked[-1][0] + 1 if self.acked else 0)
+            assert self.acked == [] or self.log.log_end_offset == self.acked[-1][0] + 1
 
 
 TestFaultyLog = FaultyLogMachine.TestCase
