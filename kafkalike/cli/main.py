@@ -1,5 +1,4 @@
-"""``kafkalike serve``: run a single-node broker (broker and controller in one process);
-``kafkalike storage verify``: check a data directory offline (``cli/storage.py``)."""
+"""``kafkalike serve``: run a single-node broker (broker and controller in one process)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import trio
 
-from kafkalike.cli import storage as storage_cli
 from kafkalike.server.broker import Broker
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig, parse_listener
 
@@ -34,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--seed-topics", metavar="NAME:PARTITIONS,...", help="topics to create at start-up")
     serve.add_argument("--log-level", default="INFO")
-    storage_cli.add_parser(sub)
+    from kafkalike.cli import storage  # ``kafkalike storage verify``: offline, never needed to serve
+
+    storage.add_parser(sub)
     return parser
 
 
@@ -96,7 +96,9 @@ async def run_broker(
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "storage":
-        return storage_cli.run(args)
+        from kafkalike.cli import storage
+
+        return storage.run(args)
     if args.command != "serve":
         build_parser().print_help()
         return 2
