@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--seed-topics", metavar="NAME:PARTITIONS,...", help="topics to create at start-up")
     serve.add_argument("--log-level", default="INFO")
+    from kafkalike.cli import storage  # ``kafkalike storage verify``: offline, never needed to serve
+
+    storage.add_parser(sub)
     return parser
 
 
@@ -152,6 +155,10 @@ def fail(message: str, exit_code: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "storage":
+        from kafkalike.cli import storage
+
+        return storage.run(args)
     if args.command != "serve":
         build_parser().print_help()
         return 2

@@ -139,7 +139,14 @@ class GroupCoordinator:
         try:
             self.store.append(self.partition_for(group_id), records, now_ms)
         except StoreError as exc:
-            log.error("group %s: cannot persist %d record(s): %s", group_id, len(records), exc)
+            # A disk error was logged where it happened, once rather than per request.
+            log.log(
+                logging.DEBUG if exc.storage else logging.ERROR,
+                "group %s: cannot persist %d record(s): %s",
+                group_id,
+                len(records),
+                exc,
+            )
             return E.UNKNOWN_SERVER_ERROR if exc.too_large else E.NOT_COORDINATOR
         return None
 

@@ -35,6 +35,7 @@ One pass (Cleaner.doClean)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 from bisect import bisect_right
@@ -56,7 +57,8 @@ from kafkalike.log.loader import CLEANED_SUFFIX
 from kafkalike.log.offset_map import OffsetMap, entries_for_buffer
 from kafkalike.log.partition_log import PartitionLog
 from kafkalike.log.segment import LOG_SUFFIX, LogSegment, parse_header, segment_name
-from kafkalike.log.storage import LogDirectory, SegmentFile
+from kafkalike.log.storage import DeferredSyncs, LogDirectory, SegmentFile
+from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.records import (
     BATCH_HEADER_SIZE,
     Buffer,
@@ -220,13 +222,17 @@ class _GroupWriter:
             self.bytes_written += len(self._buf)
             self._buf, self._batches = bytearray(), []
 
-    def finish(self) -> None:
+    def finish(self) -> DeferredSyncs:
+        """Write what is buffered; the fsync of the file, to run before the swap, is returned."""
         self._write()
-        self.segment.file.flush()
+        syncs = DeferredSyncs()
+        syncs.file(self.segment.file)
+        return syncs
 
     def discard(self) -> None:
         self.segment.file.close()
-        self.directory.delete(self.name)
+        with contextlib.suppress(OSError):  # a disk error: the loader clears .cleaned files at start-up
+            self.directory.delete(self.name)
 
 
 class _CleaningPass:
@@ -246,6 +252,9 @@ class _CleaningPass:
         self._watched = {id(s): (s, s.size) for s in self.log.segments if s.base_offset < self.upper}
         self._writer: _GroupWriter | None = None
         self._steps = self._run()
+        # The fsync of a cleaned file, due before its swap: ``LogCleaner.take_syncs`` hands it
+        # to the caller (for a worker thread); the next step runs it here if nobody took it.
+        self.pending_syncs: DeferredSyncs | None = None
 
     def still_valid(self) -> bool:
         log = self.log
@@ -255,22 +264,37 @@ class _CleaningPass:
         return all(id(s) in live and s.size == size for s, size in self._watched.values())
 
     def run(self, max_bytes: int | None) -> bool:
-        """Advance by about ``max_bytes`` read (None: to the end); True when the pass is complete."""
+        """Advance by about ``max_bytes`` read (None: to the end); True when the pass is complete.
+
+        Stops early, with ``pending_syncs`` set, where a cleaned file must be synced before its
+        swap (unless running to the end: then the sync runs here)."""
+        if self.pending_syncs is not None:
+            syncs, self.pending_syncs = self.pending_syncs, None
+            syncs.run()
         done = 0
-        for n in self._steps:
-            done += n
+        for step in self._steps:
+            if isinstance(step, DeferredSyncs):
+                if max_bytes is None or not step:
+                    step.run()
+                    continue
+                self.pending_syncs = step
+                return False
+            done += step
             if max_bytes is not None and done >= max_bytes:
                 return False
         return True
 
     def abort(self) -> None:
+        if self.pending_syncs is not None:
+            self.pending_syncs.discard()
+            self.pending_syncs = None
         self._steps.close()
         if self._writer is not None:
             self._writer.discard()
             self._writer = None
         self.stats.aborted = True
 
-    def _run(self) -> Generator[int, None, None]:
+    def _run(self) -> Generator[int | DeferredSyncs, None, None]:
         yield from self._build_offset_map()
         end = self.map.latest_offset + 1
         self.stats.end_offset = end
@@ -348,7 +372,7 @@ class _CleaningPass:
 
     # ---- 2. and 3. cleaning and swapping a group ----------------------------------------------
 
-    def _clean_group(self, group: list[LogSegment], batch_filter: BatchFilter) -> Iterator[int]:
+    def _clean_group(self, group: list[LogSegment], batch_filter: BatchFilter) -> Iterator[int | DeferredSyncs]:
         batch_filter.last_records = {
             pid: (e.batches[-1].last_offset if e.batches else None, e.epoch)
             for pid, e in self.log.producer_state.producers.items()
@@ -371,15 +395,15 @@ class _CleaningPass:
                     if out is not None:
                         self._writer.add(out, header if out is batch else read_batch_header(out, 0))
                 yield header.size
-        writer, self._writer = self._writer, None
-        if writer is not None:
+        if self._writer is not None:
+            yield self._writer.finish()  # the cleaned file's fsync, maybe on a worker thread
+            writer, self._writer = self._writer, None
             self._swap(writer, group)
 
     def _open_writer(self, group: list[LogSegment]) -> _GroupWriter:
         return _GroupWriter(self.log.directory, group[0].base_offset, self.config, group[-1].last_modified_ms)
 
     def _swap(self, writer: _GroupWriter, group: list[LogSegment]) -> None:
-        writer.finish()
         self.stats.bytes_written += writer.bytes_written
         if self.fault is not None:
             self.fault("cleaned")
@@ -470,6 +494,15 @@ class LogCleaner:
         assert stats is not None
         return stats
 
+    def take_syncs(self) -> DeferredSyncs | None:
+        """The fsync the pass in progress needs before it continues (``work`` stopped for it):
+        the caller runs it, on a worker thread, then calls ``work`` again; on failure ``abort``."""
+        current = self._pass
+        if current is None or current.pending_syncs is None:
+            return None
+        syncs, current.pending_syncs = current.pending_syncs, None
+        return syncs
+
     def abort(self, log: PartitionLog | None = None) -> None:
         """Drop the pass in progress (over ``log`` only, if given), deleting its ``.cleaned`` file."""
         if self._pass is not None and (log is None or self._pass.log is log):
@@ -488,6 +521,12 @@ class LogCleaner:
         try:
             if not current.run(max_bytes):
                 return None
+        except OSError as exc:
+            # The disk, not the log: drop the pass and start it again later, once the disk lets it.
+            reporter.report("cleaning of", current.log.directory.path, exc, current.now_ms)
+            current.stats.errors.append(repr(exc))
+            self.abort()
+            return current.stats
         except Exception as exc:
             # Kafka marks the partition uncleanable and carries on with the others.
             logger.exception("cleaning %s failed; it will not be cleaned again", current.log.directory.path)

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from kafkalike.log.errors import LogError, RecordBatchTooLarge
+from kafkalike.log.errors import KafkaStorageError, LogError, RecordBatchTooLarge
 from kafkalike.log.partition_log import PartitionLog
 from kafkalike.log.producer_state import AppendOrigin
 from kafkalike.protocol.codec import Message, schema
@@ -35,11 +35,14 @@ CoordinatorRecord = tuple[bytes, bytes | None]
 
 
 class StoreError(Exception):
-    """Records that could not be made durable; ``too_large`` when the batch was refused for size."""
+    """Records that could not be made durable; ``too_large`` when the batch was refused for size,
+    ``storage`` when the disk refused them (Kafka's coordinators answer NOT_COORDINATOR then;
+    the log layer has already logged it)."""
 
-    def __init__(self, message: str, *, too_large: bool = False) -> None:
+    def __init__(self, message: str, *, too_large: bool = False, storage: bool = False) -> None:
         super().__init__(message)
         self.too_large = too_large
+        self.storage = storage
 
 
 class RecordError(ValueError):
@@ -71,11 +74,13 @@ class CoordinatorLogStore:
         batch = build_batch([Record(key=k, value=v) for k, v in records], base_timestamp=now_ms)
         try:
             plog, epoch = self._log_for(partition)
-            plog.append(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-            plog.flush(now_ms)
+            # Durable before the coordinator answers; what fails is taken out of the log again.
+            plog.append_durably(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
         except RecordBatchTooLarge as exc:
             raise StoreError(str(exc), too_large=True) from exc
-        except (LogError, OSError) as exc:
+        except (KafkaStorageError, OSError) as exc:
+            raise StoreError(f"cannot append to partition {partition}: {exc}", storage=True) from exc
+        except LogError as exc:
             raise StoreError(f"cannot append to partition {partition}: {exc}") from exc
         if self._on_append is not None:
             self._on_append(partition)

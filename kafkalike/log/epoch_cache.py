@@ -3,11 +3,12 @@
 Persisted as ``leader-epoch-checkpoint`` in the partition directory, Kafka's checkpoint format
 (version line ``0``, entry count, then ``<epoch> <start offset>`` lines, rising in both). It is
 rewritten only when an epoch starts or the log is truncated at either end, so it costs nothing per
-append. It answers OffsetForLeaderEpoch and ListOffsets' leader epochs.
+append, and made durable by the log's next flush. It answers OffsetForLeaderEpoch and ListOffsets' leader epochs.
 """
 
 from __future__ import annotations
 
+import contextlib
 from bisect import bisect_left, bisect_right
 
 from kafkalike.log.checkpoint import CheckpointError, format_epoch_checkpoint, parse_epoch_checkpoint
@@ -23,6 +24,13 @@ class LeaderEpochCache:
         self._directory = directory
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        # Rewrites of the checkpoint made / made durable. A rewrite is not fsynced when it is
+        # made (an append must not wait for the disk; Kafka 3.7 made the same change, KAFKA-15046):
+        # the log's next flush syncs it. A crash before that can leave the old, a torn or no file:
+        # the loader then cuts the old entries to the recovered log, or rebuilds them from it.
+        self.changes = 0
+        self.synced_changes = 0
+        self.unwritten = False  # a rewrite failed (the disk): the file may hold older entries
 
     @classmethod
     def load(cls, directory: LogDirectory) -> tuple[LeaderEpochCache, bool]:
@@ -63,12 +71,17 @@ class LeaderEpochCache:
             return False
         if self._epochs and self._epochs[-1] == epoch and self._offsets[-1] <= start_offset:
             return False
+        before = self._epochs[:], self._offsets[:]
         while self._epochs and (self._epochs[-1] >= epoch or self._offsets[-1] >= start_offset):
             self._epochs.pop()
             self._offsets.pop()
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
-        self._persist()
+        try:
+            self._persist()
+        except OSError:
+            self._epochs, self._offsets = before  # not on disk, so not assigned: the next append retries
+            raise
         return True
 
     def epoch_for_offset(self, offset: int) -> int:
@@ -101,7 +114,7 @@ class LeaderEpochCache:
         if keep < len(self._offsets):
             del self._epochs[keep:]
             del self._offsets[keep:]
-            self._persist()
+            self._persist_later_on_error()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly below ``start_offset``; the one covering it now starts there."""
@@ -111,13 +124,33 @@ class LeaderEpochCache:
         del self._epochs[:floor]
         del self._offsets[:floor]
         self._offsets[0] = start_offset
-        self._persist()
+        self._persist_later_on_error()
 
     def clear(self) -> None:
         self._epochs.clear()
         self._offsets.clear()
-        self._persist()
+        self._persist_later_on_error()
+
+    def write_if_behind(self) -> None:
+        """Rewrite the checkpoint if a rewrite failed since (the log's flush calls this first)."""
+        if self.unwritten:
+            self._persist()
+
+    def _persist_later_on_error(self) -> None:
+        # A checkpoint left with entries beyond the log's ends is harmless: the loader cuts them
+        # to the recovered log. So a cut need not fail for the disk; the next flush writes it.
+        with contextlib.suppress(OSError):
+            self._persist()
 
     def _persist(self) -> None:
-        if self._directory is not None:
-            self._directory.write_document(LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint(self.entries()))
+        if self._directory is None:
+            return
+        try:
+            self._directory.write_document(
+                LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint(self.entries()), durable=False
+            )
+        except OSError:
+            self.unwritten = True
+            raise
+        self.unwritten = False
+        self.changes += 1

@@ -56,6 +56,14 @@ class InconsistentTopicId(LogError):
     error_code = 103  # INCONSISTENT_TOPIC_ID
 
 
+class KafkaStorageError(LogError):
+    """A write the disk refused (ENOSPC, EIO, EMFILE, EROFS...): the request that needed it fails
+    with KAFKA_STORAGE_ERROR, and the log is left as it was before the write (see
+    ``PartitionLog.append``), so the next write after the cause is gone succeeds."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
 class LogClosed(LogError):
     """An operation on a log after ``close()`` or ``delete()``."""
 

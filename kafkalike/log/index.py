@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable
 
-from kafkalike.log.storage import SegmentFile
+from kafkalike.log.storage import IMMEDIATE, SegmentFile, Syncs
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -42,10 +42,10 @@ class _IndexFile:
             self.file().append(self.pending)
             self.pending.clear()
 
-    def flush(self) -> None:
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
         self.write_pending()
         if self._file is not None:
-            self._file.flush()
+            syncs.file(self._file)
 
     def rewrite(self, data: bytes) -> None:
         self.pending.clear()
@@ -53,12 +53,23 @@ class _IndexFile:
         f.truncate(0)
         f.append(data)
 
-    def truncate(self, size: int) -> None:
-        self.write_pending()
-        self.file().truncate(size)
+    def truncate(self, size: int, total: int) -> None:
+        """Keep the first ``size`` of the ``total`` bytes of entries, written or pending. The
+        file always holds exactly the entries not pending, so entries never written are dropped
+        without touching the disk: undoing an append needs nothing from a failing one."""
+        written = total - len(self.pending)
+        if size >= written:
+            del self.pending[size - written :]
+        else:
+            self.pending.clear()
+            self.file().truncate(size)
 
     def release(self) -> None:
         self.write_pending()
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close the file without writing what is pending (the log is being deleted, or dies)."""
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -133,9 +144,10 @@ class OffsetIndex:
         """Drop entries for batches whose last offset is >= ``offset``."""
         keep = bisect_right(self._offsets, offset - self.base_offset - 1)
         if keep < len(self._offsets):
+            total = len(self._offsets) * self.ENTRY_SIZE
             del self._offsets[keep:]
             del self._positions[keep:]
-            self._io.truncate(keep * self.ENTRY_SIZE)
+            self._io.truncate(keep * self.ENTRY_SIZE, total)
 
     def reset(self) -> None:
         self._offsets = array("i")
@@ -148,11 +160,14 @@ class OffsetIndex:
     def write_pending(self) -> None:
         self._io.write_pending()
 
-    def flush(self) -> None:
-        self._io.flush()
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        self._io.flush(syncs)
 
     def release(self) -> None:
         self._io.release()
+
+    def abandon(self) -> None:
+        self._io.abandon()
 
 
 class TimeIndex:
@@ -221,9 +236,10 @@ class TimeIndex:
         while keep and self.base_offset + self._offsets[keep - 1] >= offset:
             keep -= 1
         if keep < len(self._offsets):
+            total = len(self._offsets) * self.ENTRY_SIZE
             del self._timestamps[keep:]
             del self._offsets[keep:]
-            self._io.truncate(keep * self.ENTRY_SIZE)
+            self._io.truncate(keep * self.ENTRY_SIZE, total)
 
     def reset(self) -> None:
         self._timestamps = array("q")
@@ -236,8 +252,11 @@ class TimeIndex:
     def write_pending(self) -> None:
         self._io.write_pending()
 
-    def flush(self) -> None:
-        self._io.flush()
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        self._io.flush(syncs)
 
     def release(self) -> None:
         self._io.release()
+
+    def abandon(self) -> None:
+        self._io.abandon()

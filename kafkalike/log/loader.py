@@ -14,6 +14,8 @@ replay sees aborted (Kafka rebuilds them in LogSegment.recover, with the same pr
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,12 +30,14 @@ from kafkalike.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
     iter_batches,
+    records_in_headers,
     segment_name,
 )
 from kafkalike.log.storage import LogDirectory
 from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from kafkalike.protocol.records import RecordBatchHeader
 
+log = logging.getLogger("kafkalike.log.loader")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
@@ -123,6 +127,8 @@ def _recover_segments(
             loaded.rebuild_txn_index_from = segment.base_offset
         loaded.recovered_segments += 1
         loaded.truncated_bytes += truncated
+        if truncated:
+            _warn_truncated(segment, segments[i + 1 :])
         if truncated and i + 1 < len(segments):
             # Everything after a corrupt batch is suspect: Kafka drops the following segments too.
             for later in segments[i + 1 :]:
@@ -130,6 +136,30 @@ def _recover_segments(
                 later.delete_files()
             del segments[i + 1 :]
             break
+
+
+def _warn_truncated(segment: LogSegment, later: list[LogSegment]) -> None:
+    """One WARN per cut: data is lost here, and an operator must be able to see how much."""
+    cut = segment.truncation
+    assert cut is not None
+    name = os.path.join(segment.directory.path, segment_name(segment.base_offset, LOG_SUFFIX))
+    log.warning(
+        "recovery truncated %s at byte %d (offset %d): %s; dropped %d bytes (%d records)",
+        name,
+        cut.position,
+        cut.offset,
+        cut.reason,
+        cut.bytes_dropped,
+        cut.records_dropped,
+    )
+    if later:
+        log.warning(
+            "recovery deleted the %d segment(s) after it, from offset %d on: %d more bytes (%d records)",
+            len(later),
+            later[0].base_offset,
+            sum(s.size for s in later),
+            sum(records_in_headers(s.file, 0, s.size) for s in later),
+        )
 
 
 def _load_epoch_cache(loaded: LoadedLog, epochs_seen: list[tuple[int, int]]) -> None:

@@ -16,12 +16,14 @@ the disk (the checkpoints are simply kept in memory).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkalike.log.checkpoint import (
     CheckpointError,
@@ -30,8 +32,15 @@ from kafkalike.log.checkpoint import (
 )
 from kafkalike.log.cleaner import CLEANER_OFFSET_CHECKPOINT, DEFAULT_STEP_BYTES, LogCleaner
 from kafkalike.log.config import LogConfig
-from kafkalike.log.partition_log import PartitionLog
-from kafkalike.log.storage import FileLogDirectory, LogDirectory, MemoryLogDirectory
+from kafkalike.log.loader import TMP_SUFFIX
+from kafkalike.log.partition_log import FlushTicket, PartitionLog
+from kafkalike.log.storage import IMMEDIATE, DeferredSyncs, FileLogDirectory, LogDirectory, MemoryLogDirectory, Syncs
+from kafkalike.log.storage_errors import describe, reporter
+
+log = logging.getLogger("kafkalike.log.manager")
+DirectoryWrapper = Callable[[LogDirectory], LogDirectory]
+# Kafka's log.flush.offset.checkpoint.interval.ms default.
+DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -56,9 +65,10 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 class _LogDir:
     """One log dir's checkpoints and whether it was shut down cleanly last time."""
 
-    def __init__(self, path: Path, memory: bool) -> None:
+    def __init__(self, path: Path, memory: bool, wrap: DirectoryWrapper | None = None) -> None:
         self.path = path
         self.memory = memory
+        self._wrap = wrap
         self.clean_shutdown = memory
         self.recovery_points: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
@@ -78,6 +88,8 @@ class _LogDir:
         for entry in path.iterdir():
             if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry, ignore_errors=True)
+            elif entry.name.endswith(TMP_SUFFIX) and entry.is_file():
+                entry.unlink(missing_ok=True)  # a checkpoint write a crash interrupted
 
     def _read(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -85,33 +97,108 @@ class _LogDir:
         except (FileNotFoundError, CheckpointError):
             return {}
 
-    def write_checkpoints(self, force: bool = False) -> None:
-        """Rewrite the checkpoint files when an offset changed (they are tiny, but fsynced)."""
+    def _documents(self) -> LogDirectory:
+        directory: LogDirectory = FileLogDirectory(self.path)
+        return directory if self._wrap is None else self._wrap(directory)
+
+    def pending_checkpoints(self, force: bool = False) -> list[tuple[int, str, bytes]]:
+        """(slot, file name, content) of each checkpoint file whose offsets changed since it was
+        last written; ``checkpoint_written(slot, data)`` records one as written."""
         if self.memory:
-            return
-        directory = FileLogDirectory(self.path)
-        if force or self.recovery_points != self._written[0]:
-            directory.write_document(RECOVERY_POINT_CHECKPOINT, format_offset_checkpoint(self.recovery_points))
-        if force or self.log_start_offsets != self._written[1]:
-            directory.write_document(LOG_START_OFFSET_CHECKPOINT, format_offset_checkpoint(self.log_start_offsets))
-        if self.cleaner_offsets != self._written[2]:
-            directory.write_document(CLEANER_OFFSET_CHECKPOINT, format_offset_checkpoint(self.cleaner_offsets))
-        self._written = (dict(self.recovery_points), dict(self.log_start_offsets), dict(self.cleaner_offsets))
+            return []
+        current = (self.recovery_points, self.log_start_offsets, self.cleaner_offsets)
+        names = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+        return [
+            (slot, names[slot], format_offset_checkpoint(current[slot]))
+            for slot in range(3)
+            if current[slot] != self._written[slot] or (force and slot < 2)
+        ]
+
+    def write_document(self, name: str, data: bytes) -> None:
+        self._documents().write_document(name, data)
+
+    def write_checkpoints(self, force: bool = False) -> None:
+        """Rewrite the checkpoint files when an offset changed (they are tiny, but fsynced).
+
+        Each file is written on its own: on OSError the ones before it count as written and the
+        failed one is tried again next time (its old content is still in place)."""
+        pending = self.pending_checkpoints(force)
+        directory = self._documents() if pending else None
+        for slot, name, data in pending:
+            assert directory is not None
+            directory.write_document(name, data)
+            self.checkpoint_written(slot, data)
+
+    def checkpoint_written(self, slot: int, data: bytes) -> None:
+        written = list(self._written)
+        written[slot] = parse_offset_checkpoint(data)
+        self._written = (written[0], written[1], written[2])
 
     def mark_clean_shutdown(self) -> None:
         if not self.memory:
-            FileLogDirectory(self.path).write_document(CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+            self._documents().write_document(CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+
+
+class PreparedFlush(NamedTuple):
+    log: PartitionLog
+    ticket: FlushTicket
+    syncs: DeferredSyncs
+
+
+class PendingCheckpoint(NamedTuple):
+    log_dir: _LogDir
+    slot: int
+    name: str
+    data: bytes
+
+
+def run_flushes(prepared: list[PreparedFlush]) -> list[OSError | None]:
+    """The blocking part of ``prepare_due_flushes``' flushes (thread-safe: syscalls only)."""
+    errors: list[OSError | None] = []
+    for flush in prepared:
+        try:
+            flush.syncs.run()
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+    return errors
+
+
+def write_checkpoints(pending: list[PendingCheckpoint]) -> list[OSError | None]:
+    """Write ``prepare_checkpoints``' files, each durably (thread-safe: file I/O only)."""
+    errors: list[OSError | None] = []
+    for checkpoint in pending:
+        try:
+            checkpoint.log_dir.write_document(checkpoint.name, checkpoint.data)
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+    return errors
 
 
 class LogManager:
-    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *, storage: str = "file"):
+    def __init__(
+        self,
+        log_dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+        *,
+        storage: str = "file",
+        wrap_directory: DirectoryWrapper | None = None,
+        checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+    ):
+        """``wrap_directory`` sees every directory the logs and checkpoints are written through
+        (a fault-injecting disk in tests); ``checkpoint_interval_ms`` is how often ``flush_due``
+        rewrites the recovery-point and log-start checkpoints (Kafka's
+        log.flush.offset.checkpoint.interval.ms)."""
         if storage not in ("file", "memory"):
             raise ValueError(f"storage must be 'file' or 'memory', not {storage!r}")
         paths = [log_dirs] if isinstance(log_dirs, str | os.PathLike) else list(log_dirs)
         if not paths:
             raise ValueError("at least one log dir is needed")
         self.memory = storage == "memory"
-        self._dirs = [_LogDir(Path(p), self.memory) for p in paths]
+        self._wrap = wrap_directory
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._next_checkpoint_ms: int | None = None
+        self._dirs = [_LogDir(Path(p), self.memory, wrap_directory) for p in paths]
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._homes: dict[TopicPartition, _LogDir] = {}
         self._memory_dirs: dict[TopicPartition, MemoryLogDirectory] = {}
@@ -137,9 +224,12 @@ class LogManager:
         return found
 
     def _directory(self, tp: TopicPartition, home: _LogDir) -> LogDirectory:
+        directory: LogDirectory
         if self.memory:
-            return self._memory_dirs.setdefault(tp, MemoryLogDirectory(partition_dir_name(*tp)))
-        return FileLogDirectory(home.path / partition_dir_name(*tp))
+            directory = self._memory_dirs.setdefault(tp, MemoryLogDirectory(partition_dir_name(*tp)))
+        else:
+            directory = FileLogDirectory(home.path / partition_dir_name(*tp))
+        return directory if self._wrap is None else self._wrap(directory)
 
     def _choose_home(self) -> _LogDir:
         """The log dir with the fewest partitions, as Kafka places new partitions."""
@@ -217,7 +307,8 @@ class LogManager:
             log_dir.recovery_points.pop(tp, None)
             log_dir.log_start_offsets.pop(tp, None)
             log_dir.cleaner_offsets.pop(tp, None)
-            log_dir.write_checkpoints()
+            with contextlib.suppress(OSError):  # the next periodic checkpoint tries again
+                log_dir.write_checkpoints()
         return True
 
     def remove_orphans(self, keep: set[TopicPartition]) -> list[TopicPartition]:
@@ -228,6 +319,9 @@ class LogManager:
         return doomed
 
     # ---- periodic work ------------------------------------------------------------------------
+    #
+    # These run from the broker's background tasks, where an exception would take the broker
+    # down: a disk error is reported (rate-limited) and the work is tried again next time.
 
     def _record_offsets(self, tp: TopicPartition) -> None:
         log, home = self._logs[tp], self._homes[tp]
@@ -236,56 +330,147 @@ class LogManager:
         if log.cleaner_checkpoint is not None:
             home.cleaner_offsets[tp] = log.cleaner_checkpoint
 
-    def _checkpoint(self) -> None:
+    def record_offsets(self) -> None:
+        """Copy every log's recovery point, log start and cleaner offset into its log dir's checkpoint state."""
         for tp in self._logs:
             self._record_offsets(tp)
-        for log_dir in self._dirs:
-            log_dir.write_checkpoints()
+
+    def _checkpoint(self, now_ms: int) -> None:
+        pending = self.prepare_checkpoints()
+        self.complete_checkpoints(pending, write_checkpoints(pending), now_ms)
+
+    def checkpoint_due(self, now_ms: int) -> bool:
+        """True once every ``checkpoint_interval_ms`` (the first interval counted from the first call)."""
+        if self._next_checkpoint_ms is None:
+            self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
+        if now_ms < self._next_checkpoint_ms:
+            return False
+        self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
+        return True
+
+    # Each periodic job comes in three steps, so the broker can run the middle one, the blocking
+    # disk calls, on a worker thread: prepare (on the event loop: decide, write what is small,
+    # collect the syncs), run (anywhere: only syscalls, no log state), complete (on the event
+    # loop: apply what succeeded, report what failed). The one-call forms below do all three.
+
+    def prepare_due_flushes(self, now_ms: int) -> list[PreparedFlush]:
+        """The flushes due now (flush.ms, rolled segments), their fsyncs collected."""
+        prepared = []
+        for plog in self._logs.values():
+            target = plog.due_flush(now_ms)
+            if target is None:
+                continue
+            syncs = DeferredSyncs()
+            try:
+                ticket = plog.prepare_flush(syncs, target)
+            except OSError as exc:
+                syncs.discard()
+                reporter.report("flush of", plog.directory.path, exc, now_ms)
+                continue
+            prepared.append(PreparedFlush(plog, ticket, syncs))
+        return prepared
+
+    def complete_flushes(self, prepared: list[PreparedFlush], errors: list[OSError | None], now_ms: int) -> None:
+        for flush, error in zip(prepared, errors, strict=True):
+            if error is None:
+                flush.log.complete_flush(flush.ticket, now_ms)
+            else:
+                reporter.report("flush of", flush.log.directory.path, error, now_ms)
+
+    def prepare_checkpoints(self, force: bool = False) -> list[PendingCheckpoint]:
+        """The checkpoint files whose offsets changed since they were written, with their content."""
+        self.record_offsets()
+        return [
+            PendingCheckpoint(log_dir, slot, name, data)
+            for log_dir in self._dirs
+            for slot, name, data in log_dir.pending_checkpoints(force)
+        ]
+
+    def complete_checkpoints(self, pending: list[PendingCheckpoint], errors: list[OSError | None], now_ms: int) -> None:
+        for checkpoint, error in zip(pending, errors, strict=True):
+            if error is None:
+                checkpoint.log_dir.checkpoint_written(checkpoint.slot, checkpoint.data)
+            else:  # the old file is still in place; the next round writes it again
+                reporter.report("checkpoint write in", str(checkpoint.log_dir.path), error, now_ms)
 
     def flush_due(self, now_ms: int) -> None:
-        """Time-based flushes (flush.ms) and flushes of rolled segments; checkpoint what moved."""
-        for log in self._logs.values():
-            log.maybe_flush(now_ms)
-        self._checkpoint()
+        """Time-based flushes (flush.ms) and flushes of rolled segments; the checkpoints on their interval."""
+        prepared = self.prepare_due_flushes(now_ms)
+        self.complete_flushes(prepared, run_flushes(prepared), now_ms)
+        if self.checkpoint_due(now_ms):
+            self._checkpoint(now_ms)
 
     def flush_all(self, now_ms: int | None = None) -> None:
-        for log in self._logs.values():
-            log.flush(now_ms)
-        self._checkpoint()
+        for plog in self._logs.values():
+            plog.flush(now_ms)
+        self._checkpoint(now_ms or 0)
 
-    def run_retention(self, now_ms: int) -> int:
-        """Retention for every log; returns how many segments were deleted."""
-        deleted = sum(log.apply_retention(now_ms) for log in self._logs.values())
-        self._checkpoint()
+    def run_retention(self, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
+        """Retention for every log; returns how many segments were deleted. ``syncs`` may defer
+        the unlinks of deleted files; the log start checkpoint is then the caller's to write
+        (``prepare_checkpoints``) once they ran, else it is written here."""
+        deleted = 0
+        for plog in self._logs.values():
+            try:
+                deleted += plog.apply_retention(now_ms, syncs)
+            except OSError as exc:
+                reporter.report("retention of", plog.directory.path, exc, now_ms)
+        if syncs is IMMEDIATE:
+            self._checkpoint(now_ms)
         return deleted
 
-    def run_cleaner(self, cleaner: LogCleaner, now_ms: int, *, max_bytes: int = DEFAULT_STEP_BYTES) -> bool:
-        """One bounded step of log compaction over the open logs, then checkpoint what moved.
+    def run_cleaner(
+        self, cleaner: LogCleaner, now_ms: int, *, max_bytes: int = DEFAULT_STEP_BYTES, checkpoint: bool = True
+    ) -> bool:
+        """One bounded step of log compaction over the open logs, then checkpoint what moved
+        (unless ``checkpoint`` is False: the caller writes them, see ``prepare_checkpoints``).
 
         True while there is more to do (call again after letting other work run); False when no
-        compacted log needs cleaning (wait log.cleaner.backoff.ms, 15 s in Kafka, before the next).
+        compacted log needs cleaning (wait log.cleaner.backoff.ms, 15 s in Kafka, before the next)
+        and after a disk error (the step is abandoned; the next one starts it again).
         """
-        more = cleaner.work(self._logs.values(), now_ms, max_bytes=max_bytes)
-        self._checkpoint()
+        try:
+            more = cleaner.work(self._logs.values(), now_ms, max_bytes=max_bytes)
+        except OSError as exc:
+            reporter.report("log cleaning in", str(self._dirs[0].path), exc, now_ms)
+            if cleaner.cleaning is not None:
+                cleaner.abort(cleaner.cleaning)
+            more = False
+        if checkpoint:
+            self._checkpoint(now_ms)
         return more
 
-    def delete_records(self, topic: str, partition: int, offset: int, now_ms: int) -> int:
-        """DeleteRecords, with the new log start offset checkpointed before returning."""
+    def delete_records(self, topic: str, partition: int, offset: int, now_ms: int, *, checkpoint: bool = True) -> int:
+        """DeleteRecords, with the new log start offset checkpointed before returning (if the disk
+        takes it), unless ``checkpoint`` is False: the caller writes it (``prepare_checkpoints``)."""
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is None:
             raise KeyError(tp)
         start = log.delete_records_before(offset, now_ms=now_ms)
-        self._checkpoint()
+        if checkpoint:
+            self._checkpoint(now_ms)
         return start
 
     def close_all(self) -> None:
-        """Close every log, checkpoint, and mark each log dir as cleanly shut down."""
-        for log in self._logs.values():
-            log.close()
-        self._checkpoint()
+        """Close every log, checkpoint, and mark each log dir as cleanly shut down.
+
+        A log that cannot be closed for a disk error leaves its log dir unmarked, so the next
+        start recovers it; the others still close cleanly."""
+        failed: set[int] = set()
+        for tp, plog in self._logs.items():
+            try:
+                plog.close()
+            except OSError as exc:
+                log.error("closing %s-%d failed, it will be recovered at the next start: %s", *tp, describe(exc))
+                failed.add(id(self._homes[tp]))
+        self.record_offsets()
         for log_dir in self._dirs:
-            log_dir.write_checkpoints(force=True)
-            log_dir.mark_clean_shutdown()
+            try:
+                log_dir.write_checkpoints(force=True)
+                if id(log_dir) not in failed:
+                    log_dir.mark_clean_shutdown()
+            except OSError as exc:
+                log.error("checkpoints of %s not written at shutdown: %s", log_dir.path, describe(exc))
         self._logs.clear()
         self._homes.clear()

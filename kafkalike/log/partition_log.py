@@ -18,6 +18,7 @@ in (``now_ms``), never read from a clock, so behaviour is reproducible.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from bisect import bisect_right
@@ -26,11 +27,12 @@ from typing import NamedTuple
 
 from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata, parse_partition_metadata
 from kafkalike.log.config import LogConfig
-from kafkalike.log.epoch_cache import LeaderEpochCache
+from kafkalike.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkalike.log.errors import (
     AppendLargerThanSegment,
     CorruptLogError,
     InconsistentTopicId,
+    KafkaStorageError,
     LogClosed,
     OffsetOutOfRange,
     RecordBatchTooLarge,
@@ -46,7 +48,8 @@ from kafkalike.log.producer_state import (
 )
 from kafkalike.log.retention import RetentionMixin
 from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_header, segment_name
-from kafkalike.log.storage import FileLogDirectory, LogDirectory, SegmentFile
+from kafkalike.log.storage import IMMEDIATE, DeferredSyncs, FileLogDirectory, LogDirectory, SegmentFile, Syncs
+from kafkalike.log.storage_errors import describe, reporter
 from kafkalike.log.txn_index import AbortedTxn, collect_aborted, retained_aborts
 from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.records import (
@@ -59,10 +62,22 @@ from kafkalike.protocol.records import (
     set_partition_leader_epoch,
 )
 
+log = logging.getLogger("kafkalike.log")
 PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+
+
+class FlushTicket(NamedTuple):
+    """What a prepared flush will have made durable once its syncs ran (``PartitionLog.prepare_flush``)."""
+
+    target: int  # every offset below it
+    dir_changes: int  # directory changes up to this count
+    epoch_changes: int  # leader epoch checkpoint rewrites up to this count
+    messages: int  # unflushed messages it covers (when ``whole``)
+    whole: bool  # the target was the log end
+    truncations: int  # the log's truncation count when prepared
 
 
 class AppendResult(NamedTuple):
@@ -71,6 +86,7 @@ class AppendResult(NamedTuple):
     log_append_time_ms: int  # -1 unless the batches were stamped with LogAppendTime
     log_start_offset: int
     duplicate: bool = False  # a retried idempotent batch: nothing was written, offsets are the original's
+    flush: FlushTicket | None = None  # a flush whose syncs were deferred: see ``PartitionLog.complete_append``
 
 
 class FileRange(NamedTuple):
@@ -132,10 +148,17 @@ class PartitionLog(RetentionMixin):
         self.recovery_point = loaded.recovery_point
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
-        self._new_files = False
+        # Directory changes (new segment files) made / made durable: the next flush syncs the
+        # directory while the first is ahead. Counters, so a sync on a worker thread that ran
+        # while another file appeared does not count for that one.
+        self._dir_changes = 0
+        self._dir_changes_synced = 0
+        self._truncations = 0  # a flush prepared before a truncation must not move the recovery point
         self._stop_cache: tuple[int, int, int] | None = None  # (offset, segment index, position)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # Why writes are refused (an append that could not be undone), or None.
+        self._offline: str | None = None
         # The log cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint entry, which
         # LogManager loads and saves); None: never cleaned, everything from the log start is dirty.
         self.cleaner_checkpoint: int | None = None
@@ -220,13 +243,32 @@ class PartitionLog(RetentionMixin):
         now_ms: int,
         log_append_time: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        syncs: Syncs = IMMEDIATE,
     ) -> AppendResult:
         """Append validated v2 batches, assigning offsets in place; header work only, one write.
 
         Raises RecordBatchTooLarge (AppendLargerThanSegment past segment.bytes), CorruptLogError or a ProducerStateError subclass and then
         writes nothing. A retried idempotent batch comes back ``duplicate=True`` with its offsets.
+
+        A disk error (any OSError: ENOSPC, EIO, EMFILE, EROFS...) raises KafkaStorageError and
+        leaves the log as it was: a failed write of the data leaves nothing readable (see
+        ``SegmentFile.append``), and an append whose flush (flush.messages / flush.ms) or
+        transaction index entry failed is cut off again, as it was never acknowledged. So the
+        next append succeeds once the cause is gone. Kafka instead takes the whole log dir
+        offline on any IOException until a restart, and halts once no log dir is left
+        (LogDirFailureChannel, LocalLog.maybeHandleIOException); with one log dir that would stop
+        reads too, and a restart, for a full disk that often frees itself (retention, an
+        operator). Only when the cut itself fails does this log refuse writes until a restart,
+        whose recovery cuts it.
+
+        A flush due by flush.messages / flush.ms runs at once, unless ``syncs`` is a
+        ``DeferredSyncs``: then its fsyncs are left there and the result's ``flush`` is set; the
+        caller runs them (off the event loop) and calls ``complete_append`` before it
+        acknowledges the append.
         """
         self._ensure_open()
+        if self._offline is not None:
+            raise KafkaStorageError(f"{self.directory.path} refuses writes after a storage error: {self._offline}")
         buf = memoryview(batches)
         if buf.readonly:
             raise TypeError("append needs a writable buffer: offsets are assigned in place")
@@ -253,23 +295,104 @@ class PartitionLog(RetentionMixin):
             return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
         first_offset, last_offset = assigned[0][1].base_offset, assigned[-1][1].last_offset
         max_timestamp = max(h.max_timestamp for _, h in assigned)
-        segment = self.active_segment
-        if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
-            segment = self.roll(now_ms)
-        segment.append(buf, assigned, now_ms)
+        messages = sum(h.records_count for _, h in assigned)
+        try:
+            # Everything that may fail before a byte of the batches is in the log: a failure
+            # here leaves the log as it was (a roll that failed half-way is tried again).
+            segment = self.active_segment
+            if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
+                segment = self.roll(now_ms)
+            latest = self.epoch_cache.latest_epoch
+            if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+                self.epoch_cache.assign(leader_epoch, first_offset)  # before the data, as Kafka's append
+            segment.append(buf, assigned, now_ms)
+        except OSError as exc:
+            raise self._storage_error("append to", exc, now_ms) from exc
         self._log_end_offset = next_offset
-        latest = self.epoch_cache.latest_epoch
-        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-            self.epoch_cache.assign(leader_epoch, first_offset)
+        self._unflushed_messages += messages
         self.producer_state.commit(pending)
-        self._index_aborted(pending, segment)
-        self._unflushed_messages += sum(h.records_count for _, h in assigned)
+        result = AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+        try:
+            self._index_aborted(pending, segment)
+        except OSError as exc:
+            # A marker without its index entry would show aborted records as committed.
+            self._undo_append(result, now_ms, exc)
+            raise self._storage_error("transaction index append in", exc, now_ms) from exc
         interval = self.config.flush_interval_ms
         if self._unflushed_messages >= self.config.flush_interval_messages or (
             interval is not None and now_ms - self._last_flush_ms >= interval
         ):
-            self.flush(now_ms)
-        return AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+            try:
+                ticket = self.prepare_flush(syncs)
+            except OSError as exc:
+                # Not known to be on disk, so not acknowledged: take the batches out again.
+                if isinstance(syncs, DeferredSyncs):
+                    syncs.discard()
+                self._undo_append(result, now_ms, exc)
+                raise self._storage_error("flush of", exc, now_ms) from exc
+            if not isinstance(syncs, DeferredSyncs):
+                self.complete_flush(ticket, now_ms)
+            else:
+                result = result._replace(flush=ticket)
+        return result
+
+    def append_durably(
+        self, batches: bytearray, *, leader_epoch: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
+        """``append``, then flush, here and now (coordinator and metadata records, which are
+        answered only once durable); a failed flush cuts the append off again and raises
+        KafkaStorageError, so the log never holds what its writer was told failed."""
+        syncs = DeferredSyncs()
+        result = self.append(batches, leader_epoch=leader_epoch, now_ms=now_ms, origin=origin, syncs=syncs)
+        error: OSError | None = None
+        try:
+            result = result._replace(flush=result.flush or self.prepare_flush(syncs))
+            syncs.run()
+        except OSError as exc:
+            syncs.discard()
+            error = exc
+        self.complete_append(result, error, now_ms)
+        return result
+
+    def complete_append(self, result: AppendResult, error: OSError | None, now_ms: int) -> None:
+        """After the syncs an append left to ``DeferredSyncs`` (its ``flush``) ran: the flush
+        completed, or, when they (or a flush of its own the caller made) failed, the append cut
+        off again and KafkaStorageError raised (it must not be acknowledged). The caller lets no other append in meanwhile, else the
+        cut would take that one too: then the log refuses writes instead."""
+        if self._closed:
+            return
+        if error is None:
+            if result.flush is not None:
+                self.complete_flush(result.flush, now_ms)
+            return
+        if self._log_end_offset == result.last_offset + 1:
+            self._undo_append(result, now_ms, error)
+        else:
+            self._go_offline(result.first_offset, f"{describe(error)}, with later appends in the way of undoing it")
+        raise self._storage_error("flush of", error, now_ms) from error
+
+    def _storage_error(self, operation: str, exc: OSError, now_ms: int) -> KafkaStorageError:
+        reporter.report(operation, self.directory.path, exc, now_ms)
+        return KafkaStorageError(f"{operation} {self.directory.path} failed: {describe(exc)}")
+
+    def _undo_append(self, result: AppendResult, now_ms: int, cause: OSError) -> None:
+        """Cut an append that reached the segment but could not be completed; if even that fails
+        the log refuses writes until the broker restarts and recovery cuts it (Kafka's log-dir
+        failure, for this one partition)."""
+        try:
+            self.truncate_to(result.first_offset, now_ms=now_ms)
+        except OSError as exc:
+            self._go_offline(result.first_offset, f"{describe(cause)}, then {describe(exc)} while undoing it")
+
+    def _go_offline(self, offset: int, reason: str) -> None:
+        self._offline = reason
+        log.error(
+            "storage error: %s refuses writes until the broker restarts: an append at offset %d could not be "
+            "undone (%s)",
+            self.directory.path,
+            offset,
+            reason,
+        )
 
     def _index_aborted(self, pending: PendingAppend, segment: LogSegment) -> None:
         """A transaction index entry for each transaction this append aborted (Kafka's
@@ -315,8 +438,8 @@ class PartitionLog(RetentionMixin):
         segment = LogSegment.create(self.directory, self._log_end_offset, self.config, now_ms)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
-        self._new_files = True
-        self._take_snapshot(self._log_end_offset)
+        self._dir_changes += 1  # the next flush syncs the directory, making the new names durable
+        self._take_snapshot(self._log_end_offset, durable=False)
         return segment
 
     def replace_segments(
@@ -361,41 +484,82 @@ class PartitionLog(RetentionMixin):
         self.directory.sync()
         step("done")
 
-    def _take_snapshot(self, offset: int) -> None:
-        self.directory.write_document(segment_name(offset, SNAPSHOT_SUFFIX), self.producer_state.snapshot_bytes())
+    def _take_snapshot(self, offset: int, *, durable: bool = True) -> None:
+        """At a roll not ``durable``, so the append waits for no fsync (Kafka flushes that
+        snapshot in the background too): a torn one fails its CRC at load and is dropped."""
+        name = segment_name(offset, SNAPSHOT_SUFFIX)
+        self.directory.write_document(name, self.producer_state.snapshot_bytes(), durable=durable)
 
     # ---- flushing -----------------------------------------------------------------------------
 
     def flush(self, now_ms: int | None = None, up_to_offset: int | None = None) -> None:
         """fsync every segment holding data below ``up_to_offset`` (default: the log end)."""
+        self.complete_flush(self.prepare_flush(IMMEDIATE, up_to_offset), now_ms)
+
+    def prepare_flush(self, syncs: Syncs, up_to_offset: int | None = None) -> FlushTicket:
+        """The first half of ``flush``: hand every fsync it needs to ``syncs`` (pending index
+        entries are written here, on the caller's thread). Once they ran, ``complete_flush``
+        moves the recovery point; if they failed, nothing is to be done (the data stays
+        unflushed and a later flush tries again)."""
         self._ensure_open()
         target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
-        if target > self.recovery_point or self._new_files:
+        epochs = self.epoch_cache
+        epochs.write_if_behind()
+        epochs_behind = epochs.changes > epochs.synced_changes
+        directory_behind = epochs_behind or self._dir_changes > self._dir_changes_synced
+        if target > self.recovery_point or directory_behind:
             for segment in self.segments[self._segment_index(self.recovery_point) :]:
                 if segment.base_offset >= target:
                     break
-                segment.flush()
-            if self._new_files:
-                self.directory.sync()
-                self._new_files = False
-            self.recovery_point = max(self.recovery_point, target)
-        if target == self._log_end_offset:
-            self._unflushed_messages = 0
+                segment.flush(syncs)
+            if epochs_behind:
+                syncs.document(self.directory, LEADER_EPOCH_CHECKPOINT)
+            if directory_behind:
+                syncs.directory(self.directory)
+        whole = target == self._log_end_offset
+        return FlushTicket(
+            target,
+            self._dir_changes,
+            epochs.changes,
+            self._unflushed_messages if whole else 0,
+            whole,
+            self._truncations,
+        )
+
+    def complete_flush(self, ticket: FlushTicket, now_ms: int | None) -> None:
+        """The second half of ``flush``, after its syncs ran: appends made meanwhile stay unflushed."""
+        if self._closed:
+            return
+        self._dir_changes_synced = max(self._dir_changes_synced, ticket.dir_changes)
+        self.epoch_cache.synced_changes = max(self.epoch_cache.synced_changes, ticket.epoch_changes)
+        if ticket.truncations != self._truncations:
+            return  # the log was cut since: offsets below the target may hold bytes written after the sync
+        self.recovery_point = max(self.recovery_point, min(ticket.target, self._log_end_offset))
+        if ticket.whole:
+            self._unflushed_messages = max(self._unflushed_messages - ticket.messages, 0)
             if now_ms is not None:
                 self._last_flush_ms = now_ms
 
-    def maybe_flush(self, now_ms: int) -> None:
-        """The periodic part of flushing: flush.ms, and the fsync of segments left behind by a roll.
+    def due_flush(self, now_ms: int) -> int | None:
+        """The periodic part of flushing: the offset to flush up to now (flush.ms, or the
+        segments left behind by a roll), or None.
 
-        Kafka runs the latter in the background after each roll; here the broker's periodic task
-        calls this (through ``LogManager.flush_due``), so an append never waits for a whole
-        segment to reach the disk.
+        Kafka flushes rolled segments in the background too; here the broker's periodic task
+        asks this (through ``LogManager.prepare_due_flushes``), so an append never waits for a
+        whole segment to reach the disk.
         """
         interval = self.config.flush_interval_ms
         if interval is not None and self._unflushed_messages and now_ms - self._last_flush_ms >= interval:
-            self.flush(now_ms)
-        elif self.recovery_point < self.active_segment.base_offset:
-            self.flush(now_ms, up_to_offset=self.active_segment.base_offset)
+            return self._log_end_offset
+        if self.recovery_point < self.active_segment.base_offset:
+            return self.active_segment.base_offset
+        return None
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """``due_flush``, done at once."""
+        target = self.due_flush(now_ms)
+        if target is not None:
+            self.flush(now_ms, up_to_offset=target)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -575,7 +739,7 @@ class PartitionLog(RetentionMixin):
             self._schedule_delete(segment, now_ms)
         segment = LogSegment.create(self.directory, offset, self.config, now_ms)
         self.segments, self._bases = [segment], [offset]
-        self._new_files = True
+        self._dir_changes += 1
         self._log_start_offset = offset
         self.epoch_cache.clear()
         for snapshot in snapshot_offsets(self.directory):
@@ -583,6 +747,7 @@ class PartitionLog(RetentionMixin):
         self._after_truncation(now_ms)
 
     def _after_truncation(self, now_ms: int) -> None:
+        self._truncations += 1
         self._log_end_offset = self.active_segment.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
@@ -612,6 +777,11 @@ class PartitionLog(RetentionMixin):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def offline(self) -> str | None:
+        """Why the log refuses writes (an append that could not be undone), or None."""
+        return self._offline
+
     def close(self) -> None:
         """Flush everything, snapshot producer state at the log end, release every file."""
         if self._closed:
@@ -629,8 +799,9 @@ class PartitionLog(RetentionMixin):
         """Close every file without flushing: the directory is about to be deleted."""
         if not self._closed:
             for segment in self.segments:
-                segment.offset_index.release()
-                segment.time_index.release()
+                segment.offset_index.abandon()
+                segment.time_index.abandon()
+                segment.txn_index.release()
                 segment.file.close()
             for _, segment in self._pending_deletes:
                 segment.file.close()

@@ -15,7 +15,8 @@ from kafkalike.log.errors import OffsetOutOfRange
 from kafkalike.log.loader import snapshot_offsets
 from kafkalike.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from kafkalike.log.segment import LogSegment, segment_name
-from kafkalike.log.storage import LogDirectory
+from kafkalike.log.storage import IMMEDIATE, LogDirectory, Syncs
+from kafkalike.log.storage_errors import reporter
 
 SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
 
@@ -39,13 +40,13 @@ class RetentionMixin:
 
         def _ensure_open(self) -> None: ...
 
-    def apply_retention(self, now_ms: int) -> int:
+    def apply_retention(self, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
         """Kafka's deleteOldSegments: segments wholly below the log start offset, then (for
         cleanup.policy=delete) by ``retention.ms`` against each segment's largest timestamp and by
         ``retention.bytes``. Also finishes due delayed deletions and expires idle producers.
-        Returns the number of segments deleted."""
+        Returns the number of segments deleted; ``syncs`` may defer the unlinks of the files."""
         self._ensure_open()
-        self.delete_due_files(now_ms)
+        self.delete_due_files(now_ms, syncs)
         self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
         deleted = self._delete_log_start_breached(now_ms)
         if not self.config.deletes:
@@ -74,7 +75,11 @@ class RetentionMixin:
             raise OffsetOutOfRange(offset, self._log_start_offset, self._high_watermark)
         if offset > self._log_start_offset:
             self._move_log_start(offset)
-            self._delete_log_start_breached(now_ms)
+            try:
+                self._delete_log_start_breached(now_ms)
+            except OSError as exc:
+                # The records are deleted (the log start moved); retention removes their files later.
+                reporter.report("segment deletion in", self.directory.path, exc, now_ms)
         return self._log_start_offset
 
     def _delete_log_start_breached(self, now_ms: int) -> int:
@@ -98,12 +103,18 @@ class RetentionMixin:
         if count == len(self.segments):
             self.roll(now_ms)
         doomed = self.segments[:count]
-        del self.segments[:count]
-        del self._bases[:count]
-        for segment in doomed:
-            self._schedule_delete(segment, now_ms)
-        self._stop_cache = None
-        self._move_log_start(self.segments[0].base_offset)
+        deleted = 0
+        try:
+            for segment in doomed:
+                self._schedule_delete(segment, now_ms)  # a rename: a disk error stops the deletion here
+                deleted += 1
+        finally:
+            # The segments renamed so far are gone, the others stay live for the next round.
+            if deleted:
+                del self.segments[:deleted]
+                del self._bases[:deleted]
+                self._stop_cache = None
+                self._move_log_start(self.segments[0].base_offset)
         for snapshot in snapshot_offsets(self.directory):
             if snapshot < self.segments[0].base_offset:
                 self.directory.delete(segment_name(snapshot, SNAPSHOT_SUFFIX))
@@ -120,10 +131,10 @@ class RetentionMixin:
         segment.mark_deleted()
         self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
 
-    def delete_due_files(self, now_ms: int) -> int:
-        due = [s for when, s in self._pending_deletes if when <= now_ms]
-        if due:
-            self._pending_deletes = [(w, s) for w, s in self._pending_deletes if w > now_ms]
-            for segment in due:
-                segment.delete_files()
+    def delete_due_files(self, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
+        """Remove the files of segments whose delay is up; one the disk refuses waits for the next round."""
+        due = [entry for entry in self._pending_deletes if entry[0] <= now_ms]
+        for entry in due:
+            entry[1].delete_files(syncs)
+            self._pending_deletes.remove(entry)
         return len(due)

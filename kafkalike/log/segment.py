@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from kafkalike.log.config import INT_MAX, LogConfig
 from kafkalike.log.index import IndexCorrupt, OffsetIndex, TimeIndex
-from kafkalike.log.storage import LogDirectory, SegmentFile
+from kafkalike.log.storage import IMMEDIATE, LogDirectory, SegmentFile, Syncs
 from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex, TxnIndexCorrupt
 from kafkalike.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, batch_crc_ok
 
@@ -76,6 +77,50 @@ def iter_batches(
         pos += header.size
 
 
+class Truncation(NamedTuple):
+    position: int  # the byte the segment was cut at
+    offset: int  # the first offset no longer in the log
+    bytes_dropped: int
+    records_dropped: int  # as far as the dropped batch headers tell
+    reason: str
+
+
+def describe_bad_batch(file: SegmentFile, position: int, end: int, expected_offset: int) -> str:
+    """Why the bytes at ``position`` (up to ``end``) are not the valid batch recovery expected
+    there, the next one holding ``expected_offset`` or later: for its WARN line and for
+    ``kafkalike storage verify``."""
+    remaining = end - position
+    head = file.read(position, min(remaining, BATCH_HEADER_SIZE))
+    if remaining < BATCH_HEADER_SIZE:
+        return f"torn batch header ({remaining} of {BATCH_HEADER_SIZE} bytes)"
+    if head[16] != 2:
+        return f"not a v2 batch (magic byte {head[16]})"
+    header = parse_header(head, 0)
+    if header is None:
+        return "malformed batch header (length or offset delta out of range)"
+    if position + header.size > end:
+        return f"torn batch ({remaining} of its {header.size} bytes)"
+    if not batch_crc_ok(file.read(position, header.size), 0, header):
+        return f"CRC mismatch in the batch at offset {header.base_offset}"
+    if header.base_offset < expected_offset:
+        return f"offset {header.base_offset} does not follow {expected_offset - 1}"
+    return f"batch at offset {header.base_offset} is outside the segment's offset range"
+
+
+def records_in_headers(file: SegmentFile, start: int, end: int) -> int:
+    """Records counted in the batch headers readable from ``start`` (CRC not checked; one read
+    per batch, only ever for bytes being dropped): what a WARN about them can say."""
+    records = 0
+    position = start
+    while position + BATCH_HEADER_SIZE <= end:
+        header = parse_header(file.read(position, BATCH_HEADER_SIZE), 0)
+        if header is None:
+            break
+        records += header.records_count  # a torn last batch's records count too: they are lost
+        position += header.size
+    return records
+
+
 class LogSegment:
     """A segment's files and the summary state appends and lookups need (see module docstring)."""
 
@@ -99,6 +144,7 @@ class LogSegment:
         self.last_modified_ms = now_ms
         self.bytes_since_last_index_entry = 0
         self.marked_deleted = False
+        self.truncation: Truncation | None = None  # what the last ``recover`` cut off
 
     def _opener(self, suffix: str) -> Callable[[], SegmentFile]:
         def open_index() -> SegmentFile:
@@ -111,9 +157,13 @@ class LogSegment:
         for suffix in SEGMENT_SUFFIXES:
             directory.delete(segment_name(base_offset, suffix))  # stale files from a crashed roll
         file = directory.open_file(segment_name(base_offset, LOG_SUFFIX), create=True)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            # Present from the start, as Kafka's are, so the directory always looks complete.
-            directory.open_file(segment_name(base_offset, suffix), create=True).close()
+        try:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                # Present from the start, as Kafka's are, so the directory always looks complete.
+                directory.open_file(segment_name(base_offset, suffix), create=True).close()
+        except OSError:
+            file.close()  # EMFILE or ENOSPC: the roll is tried again from scratch, without a leaked descriptor
+            raise
         return cls(directory, base_offset, config, file, now_ms)
 
     @classmethod
@@ -183,8 +233,9 @@ class LogSegment:
     def recover(self, on_batch: Callable[[int, RecordBatchHeader], None] | None = None) -> int:
         """Validate every batch (framing, CRC, rising offsets), rebuild both indexes, cut a bad tail.
 
-        Returns the number of bytes truncated. ``on_batch`` sees each valid batch so the caller can
-        rebuild its epoch cache and producer state in the same pass.
+        Returns the number of bytes truncated; ``truncation`` then says where and why, for the
+        WARN the loader logs. ``on_batch`` sees each valid batch so the caller can rebuild its
+        epoch cache and producer state in the same pass.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -203,6 +254,13 @@ class LogSegment:
             self.next_offset = header.last_offset + 1
         truncated = self.size - valid_end
         if truncated:
+            self.truncation = Truncation(
+                valid_end,
+                self.next_offset,
+                truncated,
+                records_in_headers(self.file, valid_end, self.size),
+                describe_bad_batch(self.file, valid_end, self.size, self.next_offset),
+            )
             self.file.truncate(valid_end)
         self._load_first_batch_timestamp()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -335,11 +393,11 @@ class LogSegment:
             self.created_ms = now_ms
         return removed
 
-    def flush(self) -> None:
-        self.file.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        syncs.file(self.file)
+        self.offset_index.flush(syncs)
+        self.time_index.flush(syncs)
+        self.txn_index.flush(syncs)
 
     def close(self) -> None:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -364,13 +422,17 @@ class LogSegment:
                 file = self.file if suffix == LOG_SUFFIX else None
                 self.directory.rename(name, name + DELETED_SUFFIX, file)
 
-    def delete_files(self) -> None:
+    def delete_files(self, syncs: Syncs = IMMEDIATE) -> None:
         """Remove the files, under their ``.deleted`` names once renamed: by then a new segment
-        may already own the plain names (truncation restarting the log at the same offset)."""
+        may already own the plain names (truncation restarting the log at the same offset).
+        ``syncs`` may defer the unlinks (of a large file: slow) to a worker thread."""
         self.file.close()
         self.offset_index.release()
         self.time_index.release()
         self.txn_index.release()
         for suffix in SEGMENT_SUFFIXES:
             name = segment_name(self.base_offset, suffix)
-            self.directory.delete(name + DELETED_SUFFIX if self.marked_deleted else name)
+            if self.marked_deleted:
+                syncs.unlink(self.directory, name + DELETED_SUFFIX)
+            else:
+                self.directory.delete(name)

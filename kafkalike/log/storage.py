@@ -9,6 +9,7 @@ ephemeral topics) with the same code above it. Nothing else in kafkalike.log tou
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 from abc import ABC, abstractmethod
@@ -33,7 +34,10 @@ class SegmentFile(ABC):
 
     @abstractmethod
     def append(self, data: BytesLike) -> int:
-        """Write ``data`` at the end; return the position it starts at."""
+        """Write ``data`` at the end; return the position it starts at.
+
+        All or nothing: on OSError ``size`` is unchanged and no read returns any byte of ``data``
+        (a file cuts what a failed write left behind, at once or before its next append)."""
 
     @abstractmethod
     def read(self, position: int, length: int) -> bytes:
@@ -63,6 +67,13 @@ class SegmentFile(ABC):
     def last_modified_ms(self) -> int:
         """Wall-clock mtime; used only to age segments whose batches carry no timestamps."""
 
+    def sync_descriptor(self) -> int | None:
+        """A new descriptor for ``flush``'s fsync on a worker thread, which closes it; None when
+        there is nothing to sync (no file, or none open, as ``flush`` does nothing then). Being
+        a descriptor of its own, it keeps the file alive however the log closes or deletes it
+        meanwhile."""
+        return None
+
 
 class FileSegmentFile(SegmentFile):
     """A real file, opened lazily so a log with thousands of cold segments holds few descriptors.
@@ -74,6 +85,7 @@ class FileSegmentFile(SegmentFile):
     def __init__(self, path: str, *, create: bool) -> None:
         self._path = path
         self._fd: int | None = None
+        self._torn_end: int | None = None  # end of a failed append's bytes not yet cut off
         if create:
             self._open()
             self._size = os.fstat(self._require_fd()).st_size
@@ -103,13 +115,28 @@ class FileSegmentFile(SegmentFile):
     def append(self, data: BytesLike) -> int:
         fd = self._require_fd()
         start = self._size
+        if self._torn_end is not None:
+            self._cut_torn_tail(fd)
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            # pwrite on a regular file writes everything short of an error; loop for the odd short write.
-            written += os.pwrite(fd, view[written:], start + written)
+        try:
+            while written < len(view):
+                # pwrite on a regular file writes everything short of an error; loop for the odd short write.
+                written += os.pwrite(fd, view[written:], start + written)
+        except OSError:
+            # ENOSPC after a short write leaves part of ``data`` on disk: cut it off now, or at the
+            # next append or truncate if even that fails. ``size`` never counts it, so no read sees it.
+            if written:
+                self._torn_end = start + written
+                with contextlib.suppress(OSError):
+                    self._cut_torn_tail(fd)
+            raise
         self._size = start + written
         return start
+
+    def _cut_torn_tail(self, fd: int) -> None:
+        os.ftruncate(fd, self._size)
+        self._torn_end = None
 
     def read(self, position: int, length: int) -> bytes:
         if length <= 0 or position >= self._size:
@@ -121,9 +148,10 @@ class FileSegmentFile(SegmentFile):
             os.fsync(self._fd)
 
     def truncate(self, size: int) -> None:
-        if size < self._size:
+        if size < self._size or (self._torn_end is not None and size <= self._size):
             os.ftruncate(self._require_fd(), size)
             self._size = size
+            self._torn_end = None
 
     def fileno(self) -> int:
         return self._require_fd()
@@ -131,6 +159,9 @@ class FileSegmentFile(SegmentFile):
     @property
     def descriptor(self) -> int | None:
         return self._fd
+
+    def sync_descriptor(self) -> int | None:
+        return None if self._fd is None else os.dup(self._fd)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -223,8 +254,11 @@ class LogDirectory(ABC):
         """A small file's whole content, or None when it does not exist."""
 
     @abstractmethod
-    def write_document(self, name: str, data: bytes) -> None:
-        """Replace a small file atomically and durably (temp file, fsync, rename, fsync dir)."""
+    def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        """Replace a small file atomically (temp file, rename) and, when ``durable``, durably
+        (fsync the file before the rename and the directory after it). Without ``durable`` a
+        crash may leave the file empty or torn: only for files whose readers drop a bad one
+        (producer-state snapshots). On OSError the old file is still in place."""
 
     @abstractmethod
     def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
@@ -238,9 +272,118 @@ class LogDirectory(ABC):
     def sync(self) -> None:
         """Make creations and renames in the directory durable."""
 
+    def sync_path(self) -> str | None:
+        """The directory to fsync on a worker thread instead of ``sync``; None when ``sync``
+        has nothing to do (no disk behind it)."""
+        return None
+
+    def sync_document(self, name: str) -> None:  # noqa: B027 (nothing to do without a disk)
+        """Make a document written without ``durable`` durable (its content; ``sync`` for its name)."""
+
+    def document_descriptor(self, name: str) -> int | None:
+        """A new read-only descriptor on a document, for its fsync on a worker thread (which
+        closes it); None when it does not exist or there is no disk behind it."""
+        return None
+
+    def file_path(self, name: str) -> str | None:
+        """Where ``name`` lives on disk, for an unlink on a worker thread; None without a disk."""
+        return None
+
     @abstractmethod
     def remove_all(self) -> None:
         """Delete the directory and everything in it."""
+
+
+_temp_names = itertools.count()
+
+
+def sync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Syncs:
+    """Where a flush sends its fsyncs: done at once by default; see ``DeferredSyncs``."""
+
+    def file(self, file: SegmentFile) -> None:
+        file.flush()
+
+    def directory(self, directory: LogDirectory) -> None:
+        directory.sync()
+
+    def document(self, directory: LogDirectory, name: str) -> None:
+        directory.sync_document(name)
+
+    def unlink(self, directory: LogDirectory, name: str) -> None:
+        directory.delete(name)
+
+
+IMMEDIATE = Syncs()
+
+
+class DeferredSyncs(Syncs):
+    """Blocking disk calls collected on the event loop, to ``run`` on a worker thread.
+
+    Only syscalls on descriptors and paths leave the loop; every change to a log's state stays
+    on it (the caller applies the outcome after ``run`` returns). Storage without a disk gives
+    nothing to collect (its ``sync_descriptor`` and ``sync_path`` are None), so an in-memory
+    log never waits for a thread. Faults a test injects fire here, on the loop, at collection.
+    """
+
+    def __init__(self) -> None:
+        self.descriptors: list[int] = []
+        self.directories: list[str] = []
+        self.unlinks: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.descriptors or self.directories or self.unlinks)
+
+    def file(self, file: SegmentFile) -> None:
+        fd = file.sync_descriptor()
+        if fd is not None:
+            self.descriptors.append(fd)
+
+    def directory(self, directory: LogDirectory) -> None:
+        path = directory.sync_path()
+        if path is not None and path not in self.directories:
+            self.directories.append(path)
+
+    def document(self, directory: LogDirectory, name: str) -> None:
+        fd = directory.document_descriptor(name)
+        if fd is not None:
+            self.descriptors.append(fd)
+
+    def unlink(self, directory: LogDirectory, name: str) -> None:
+        path = directory.file_path(name)
+        if path is None:
+            directory.delete(name)
+        else:
+            self.unlinks.append(path)
+
+    def run(self) -> None:
+        """On the worker thread: the unlinks, every fsync (files before their directories), and
+        every descriptor closed whatever fails. Raises the first OSError."""
+        try:
+            for path in self.unlinks:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            for fd in self.descriptors:
+                os.fsync(fd)
+            for path in self.directories:
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: nothing left to sync
+                    sync_directory(path)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Close the descriptors without syncing (when ``run`` will not be called)."""
+        descriptors, self.descriptors = self.descriptors, []
+        for fd in descriptors:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class FileLogDirectory(LogDirectory):
@@ -271,18 +414,28 @@ class FileLogDirectory(LogDirectory):
         except FileNotFoundError:
             return None
 
-    def write_document(self, name: str, data: bytes) -> None:
-        tmp = self._join(name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        # A temp name of its own: two writers of one document (a worker thread, the event loop)
+        # never write into each other's file; the last rename wins, each file whole.
+        tmp = self._join(f"{name}.{next(_temp_names)}.tmp")
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._join(name))
-        self.sync()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._join(name))
+        except OSError:
+            # A half-written temp file would only hold on to the space that just ran out.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if durable:
+            self.sync()
 
     def rename(self, old: str, new: str, file: SegmentFile | None = None) -> None:
         os.replace(self._join(old), self._join(new))
@@ -294,11 +447,27 @@ class FileLogDirectory(LogDirectory):
             os.unlink(self._join(name))
 
     def sync(self) -> None:
-        fd = os.open(self._path, os.O_RDONLY)
+        sync_directory(self._path)
+
+    def sync_path(self) -> str:
+        return self._path
+
+    def sync_document(self, name: str) -> None:
+        fd = self.document_descriptor(name)
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def document_descriptor(self, name: str) -> int | None:
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            return os.open(self._join(name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+
+    def file_path(self, name: str) -> str:
+        return self._join(name)
 
     def remove_all(self) -> None:
         shutil.rmtree(self._path, ignore_errors=True)
@@ -340,7 +509,7 @@ class MemoryLogDirectory(LogDirectory):
             return self._files[name].read(0, self._files[name].size)
         return self._documents.get(name)
 
-    def write_document(self, name: str, data: bytes) -> None:
+    def write_document(self, name: str, data: bytes, *, durable: bool = True) -> None:
         self._files.pop(name, None)
         self._documents[name] = bytes(data)
 

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from kafkalike.log.storage import LogDirectory, SegmentFile
+from kafkalike.log.storage import IMMEDIATE, LogDirectory, SegmentFile, Syncs
 
 if TYPE_CHECKING:
     from kafkalike.log.segment import LogSegment
@@ -151,17 +151,19 @@ class TransactionIndex:
             self._unflushed = self._created = True  # the removal must reach the disk with the next flush
         self._entries = []
 
-    def flush(self) -> None:
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
         """fsync what was written since the last flush, even if the file was released since."""
         if not self._unflushed:
             return
         if self.directory.exists(self.name):
             file = self._file or self.directory.open_file(self.name, create=True)
-            file.flush()
-            if file is not self._file:
-                file.close()
+            try:
+                syncs.file(file)
+            finally:
+                if file is not self._file:
+                    file.close()  # a deferred sync holds a descriptor of its own
         if self._created:
-            self.directory.sync()
+            syncs.directory(self.directory)
         self._unflushed = self._created = False
 
     def release(self) -> None:

@@ -8,21 +8,26 @@ for new data (long-poll fetch), and for timers (retention, flush).
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
-from kafkalike.log import LogConfig, LogManager, PartitionLog
+from kafkalike.log import AppendResult, LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
 from kafkalike.log.dir_lock import LOCK_FILE_NAME, DirLock, LogDirError, lock_log_dirs
+from kafkalike.log.errors import KafkaStorageError
+from kafkalike.log.manager import run_flushes, write_checkpoints
+from kafkalike.log.storage import DeferredSyncs
+from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, parse_properties, validate_value
@@ -32,8 +37,11 @@ from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.txn_service import TxnService
 
 log = logging.getLogger("kafkalike.broker")
+R = TypeVar("R")
 METADATA_TOPIC = "__cluster_metadata"
 META_PROPERTIES = "meta.properties"
+BACKGROUND_RESTART_DELAY_S = 1.0
+BACKGROUND_RESTART_LOG_INTERVAL_MS = 60_000
 
 
 class StartupError(Exception):
@@ -57,6 +65,9 @@ class PartitionState:
     leader_epoch: int = 0
     # Replaced after every append, so waiters wake once per append without missing one.
     new_data: trio.Event = field(default_factory=trio.Event)
+    # Set while an append waits for its flush's fsync on a worker thread: the next append to
+    # the partition waits for it, so a failed flush can still cut its append off alone.
+    flushing: trio.Event | None = None
 
     def notify(self) -> None:
         self.new_data.set()
@@ -80,6 +91,7 @@ class Broker:
         # clean-shutdown marker), so a second broker on them changes nothing before it is refused.
         self._dir_locks: list[DirLock] = [] if self.ephemeral else _lock_dirs(config.log_dirs)
         self.logs = logs or LogManager(config.log_dirs, storage="memory" if ephemeral else "file")
+        self.logs.checkpoint_interval_ms = config.get_int("log.flush.offset.checkpoint.interval.ms")
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
@@ -87,6 +99,7 @@ class Broker:
         # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
         self.metadata_epoch = 0
         self.controller = QuorumController(self._append_metadata)
+        self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
 
@@ -164,10 +177,13 @@ class Broker:
         return values
 
     def _append_metadata(self, values: list[bytes]) -> None:
+        """Durable before the controller applies the records; a disk error leaves neither changed."""
         assert self._metadata_log is not None
         batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
-        self._metadata_log.append(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
-        self._metadata_log.flush()
+        try:
+            self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
+        except KafkaStorageError as exc:
+            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
     @property
     def metadata_end_offset(self) -> int:
@@ -280,6 +296,40 @@ class Broker:
 
     # -- requests ---------------------------------------------------------------------------
 
+    async def append(
+        self, state: PartitionState, records: bytearray | memoryview, *, log_append_time: bool
+    ) -> AppendResult:
+        """Append a producer's batches to the partition and make them visible to consumers.
+
+        When flush.messages or flush.ms makes the append flush, its fsyncs run on a worker
+        thread, and the append counts (high watermark, fetchers woken, the caller's answer)
+        only once they succeeded; meanwhile the next append to the partition waits, as Kafka's
+        appends wait for the log's lock. Raises the log's errors (KafkaStorageError when the
+        disk fails, and then nothing was appended)."""
+        while state.flushing is not None:
+            await state.flushing.wait()
+        plog = state.log
+        syncs = DeferredSyncs()
+        result = plog.append(
+            records, leader_epoch=state.leader_epoch, now_ms=now_ms(), log_append_time=log_append_time, syncs=syncs
+        )
+        if result.flush is not None:
+            error: OSError | None = None
+            if syncs:
+                done = state.flushing = trio.Event()
+                try:
+                    with trio.CancelScope(shield=True):  # its outcome must be applied to the log
+                        await trio.to_thread.run_sync(syncs.run)
+                except OSError as exc:
+                    error = exc
+                finally:
+                    state.flushing = None
+                    done.set()
+            plog.complete_append(result, error, now_ms())
+        plog.high_watermark = plog.log_end_offset
+        state.notify()
+        return result
+
     def api_versions(self) -> list[dict[str, Any]]:
         return [
             {"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
@@ -298,38 +348,81 @@ class Broker:
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], bound_port)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._background_jobs)
+            nursery.start_soon(self._keep_running, "background log jobs", self._background_jobs)
             if self.config.get_bool("log.cleaner.enable"):
-                nursery.start_soon(self._log_cleaner)
-            nursery.start_soon(self.groups.run)
-            nursery.start_soon(self.txn.run)
+                nursery.start_soon(self._keep_running, "log cleaner", self._log_cleaner)
+            nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
+            nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
             nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
             task_status.started((host, bound_port))
+
+    async def _keep_running(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run a background job for as long as the broker serves: an exception it lets through
+        (a bug; disk errors are handled where they happen) is logged, and the job restarted
+        after a pause, rather than taking every connection down with the nursery."""
+        last_logged_ms: int | None = None
+        while True:
+            try:
+                await job()
+                return
+            except Exception:
+                if last_logged_ms is None or now_ms() - last_logged_ms >= BACKGROUND_RESTART_LOG_INTERVAL_MS:
+                    log.exception("%s failed; restarting it in %.0f s", name, BACKGROUND_RESTART_DELAY_S)
+                    last_logged_ms = now_ms()
+            await trio.sleep(BACKGROUND_RESTART_DELAY_S)
 
     async def _log_cleaner(self) -> None:
         """Compaction in bounded steps on this task, between appends (the logs take no locks)."""
         cleaner = LogCleaner(dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
         try:
             while True:
-                more = self.logs.run_cleaner(cleaner, now_ms())
+                more = self.logs.run_cleaner(cleaner, now_ms(), checkpoint=False)
+                syncs = cleaner.take_syncs()  # a cleaned segment to fsync before its swap
+                if syncs is not None:
+                    try:
+                        await trio.to_thread.run_sync(syncs.run)
+                    except OSError as exc:
+                        reporter.report("cleaning in", str(self.data_dir), exc, now_ms())
+                        cleaner.abort()
+                await self.checkpoint_offsets()
                 await trio.sleep(0 if more else self.config.get_int("log.cleaner.backoff.ms") / 1000)
         finally:
             if cleaner.cleaning is not None:
                 cleaner.abort(cleaner.cleaning)
 
     async def _background_jobs(self) -> None:
+        """Flushes, checkpoints and retention: decided on the event loop, their fsyncs and
+        unlinks on a worker thread (``LogManager`` prepares and completes each step)."""
         interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_ms = self.config.get("log.flush.interval.ms")
         tick_s = min(interval_s, int(flush_ms) / 1000 if flush_ms else interval_s, 1.0)
         next_retention = trio.current_time() + interval_s
         while True:
             await trio.sleep(tick_s)
-            self.logs.flush_due(now_ms())
-            if trio.current_time() >= next_retention:
+            prepared = self.logs.prepare_due_flushes(now_ms())
+            errors = await _off_loop(functools.partial(run_flushes, prepared), any(p.syncs for p in prepared))
+            self.logs.complete_flushes(prepared, errors, now_ms())
+            retention_due = trio.current_time() >= next_retention
+            if retention_due:
                 next_retention = trio.current_time() + interval_s
-                deleted = self.logs.run_retention(now_ms())
+                unlinks = DeferredSyncs()
+                deleted = self.logs.run_retention(now_ms(), unlinks)
+                try:
+                    await _off_loop(unlinks.run, bool(unlinks))
+                except OSError as exc:  # the files stay as *.deleted; start-up removes them
+                    reporter.report("segment deletion in", str(self.data_dir), exc, now_ms())
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
+            if self.logs.checkpoint_due(now_ms()) or retention_due:
+                await self.checkpoint_offsets()
+
+    async def checkpoint_offsets(self) -> None:
+        """The log dirs' checkpoint files whose offsets moved, written on a worker thread."""
+        async with self._checkpoint_lock:  # one writer per file at a time
+            pending = self.logs.prepare_checkpoints()
+            if pending:
+                errors = await trio.to_thread.run_sync(write_checkpoints, pending)
+                self.logs.complete_checkpoints(pending, errors, now_ms())
 
     def close(self) -> None:
         self.logs.close_all()
@@ -380,6 +473,14 @@ def _write_meta_properties(path: Path, cluster_id: str, node_id: int) -> None:
         partial.replace(path)
     except OSError as exc:
         raise StartupError(f"Unable to write {path}: {exc.strerror}") from exc
+
+
+async def _off_loop(job: Callable[[], R], needed: bool) -> R:
+    """``job()`` on a worker thread when ``needed`` (there are disk calls to make), else here:
+    an in-memory broker never waits for a thread."""
+    if needed:
+        return await trio.to_thread.run_sync(job)
+    return job()
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

@@ -188,6 +188,14 @@ _BROKER_DEFS = [
         "Unset means no time-based flush.",
     ),
     ConfigDef(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        "60000",
+        doc="How often, in milliseconds, the recovery point of every log (the offset below which it "
+        "was flushed) is written to the log dir's checkpoint; a restart after a crash checks every "
+        "segment after it. The log start offset checkpoint is written with it.",
+    ),
+    ConfigDef(
         "log.segment.delete.delay.ms",
         "long",
         "60000",
@@ -1041,6 +1049,7 @@ _AT_LEAST = {
     "log.index.size.max.bytes": 4,
     "log.index.interval.bytes": 0,
     "log.flush.interval.messages": 1,
+    "log.flush.offset.checkpoint.interval.ms": 0,
     "log.segment.delete.delay.ms": 0,
     "log.cleaner.backoff.ms": 0,
     "log.cleaner.delete.retention.ms": 0,

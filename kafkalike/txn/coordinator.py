@@ -101,7 +101,15 @@ class TransactionCoordinator:
         try:
             self.store.append(self.partition_for(transactional_id), records, now_ms)
         except StoreError as exc:
-            log.warning("transactional id %s: cannot persist its state: %s", transactional_id, exc)
+            # A disk error was logged where it happened (once, not per request); Kafka answers it NOT_COORDINATOR.
+            log.log(
+                logging.DEBUG if exc.storage else logging.WARNING,
+                "transactional id %s: cannot persist its state: %s",
+                transactional_id,
+                exc,
+            )
+            if exc.storage:
+                return E.NOT_COORDINATOR
             return E.UNKNOWN_SERVER_ERROR if exc.too_large else E.COORDINATOR_NOT_AVAILABLE
         return None
 

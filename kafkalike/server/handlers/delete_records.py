@@ -33,8 +33,9 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Mappin
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     entry["low_watermark"] = ctx.broker.logs.delete_records(
-                        topic.name, part.partition_index, offset, now_ms()
+                        topic.name, part.partition_index, offset, now_ms(), checkpoint=False
                     )
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
+    await ctx.broker.checkpoint_offsets()  # the new log starts are on disk before the answer, written off the loop
     return {"throttle_time_ms": 0, "topics": topics}

@@ -24,9 +24,10 @@ import trio
 
 from kafkalike.log.errors import OffsetOutOfRange
 from kafkalike.log.storage import FileSlices
+from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import PartitionState
+from kafkalike.server.broker import PartitionState, now_ms
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -143,4 +144,10 @@ def _read_partition(
         entry.update(
             error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
         )
+    except OSError as exc:  # EMFILE opening a cold segment, EIO: this partition only, logged once a minute
+        reporter.report("read of", plog.directory.path, exc, now_ms())
+        entry.update(
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
+        )
+        entry["records"] = b""
     return entry

@@ -27,6 +27,7 @@ from kafkalike.log.errors import (
     AppendLargerThanSegment,
     InvalidProducerEpoch,
     InvalidTxnState,
+    KafkaStorageError,
     LogError,
     OutOfOrderSequence,
     RecordBatchTooLarge,
@@ -35,7 +36,7 @@ from kafkalike.log.errors import (
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.records import RecordBatchHeader, batch_crc_ok, iter_batches
-from kafkalike.server.broker import PartitionState, now_ms
+from kafkalike.server.broker import PartitionState
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -47,9 +48,12 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
     AppendLargerThanSegment: ErrorCode.RECORD_LIST_TOO_LARGE,  # before its base class: the first match wins
     RecordBatchTooLarge: ErrorCode.MESSAGE_TOO_LARGE,
+    KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,  # the disk refused the write; logged by the log layer
 }
 # Kafka answers these with its unknown append info: log_start_offset -1.
-_WITHOUT_LOG_START = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+_WITHOUT_LOG_START = frozenset(
+    {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.KAFKA_STORAGE_ERROR}
+)
 
 
 # Verification failures an older client would not retry: answered as NOT_ENOUGH_REPLICAS, as Kafka does.
@@ -81,7 +85,7 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
         partitions = []
         for part in topic.partition_data:
             partitions.append(
-                _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
+                await _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
             )
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
@@ -89,7 +93,7 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _produce_partition(
+async def _produce_partition(
     ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int, transactional_id: str | None
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
@@ -113,7 +117,7 @@ def _produce_partition(
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic.startswith("__") and topic != "__consumer_offsets":
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-        appended = _append(ctx, state, records, transactional_id)
+        appended = await _append(ctx, state, records, transactional_id)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         # Apache Kafka leaves error_message null for these (it fills it for per-record errors only).
@@ -125,7 +129,7 @@ def _produce_partition(
     return result
 
 
-def _append(
+async def _append(
     ctx: RequestContext, state: PartitionState, records: bytes | None, transactional_id: str | None
 ) -> dict[str, Any]:
     if not records:
@@ -151,17 +155,13 @@ def _append(
     if transactional is not None and transactional_id is not None and ctx.broker.txn.verification_enabled:
         _verify_transaction(ctx, state, transactional, transactional_id)
     try:
-        appended = state.log.append(
-            buf,
-            leader_epoch=state.leader_epoch,
-            now_ms=now_ms(),
-            log_append_time=state.log.config.message_timestamp_type == "LogAppendTime",
+        # Off the event loop for its fsync when flush.messages / flush.ms make it flush.
+        appended = await ctx.broker.append(
+            state, buf, log_append_time=state.log.config.message_timestamp_type == "LogAppendTime"
         )
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
         raise ProduceError(code, str(exc), with_log_start=code not in _WITHOUT_LOG_START) from None
-    state.log.high_watermark = state.log.log_end_offset
-    state.notify()
     return {
         "base_offset": appended.first_offset,
         "log_append_time_ms": appended.log_append_time_ms,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 import pytest
 from logtest_batches import make_batch, make_marker
 
-from kafkalike.log import LogConfig, MemoryLogDirectory, PartitionLog
+from kafkalike.log import FileLogDirectory, LogConfig, MemoryLogDirectory, PartitionLog
 from kafkalike.log.coordinator_log import (
     CoordinatorLogStore,
     RecordError,
@@ -16,6 +19,7 @@ from kafkalike.log.coordinator_log import (
     partition_for,
     read_records,
 )
+from kafkalike.testing.faulty_storage import DiskFaults
 
 NOW = 1_000_000
 
@@ -76,3 +80,26 @@ def test_versioned_key_and_value_round_trip() -> None:
 def test_partition_for_matches_kafkas_utils_abs_of_string_hash() -> None:
     assert partition_for("hello", 50) == 99162322 % 50
     assert partition_for("polygenelubricants", 50) == 0  # hashCode is Integer.MIN_VALUE; Utils.abs makes it 0
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+@pytest.mark.parametrize("operation", ["append", "flush"])
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO, errno.EMFILE, errno.EROFS], ids=errno.errorcode.get)
+def test_a_disk_error_is_a_storage_store_error_and_leaves_no_record_behind(
+    tmp_path: Path, kind: str, operation: str, err: int
+) -> None:
+    faults = DiskFaults()
+    inner = MemoryLogDirectory("__consumer_offsets-0") if kind == "memory" else FileLogDirectory(tmp_path / "o-0")
+    plog = PartitionLog.open(faults.wrap(inner), LogConfig(), NOW)
+    appended: list[int] = []
+    store = CoordinatorLogStore(lambda p: (plog, 0), on_append=appended.append)
+    store.append(0, [(b"k1", b"v1")], NOW)
+    rule = faults.fail(operation, err, name=".log")
+    with pytest.raises(StoreError) as info:
+        store.append(0, [(b"k2", b"v2")], NOW)
+    assert info.value.storage and not info.value.too_large
+    assert appended == [0]
+    assert plog.log_end_offset == 1  # the coordinator was told it failed: the log does not hold it
+    faults.remove(rule)
+    store.append(0, [(b"k3", b"v3")], NOW)
+    assert list(read_records(plog, skip_transactional=False)) == [(0, (b"k1", b"v1")), (1, (b"k3", b"v3"))]

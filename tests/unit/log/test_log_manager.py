@@ -115,3 +115,33 @@ def test_memory_storage_touches_no_disk(tmp_path: Path) -> None:
     assert manager.delete_partition("m", 0)
     assert manager.get_or_create("m", 0, CONFIG, 0).log_end_offset == 0
     assert not (tmp_path / "unused").exists()
+
+
+def test_the_recovery_point_checkpoint_is_written_on_its_interval(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], checkpoint_interval_ms=60_000)
+    config = LogConfig(segment_bytes=1024, flush_interval_ms=100)
+    log = manager.get_or_create("cp", 0, config, 0)
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    manager.flush_due(0)  # the interval starts counting here
+    log.append(make_batch([b"a" * 60]), leader_epoch=0, now_ms=0)
+    manager.flush_due(1_000)
+    assert log.recovery_point == 1  # flushed at once, as flush.ms says...
+    assert not checkpoint.exists()  # ...but checkpointed only once the interval is up
+    manager.flush_due(59_999)
+    assert not checkpoint.exists()
+    manager.flush_due(60_000)
+    assert parse_offset_checkpoint(checkpoint.read_bytes()) == {("cp", 0): 1}
+
+
+def test_unclean_start_checks_every_segment_after_the_checkpointed_recovery_point(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], checkpoint_interval_ms=0)
+    fill(manager, "rp", 0, batches=60)
+    log = manager.get_or_create("rp", 0, CONFIG, 0)
+    manager.flush_due(1)  # flushes the rolled segments, checkpoints the recovery point
+    recovery_point = log.recovery_point
+    assert 0 < recovery_point < log.log_end_offset
+    unflushed = [s.base_offset for s in log.segments if s.next_offset > recovery_point]
+    # No close_all: the process "dies" here.
+    recovered = LogManager([tmp_path]).get_or_create("rp", 0, CONFIG, 0)
+    assert recovered.recovered_segments == len(unflushed)
+    assert recovered.log_end_offset == 60

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -189,3 +190,69 @@ def test_acknowledged_data_survives_kill_9(tmp_path: Path) -> None:
     assert batch_values(log.read_bytes(0, 1 << 30)) == [(i, b"acked-%d" % i) for i in range(200)]
     manager.close_all()
     assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_a_corrupt_tail_is_cut_with_a_warning_naming_segment_offset_and_bytes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    expected = build(tmp_path)
+    files = sorted(tmp_path.glob("*.log"))
+    victim = files[1]
+    data = bytearray(victim.read_bytes())
+    first = read_batch_header(data, 0)
+    second = read_batch_header(data, first.size)
+    data[first.size + 70] ^= 0xFF  # a record byte of the second batch: its CRC no longer matches
+    victim.write_bytes(bytes(data))
+    later_bytes = sum(f.stat().st_size for f in files[2:])
+    later_records = sum(1 for offset, _ in expected if offset >= int(files[2].stem))
+    with caplog.at_level(logging.WARNING, logger="kafkalike.log"):
+        PartitionLog.open(tmp_path, CONFIG, 0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"recovery truncated {victim} at byte {first.size} (offset {second.base_offset}): CRC mismatch in the batch "
+        f"at offset {second.base_offset}; dropped {len(data) - first.size} bytes "
+        f"({sum(1 for o, _ in expected if second.base_offset <= o < int(files[2].stem))} records)",
+        f"recovery deleted the {len(files) - 2} segment(s) after it, from offset {int(files[2].stem)} on: "
+        f"{later_bytes} more bytes ({later_records} records)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("garbage", "reason"),
+    [(b"\x00" * 20, "torn batch header (20 of 61 bytes)"), (b"\x00" * 100, "not a v2 batch (magic byte 0)")],
+    ids=["torn header", "not a batch"],
+)
+def test_each_kind_of_bad_tail_is_named_in_its_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, garbage: bytes, reason: str
+) -> None:
+    build(tmp_path, batches=3)
+    tail = last_log_file(tmp_path)
+    good = tail.stat().st_size
+    with open(tail, "ab") as f:
+        f.write(garbage)
+    with caplog.at_level(logging.WARNING, logger="kafkalike.log"):
+        PartitionLog.open(tmp_path, CONFIG, 0)
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"at byte {good} (offset 6): {reason}; dropped" in line
+
+
+def test_a_torn_last_batch_is_named_torn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    build(tmp_path, batches=3)
+    tail = last_log_file(tmp_path)
+    size = tail.stat().st_size
+    with open(tail, "r+b") as f:
+        f.truncate(size - 5)
+    with caplog.at_level(logging.WARNING, logger="kafkalike.log"):
+        log = PartitionLog.open(tmp_path, CONFIG, 0)
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "torn batch" in line and "(2 records)" in line
+    assert log.log_end_offset == 4
+
+
+def test_a_clean_recovery_logs_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    expected = build(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="kafkalike.log"):
+        log = PartitionLog.open(tmp_path, CONFIG, 0)  # unclean: every segment is checked
+    assert log.recovered_segments > 0
+    assert batch_values(log.read_bytes(0, 1 << 30)) == expected
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
