@@ -16,7 +16,9 @@ from it, in this order (Kafka 4.0's ReplicationControlManager):
    one that would add a record (Kafka's list is full by then); topics before it still grow.
 
 Kafka writes the records of the overflowing CreatePartitions topic that still fitted, so that
-topic grows part of the way; here it does not grow at all (the answer is the same).
+topic grows part of the way; here it does not grow at all (the answer is the same). Kafka takes
+a CreatePartitions request's topics in the order a java.util.HashSet of their names iterates,
+not the request's, which decides which topic overflows: ``java_hash_set_order`` reproduces it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,25 @@ from dataclasses import dataclass
 MAX_RECORDS_PER_USER_OP = 10_000
 PARTITIONS_OVER_LIMIT = "Excessively large number of partitions per request."
 BATCH_TOO_LARGE = "Unable to perform excessively large batch operation."
+
+
+def java_hash_set_order(names: Iterable[str]) -> list[str]:
+    """The distinct names in the order a ``java.util.HashSet<String>`` filled with them in this
+    order iterates: by hash bucket (String.hashCode, spread as HashMap.hash does, masked by a
+    table of 16 doubled while more than 3/4 full), in insertion order within a bucket."""
+    distinct = list(dict.fromkeys(names))
+    capacity = 16
+    while len(distinct) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        units = name.encode("utf-16-be")
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(distinct, key=bucket)  # sorted is stable: insertion order within a bucket
 
 
 def requested_partitions(topics: Iterable[tuple[int, int]], default_partitions: int) -> int:

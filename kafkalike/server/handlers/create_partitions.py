@@ -4,7 +4,8 @@ Keys hash to partitions by count, so growing a topic moves where new records of 
 The request is one metadata operation capped at 10,000 records (controller/limits.py): the topic
 whose new partitions overflow it, and every later one, get UNKNOWN_SERVER_ERROR as in Kafka 4.0.
 A name given twice gets INVALID_REQUEST ("Duplicate topic name."). New partition files are made
-on worker threads; a disk error answers KAFKA_STORAGE_ERROR with nothing grown."""
+on worker threads; a disk error answers KAFKA_STORAGE_ERROR with nothing grown. Topics are taken,
+and answered, in the order Kafka takes them: a Java HashSet's of their names."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.controller.limits import java_hash_set_order
 from kafkalike.controller.metadata import ControllerError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
@@ -28,8 +30,10 @@ async def handle_create_partitions(ctx: RequestContext, request: Message) -> Map
     results: list[dict[str, Any]] = [
         _result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name, n in counts.items() if n > 1
     ]
+    by_name = {t.name: t for t in request.topics}
     asked = []
-    for topic in request.topics:
+    # Kafka's order, which decides the topic that overflows the operation (controller/limits.py).
+    for topic in (by_name[name] for name in java_hash_set_order(by_name)):
         if counts[topic.name] > 1:
             continue
         if topic.assignments and any(b != ctx.broker.node_id for a in topic.assignments for b in a.broker_ids):

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import trio
+
 from kafkalike.controller.metadata import ControllerError, TopicImage, validate_topic_name
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
@@ -22,6 +24,7 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -2147483648
+LOOKUPS_BETWEEN_CHECKPOINTS = 1000
 
 
 def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
@@ -66,7 +69,11 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
         topics = [topic_entry(ctx, t) for t in image.topics.values() if t.name != "__cluster_metadata"]
     else:
         to_create: list[str] = []
-        topics = [_lookup(ctx, request, t.name, t.topic_id, to_create) for t in wanted]
+        topics = []
+        for index, t in enumerate(wanted):
+            topics.append(_lookup(ctx, request, t.name, t.topic_id, to_create))
+            if index % LOOKUPS_BETWEEN_CHECKPOINTS == LOOKUPS_BETWEEN_CHECKPOINTS - 1:
+                await trio.lowlevel.checkpoint()  # a request naming 100,000 topics lets others in
         if to_create:
             ctx.broker.request_auto_create(to_create)
     host, port = ctx.broker.advertised
