@@ -43,6 +43,7 @@ METADATA_TOPIC = "__cluster_metadata"
 # broker shutting down) stops after the current group.
 PARTITIONS_PER_THREAD_CALL = 64
 PARTITION_THREADS = 4
+TOPICS_BETWEEN_CHECKPOINTS = 64
 # Metadata records written per batch: one operation may carry 10,000, more than max.message.bytes.
 METADATA_RECORDS_PER_BATCH = 1000
 # Metadata requests whose auto-creations may wait for the creator task; beyond it the names are
@@ -260,22 +261,6 @@ class Broker:
             self._open_partitions(topic)
         return topic
 
-    def delete_topic(self, name: str) -> TopicImage:
-        topic = self.controller.delete_topic(name)
-        for index in range(topic.partitions):
-            state = self.partitions.pop((name, index), None)
-            if state is not None:
-                state.notify()
-                self.logs.delete_partition(name, index)
-        self.groups.on_topic_deleted(name)
-        return topic
-
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
-        topic = self.controller.create_partitions(name, count, validate_only)
-        if not validate_only:
-            self._open_partitions(topic)
-        return topic
-
     def seed_topics(self, topics: list[tuple[str, int]]) -> None:
         """Create the named topics unless they exist (start-up seeding)."""
         for name, partitions in topics:
@@ -329,7 +314,7 @@ class Broker:
             records += topic_records_
             names.add(topic.name)
             self._topics_in_creation.add(topic.name)
-            if index % 64 == 63:
+            if index % TOPICS_BETWEEN_CHECKPOINTS == TOPICS_BETWEEN_CHECKPOINTS - 1:
                 await trio.lowlevel.checkpoint()  # other clients get in between a big request's topics
         created = [r for r in results if isinstance(r, TopicImage)]
         if validate_only or not created:
@@ -406,7 +391,7 @@ class Broker:
         await trio.to_thread.run_sync(_remove_all, renamed)
         return results
 
-    def _forget_partitions(self, topic: TopicImage) -> list[Any]:
+    def _forget_partitions(self, topic: TopicImage) -> list[Path]:
         paths = []
         for index in range(topic.partitions):
             state = self.partitions.pop((topic.name, index), None)
@@ -420,16 +405,15 @@ class Broker:
 
     async def _make_partitions(self, topics: list[tuple[TopicImage, int]], commit: Callable[[], None]) -> None:
         """Create the partitions ``index >= first`` of each (topic, first) on worker threads, then
-        ``commit()`` and register them, with no await in between; all or none. OSError (full
-        disk, no file descriptors left) undoes what was made and propagates."""
+        ``commit()`` and register them, with no await in between; all or none. An error (OSError:
+        a full disk, no file descriptors left) undoes what was made and propagates."""
         now = now_ms()
-        jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]] = []
-        for topic, first in topics:
-            config = self.log_config(topic)
-            planned = self.logs.plan_new([(topic.name, i) for i in range(first, topic.partitions)])
-            jobs += [(new, config, topic.topic_id) for new in planned]
+        wanted = [(topic, index) for topic, first in topics for index in range(first, topic.partitions)]
+        configs = {topic.name: self.log_config(topic) for topic, _ in topics}
+        planned = self.logs.plan_new([(topic.name, index) for topic, index in wanted])  # placed in one pass
+        jobs = [(new, configs[topic.name], topic.topic_id) for new, (topic, _) in zip(planned, wanted, strict=True)]
         opened: list[tuple[NewPartition, PartitionLog]] = []
-        errors: list[OSError] = []
+        errors: list[Exception] = []
 
         async def lane(lane_jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]]) -> None:
             for start in range(0, len(lane_jobs), PARTITIONS_PER_THREAD_CALL):
@@ -455,7 +439,7 @@ class Broker:
                 plog.release()
             for new, _, _ in jobs:
                 self.logs.unplan(new)
-            if isinstance(exc, OSError) and not self.logs.memory:
+            if not isinstance(exc, trio.Cancelled) and not self.logs.memory:
                 log.error("creating %d partition(s) failed, undone: %s", len(jobs), exc)
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(_remove_all, [new.path for new, _, _ in jobs])
@@ -562,24 +546,24 @@ class Broker:
 
 def _open_partitions_off_loop(
     jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]], now: int
-) -> tuple[list[tuple[NewPartition, PartitionLog]], OSError | None]:
+) -> tuple[list[tuple[NewPartition, PartitionLog]], Exception | None]:
     """On a worker thread: make each planned partition's log; what was made, and the error that
-    stopped it, if one did."""
+    stopped it, if one did (returned, so the logs made before it can be closed)."""
     made = []
     for new, config, topic_id in jobs:
         try:
             made.append((new, LogManager.open_new(new, config, now, topic_id)))
-        except OSError as exc:
+        except Exception as exc:
             return made, exc
     return made, None
 
 
-def _rename_all(paths: list[Any]) -> list[Any]:
+def _rename_all(paths: list[Path]) -> list[Path]:
     renamed = (LogManager.rename_for_removal(p) for p in paths)
     return [p for p in renamed if p is not None]
 
 
-def _remove_all(paths: list[Any]) -> None:
+def _remove_all(paths: list[Path]) -> None:
     for path in paths:
         LogManager.remove_directory(path)
 

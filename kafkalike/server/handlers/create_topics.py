@@ -51,6 +51,7 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping
         ]
     else:
         results = []
+        config_lists: dict[tuple[tuple[str, str], ...], Any] = {}
         for c in checked:
             if not isinstance(c, NewTopic):
                 results.append(c)
@@ -59,7 +60,7 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping
             if isinstance(outcome, ControllerError):
                 results.append(_error(c.name, outcome.code, outcome.message))
             else:
-                results.append(_created(ctx, outcome, c))
+                results.append(_created(ctx, outcome, c, config_lists))
     # As Apache Kafka's controller answers: one INVALID_REQUEST result per duplicated name.
     for name in sorted(duplicates):
         results.append(_error(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
@@ -115,8 +116,18 @@ def _check_one(ctx: RequestContext, topic: Message) -> NewTopic | dict[str, Any]
     return NewTopic(topic.name, partitions, configs)
 
 
-def _created(ctx: RequestContext, created: TopicImage, asked: NewTopic) -> dict[str, Any]:
-    broker = ctx.broker
+def _created(
+    ctx: RequestContext, created: TopicImage, asked: NewTopic, config_lists: dict[tuple[tuple[str, str], ...], Any]
+) -> dict[str, Any]:
+    key = tuple(sorted(asked.configs.items()))
+    if key not in config_lists:  # the same for every topic of the request with the same configs
+        config_lists[key] = [
+            {k: entry[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            for entry in (
+                topic_config_entry(ctx.broker.config, asked.configs, name, False, False)
+                for name in sorted(TOPIC_CONFIGS)
+            )
+        ]
     return {
         "name": created.name,
         "topic_id": created.topic_id,
@@ -125,12 +136,7 @@ def _created(ctx: RequestContext, created: TopicImage, asked: NewTopic) -> dict[
         "num_partitions": asked.partitions,
         "replication_factor": 1,
         # Every topic config with its value and source, as DescribeConfigs reports them.
-        "configs": [
-            {k: entry[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-            for entry in (
-                topic_config_entry(broker.config, asked.configs, name, False, False) for name in sorted(TOPIC_CONFIGS)
-            )
-        ],
+        "configs": config_lists[key],
     }
 
 
