@@ -457,6 +457,11 @@ class Broker:
         fresh = [n for n in dict.fromkeys(names) if n not in self._auto_create_pending]
         if not fresh:
             return
+        if len(fresh) * self.config.get_int("num.partitions") > MAX_RECORDS_PER_USER_OP:
+            # Refused by the controller anyway (controller/limits.py): not queued, so the queue
+            # holds at most AUTO_CREATE_QUEUE requests of at most 10,000 names.
+            log.warning("auto-creation of %d topic(s) refused: %s", len(fresh), PARTITIONS_OVER_LIMIT)
+            return
         try:
             self._auto_create_send.send_nowait(fresh)
         except trio.WouldBlock:
@@ -466,11 +471,9 @@ class Broker:
 
     async def _auto_creator(self) -> None:
         """One CreateTopics per Metadata request that named unknown topics, with its limits."""
-        partitions = self.config.get_int("num.partitions")
         async for names in self._auto_create_receive:
             try:
-                if len(names) * partitions > MAX_RECORDS_PER_USER_OP:
-                    raise OperationTooLarge(ErrorCode.POLICY_VIOLATION, PARTITIONS_OVER_LIMIT)
+                partitions = self.config.get_int("num.partitions")
                 await self.create_topics([NewTopic(n, partitions, {}) for n in names])
             except (ControllerError, OSError) as exc:
                 log.warning("auto-creation of %d topic(s) refused: %s", len(names), exc)

@@ -231,3 +231,14 @@ async def test_deleting_many_topics_removes_their_directories_and_frees_the_name
     response = await client.request(19, 7, _create_body([_spec(n, 1) for n in names]))
     assert {t.error_code for t in response.topics} == {0}
     assert _partition_dirs(running) == {f"{n}-0" for n in names}
+
+
+async def test_metadata_naming_more_topics_than_one_operation_holds_creates_none(running: RunningBroker) -> None:
+    client = await running.client()
+    names = [f"many-{i}" for i in range(20_000)]
+    with trio.fail_after(30):
+        response = await client.request(3, 12, _metadata_body(names, auto_create=True))
+        await running.broker.wait_auto_creations()
+    assert {t.error_code for t in response.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert not set(names) & set(running.broker.controller.image.topics)
+    assert _partition_dirs(running) == set()
