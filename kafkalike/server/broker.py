@@ -409,7 +409,13 @@ class Broker:
         a full disk, no file descriptors left) undoes what was made and propagates."""
         now = now_ms()
         wanted = [(topic, index) for topic, first in topics for index in range(first, topic.partitions)]
-        configs = {topic.name: self.log_config(topic) for topic, _ in topics}
+        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}  # LogConfig is frozen: shared
+        configs = {}
+        for topic, _ in topics:
+            key = tuple(sorted(topic.configs.items()))
+            if key not in by_overrides:
+                by_overrides[key] = self.log_config(topic)
+            configs[topic.name] = by_overrides[key]
         planned = self.logs.plan_new([(topic.name, index) for topic, index in wanted])  # placed in one pass
         jobs = [(new, configs[topic.name], topic.topic_id) for new, (topic, _) in zip(planned, wanted, strict=True)]
         opened: list[tuple[NewPartition, PartitionLog]] = []
