@@ -12,7 +12,9 @@ broker and data directory:
 - ``idle``: no load (the floor);
 - ``create-1000``: one CreateTopics of 1,000 one-partition topics, then one DeleteTopics of them;
 - ``create-1m``: CreateTopics of one topic with 1,000,000 partitions, again and again;
-- ``fetch-100mb``: Fetch of 100 MB already in a partition, again and again.
+- ``fetch-100mb``: Fetch of 100 MB already in a partition, again and again;
+- ``metadata-100k``: Metadata naming 100,000 unknown topics, auto-creation allowed, again and
+  again (past one operation's bound: nothing is created, but the request is 3.9 MB to decode).
 
 A phase lasts ``--seconds`` (and at least until the load's first request is answered or
 ``--load-timeout-s`` passed); a probe request unanswered after ``--probe-timeout-s`` counts as
@@ -47,7 +49,7 @@ from kafkalike.protocol.api import RequestHeader, encode_request  # noqa: E402
 from kafkalike.protocol.records import Record, build_batch  # noqa: E402
 from kafkalike.testing.wire_client import WireClient  # noqa: E402
 
-PHASES = ("idle", "create-1000", "create-1m", "fetch-100mb")
+PHASES = ("idle", "create-1000", "create-1m", "fetch-100mb", "metadata-100k")
 PROBE_TOPIC = "probe"
 FETCH_TOPIC = "fetched"
 FETCH_BYTES = 100 * 1024 * 1024
@@ -222,6 +224,12 @@ def run_load(phase: str, host: str, port: int, stop: threading.Event, timeout_s:
                         20, 6, {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names], "timeout_ms": 600_000}
                     )
                     log.setdefault("delete_s", []).append(time.perf_counter() - started)
+                elif phase == "metadata-100k":
+                    names = [f"unknown-{uuid.uuid4().hex[:8]}-{i}" for i in range(100_000)]
+                    body = {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": True}
+                    answer = client.request(3, 12, body)
+                    log.setdefault("request_s", []).append(time.perf_counter() - started)
+                    log["errors"] = sorted({t.error_code for t in answer.topics})
                 else:  # create-1m
                     answer = create_topics(client, [topic_spec(f"huge-{uuid.uuid4().hex[:8]}", 1_000_000)])
                     log.setdefault("request_s", []).append(time.perf_counter() - started)
