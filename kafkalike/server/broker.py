@@ -44,8 +44,9 @@ METADATA_TOPIC = "__cluster_metadata"
 PARTITIONS_PER_THREAD_CALL = 64
 PARTITION_THREADS = 4
 TOPICS_BETWEEN_CHECKPOINTS = 64
-# Metadata records written per batch: one operation may carry 10,000, more than max.message.bytes.
-METADATA_RECORDS_PER_BATCH = 1000
+# One operation's records (up to 10,000) are one batch of the metadata log: as KRaft's batches
+# may be, up to 8 MiB, beyond the default max.message.bytes.
+METADATA_BATCH_BYTES = 8 * 1024 * 1024
 # Metadata requests whose auto-creations may wait for the creator task; beyond it the names are
 # answered as unknown and not created (the client asks again).
 AUTO_CREATE_QUEUE = 64
@@ -126,7 +127,8 @@ class Broker:
         else:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.cluster_id = self._load_identity()
-        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, LogConfig(flush_interval_messages=1), now_ms())
+        metadata_config = LogConfig(flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES)
+        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, metadata_config, now_ms())
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
         self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
@@ -173,10 +175,9 @@ class Broker:
 
     def _append_metadata(self, values: list[bytes]) -> None:
         assert self._metadata_log is not None
-        for start in range(0, len(values), METADATA_RECORDS_PER_BATCH):
-            chunk = values[start : start + METADATA_RECORDS_PER_BATCH]
-            batch = bytearray(build_batch([Record(value=v) for v in chunk], base_timestamp=now_ms()))
-            self._metadata_log.append(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
+        # One batch per operation, so a crash keeps all of it or none.
+        batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
+        self._metadata_log.append(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
         self._metadata_log.flush()
 
     @property

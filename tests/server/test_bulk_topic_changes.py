@@ -242,3 +242,26 @@ async def test_metadata_naming_more_topics_than_one_operation_holds_creates_none
     assert {t.error_code for t in response.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert not set(names) & set(running.broker.controller.image.topics)
     assert _partition_dirs(running) == set()
+
+
+async def test_the_largest_operation_is_one_metadata_batch_and_replays_whole(tmp_path: Any) -> None:
+    from kafkalike.protocol.records import iter_batches
+    from kafkalike.server.broker import Broker, NewTopic
+    from tests.server.conftest import make_config
+
+    def metadata_batches(broker: Broker) -> int:
+        log = broker.logs.get("__cluster_metadata", 0)
+        assert log is not None
+        return sum(1 for _ in iter_batches(log.read_bytes(0, 1 << 62)))
+
+    broker = Broker(make_config(tmp_path), ephemeral=True)
+    broker.open()
+    before = metadata_batches(broker)
+    # 4,999 topics of the longest name: 9,998 records as Kafka counts them, ~3 MB written here.
+    names = [f"{i:04d}".ljust(249, "n") for i in range(4999)]
+    created = await broker.create_topics([NewTopic(n, 1, {}) for n in names])
+    assert not any(isinstance(c, Exception) for c in created)
+    assert metadata_batches(broker) == before + 1  # a crash keeps all of the operation or none
+    restarted = Broker(make_config(tmp_path), logs=broker.logs)
+    restarted.open()
+    assert set(names) <= set(restarted.controller.image.topics)
