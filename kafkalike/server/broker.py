@@ -569,13 +569,23 @@ def _open_partitions_off_loop(
 
 
 def _rename_all(paths: list[Path]) -> list[Path]:
-    renamed = (LogManager.rename_for_removal(p) for p in paths)
-    return [p for p in renamed if p is not None]
+    """On a worker thread. A directory that cannot be renamed stays as it is: no topic names it
+    any more, so start-up removes it, and a new topic of the name refuses its files (topic id)."""
+    renamed = []
+    for path in paths:
+        try:
+            target = LogManager.rename_for_removal(path)
+        except OSError as exc:
+            log.error("deleted partition's directory %s not renamed: %s", path, exc)
+            continue
+        if target is not None:
+            renamed.append(target)
+    return renamed
 
 
 def _remove_all(paths: list[Path]) -> None:
     for path in paths:
-        LogManager.remove_directory(path)
+        LogManager.remove_directory(path)  # ignores errors: start-up finishes ``*-delete`` names
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

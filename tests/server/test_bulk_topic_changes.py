@@ -265,3 +265,19 @@ async def test_the_largest_operation_is_one_metadata_batch_and_replays_whole(tmp
     restarted = Broker(make_config(tmp_path), logs=broker.logs)
     restarted.open()
     assert set(names) <= set(restarted.controller.image.topics)
+
+
+async def test_a_left_directory_of_another_topic_is_a_storage_error_not_a_closed_connection(
+    running: RunningBroker,
+) -> None:
+    from kafkalike.log.checkpoint import format_partition_metadata
+
+    client = await running.client()
+    stale = running.broker.data_dir / "stale-0"  # as a directory that could not be renamed leaves it
+    stale.mkdir()
+    (stale / "partition.metadata").write_bytes(format_partition_metadata(uuid.uuid4()))
+    response = await client.request(19, 7, _create_body([_spec("stale", 1)]))
+    assert response.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    # Same connection, and the name can be created now that the stray files are gone.
+    response = await client.request(19, 7, _create_body([_spec("stale", 1)]))
+    assert response.topics[0].error_code == 0

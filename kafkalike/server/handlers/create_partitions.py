@@ -16,6 +16,7 @@ from typing import Any
 
 from kafkalike.controller.limits import java_hash_set_order
 from kafkalike.controller.metadata import ControllerError
+from kafkalike.log.errors import LogError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
@@ -44,7 +45,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Message) -> Map
         asked.append((topic.name, topic.count))
     try:
         outcomes = await ctx.broker.grow_topics(asked, request.validate_only)
-    except OSError as exc:
+    except (OSError, LogError) as exc:  # a full disk, or a directory left that is not this topic's
         log.error("CreatePartitions failed on the disk: %s", exc)
         results += [_result(name, ErrorCode.KAFKA_STORAGE_ERROR, f"Disk error: {exc}") for name, _ in asked]
         return {"throttle_time_ms": 0, "results": results}

@@ -16,6 +16,7 @@ from typing import Any
 
 from kafkalike.controller.limits import MAX_RECORDS_PER_USER_OP, PARTITIONS_OVER_LIMIT, requested_partitions
 from kafkalike.controller.metadata import ControllerError, TopicImage
+from kafkalike.log.errors import LogError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import NewTopic, OperationTooLarge
@@ -43,7 +44,7 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping
         outcomes = iter(await ctx.broker.create_topics(wanted, request.validate_only))
     except OperationTooLarge as exc:
         return _refuse_all(ctx, request, exc.message)
-    except OSError as exc:
+    except (OSError, LogError) as exc:  # a full disk, or a directory left that is not this topic's
         log.error("CreateTopics failed on the disk: %s", exc)
         storage_error = ErrorCode.KAFKA_STORAGE_ERROR
         results = [
