@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -331,11 +332,15 @@ def main(argv: list[str]) -> int:
         lib = Path(os.environ.get("KAFKALIKE_AK_LIB", ROOT / "compat_tests/.work/ak-4.0.2/lib"))
         makers.append(("apache-kafka", lambda p: ApacheKafkaBroker(lib, work / f"ak-{p}", "4.0.2")))
     results: dict[str, dict[str, Any]] = {}
-    for broker_name, make in makers:
-        for phase in phases:
-            figures = run_phase(make(phase), phase, args)
-            results.setdefault(broker_name, {})[phase] = figures
-            print_row(broker_name, phase, figures)
+    try:
+        for broker_name, make in makers:
+            for phase in phases:
+                figures = run_phase(make(phase), phase, args)
+                results.setdefault(broker_name, {})[phase] = figures
+                print_row(broker_name, phase, figures)
+    finally:
+        os.chdir(ROOT)
+        shutil.rmtree(work, ignore_errors=True)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
