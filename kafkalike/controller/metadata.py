@@ -25,7 +25,7 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
 class ControllerError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -129,9 +129,14 @@ class QuorumController:
         for r in records:
             self.image.apply(r)
 
-    def create_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str], validate_only: bool = False
-    ) -> TopicImage:
+    def commit(self, records: list[dict[str, Any]]) -> None:
+        """Persist records planned by ``plan_topic`` / ``plan_partitions`` (one operation) and apply them."""
+        self._commit(records)
+
+    def plan_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str]
+    ) -> tuple[TopicImage, list[dict[str, Any]]]:
+        """Check a new topic and return it with the records that create it, changing nothing."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -148,8 +153,14 @@ class QuorumController:
             {"type": "config", "resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v}
             for k, v in configs.items()
         ]
+        return TopicImage(name, topic_id, partitions, dict(configs)), records
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], validate_only: bool = False
+    ) -> TopicImage:
+        planned, records = self.plan_topic(name, partitions, configs)
         if validate_only:
-            return TopicImage(name, topic_id, partitions, dict(configs))
+            return planned
         self._commit(records)
         return self.image.topics[name]
 
@@ -162,7 +173,8 @@ class QuorumController:
         self._commit([{"type": "remove_topic", "topic_id": str(topic.topic_id)}])
         return topic
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
+    def plan_partitions(self, name: str, count: int) -> tuple[TopicImage, dict[str, Any]]:
+        """Check growing a topic to ``count`` partitions; the topic and the record that does it."""
         topic = self.image.topics.get(name)
         if topic is None:
             raise ControllerError(
@@ -175,8 +187,12 @@ class QuorumController:
             )
         if count == topic.partitions:
             raise ControllerError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partition(s).")
+        return topic, {"type": "partitions", "topic_id": str(topic.topic_id), "count": count}
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
+        topic, record = self.plan_partitions(name, count)
         if not validate_only:
-            self._commit([{"type": "partitions", "topic_id": str(topic.topic_id), "count": count}])
+            self._commit([record])
         return topic
 
     def allocate_producer_id(self) -> int:

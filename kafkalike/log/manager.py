@@ -22,6 +22,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -176,6 +177,27 @@ def write_checkpoints(pending: list[PendingCheckpoint]) -> list[OSError | None]:
     return errors
 
 
+@dataclass
+class NewPartition:
+    """A partition about to get its log: where it goes and what the log dir remembers of it.
+
+    Made by ``LogManager.plan_new`` on the thread that owns the manager; ``open_new`` then
+    creates the directory and files on any thread; ``adopt`` (owning thread again) registers
+    the log. Only ``adopt`` and ``unplan`` change the manager's tables.
+    """
+
+    tp: TopicPartition
+    home: _LogDir
+    directory: LogDirectory | None  # the in-memory directory; None: a file directory, made by open_new
+    recovery_point: int | None = None
+    log_start_offset: int | None = None
+    cleaner_offset: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.home.path / partition_dir_name(*self.tp)
+
+
 class LogManager:
     def __init__(
         self,
@@ -270,6 +292,60 @@ class LogManager:
         self._record_offsets(tp)
         return log
 
+    def plan_new(self, tps: Iterable[TopicPartition]) -> list[NewPartition]:
+        """Place partitions that have no open log yet: each goes to the log dir with the fewest
+        partitions (counted once, not once per partition), or to the one already holding its
+        directory. Reserves the places; give them back with ``unplan`` if they are not adopted."""
+        counts = {id(d): 0 for d in self._dirs}
+        for placed in self._existing().values():
+            counts[id(placed)] += 1
+        planned = []
+        for tp in tps:
+            if tp in self._logs:
+                raise ValueError(f"partition {tp} already has a log")
+            found = self._existing().get(tp)
+            home = found or min(self._dirs, key=lambda d: counts[id(d)])
+            counts[id(home)] += 1
+            self._existing()[tp] = home
+            new = NewPartition(tp, home, self._directory(tp, home) if self.memory else None)
+            if found is not None:  # a directory left from before: its offsets still stand
+                new.recovery_point = home.recovery_points.get(tp)
+                new.log_start_offset = home.log_start_offsets.get(tp)
+                new.cleaner_offset = home.cleaner_offsets.get(tp)
+            planned.append(new)
+        return planned
+
+    @staticmethod
+    def open_new(new: NewPartition, config: LogConfig, now_ms: int, topic_id: uuid.UUID | None) -> PartitionLog:
+        """Create (or recover) the planned partition's directory and files. Safe on a worker
+        thread: it touches only that partition's own directory."""
+        directory = new.directory if new.directory is not None else FileLogDirectory(new.path)
+        log = PartitionLog.open(
+            directory,
+            config,
+            now_ms,
+            topic_id,
+            clean_shutdown=new.home.clean_shutdown,
+            recovery_point=new.recovery_point,
+            log_start_offset=new.log_start_offset,
+        )
+        log.cleaner_checkpoint = new.cleaner_offset
+        return log
+
+    def adopt(self, new: NewPartition, log: PartitionLog) -> None:
+        """Register a log ``open_new`` made (on the owning thread)."""
+        self._logs[new.tp] = log
+        self._homes[new.tp] = new.home
+        self._existing()[new.tp] = new.home
+        self._record_offsets(new.tp)
+
+    def unplan(self, new: NewPartition) -> None:
+        """Give back a planned place whose log was never adopted (its directory, if made, goes
+        with ``remove_directory``)."""
+        if new.tp not in self._logs:
+            self._existing().pop(new.tp, None)
+            self._memory_dirs.pop(new.tp, None)
+
     def load_all(self, now_ms: int, config_for: Callable[[str, int], LogConfig] | None = None) -> list[PartitionLog]:
         """Open every partition directory found in the log dirs (at start-up)."""
         for topic, partition in sorted(self._existing()):
@@ -310,6 +386,44 @@ class LogManager:
             with contextlib.suppress(OSError):  # the next periodic checkpoint tries again
                 log_dir.write_checkpoints()
         return True
+
+    def detach_partition(self, topic: str, partition: int) -> Path | None:
+        """Close the partition's log and forget it, leaving its directory to ``remove_directory``
+        (on a worker thread); returns that directory, or None when there is nothing on disk.
+        The checkpoints drop the partition at the next periodic checkpoint."""
+        tp = (topic, partition)
+        home = self._homes.pop(tp, None) or self._existing().get(tp)
+        self._existing().pop(tp, None)
+        log = self._logs.pop(tp, None)
+        if log is not None:
+            log.release()
+        for log_dir in self._dirs:
+            log_dir.recovery_points.pop(tp, None)
+            log_dir.log_start_offsets.pop(tp, None)
+            log_dir.cleaner_offsets.pop(tp, None)
+        if self.memory:
+            memory_dir = self._memory_dirs.pop(tp, None)
+            if memory_dir is not None:
+                memory_dir.remove_all()
+            return None
+        return None if home is None else home.path / partition_dir_name(topic, partition)
+
+    @staticmethod
+    def rename_for_removal(path: Path) -> Path | None:
+        """Rename a detached partition directory to ``*-delete`` (a name start-up finishes deleting,
+        should a crash come first) and return the new name; None if it was already gone. Safe on
+        a worker thread. Once it returns, a new partition of the same name can be created."""
+        target = path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            path.rename(target)
+        except FileNotFoundError:
+            return None
+        return target
+
+    @staticmethod
+    def remove_directory(path: Path) -> None:
+        """Delete a directory and everything in it; safe on a worker thread."""
+        shutil.rmtree(path, ignore_errors=True)
 
     def remove_orphans(self, keep: set[TopicPartition]) -> list[TopicPartition]:
         """Delete every partition directory not in ``keep`` (topics deleted while we were down)."""

@@ -20,12 +20,19 @@ from typing import Any, TypeVar
 
 import trio
 
+from kafkalike.controller.limits import (
+    BATCH_TOO_LARGE,
+    MAX_RECORDS_PER_USER_OP,
+    PARTITIONS_OVER_LIMIT,
+    RecordBudget,
+    topic_records,
+)
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
 from kafkalike.log import AppendResult, LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
 from kafkalike.log.dir_lock import LOCK_FILE_NAME, DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.errors import KafkaStorageError
-from kafkalike.log.manager import run_flushes, write_checkpoints
+from kafkalike.log.manager import NewPartition, run_flushes, write_checkpoints
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
@@ -48,12 +55,38 @@ class StartupError(Exception):
     """Why the broker cannot start, in one line (Kafka's words where Kafka has them)."""
 
 
+# New partitions are made on a worker thread this many at a time, so an abandoned request (the
+# broker shutting down) stops after the current group.
+PARTITIONS_PER_THREAD_CALL = 64
+PARTITION_THREADS = 4
+TOPICS_BETWEEN_CHECKPOINTS = 64
+# One operation's records (up to 10,000) are one batch of the metadata log: as KRaft's batches
+# may be, up to 8 MiB, beyond the default max.message.bytes.
+METADATA_BATCH_BYTES = 8 * 1024 * 1024
+# Metadata requests whose auto-creations may wait for the creator task; beyond it the names are
+# answered as unknown and not created (the client asks again).
+AUTO_CREATE_QUEUE = 64
+
+
 def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class OperationTooLarge(ControllerError):
+    """A whole request refused: its records would not fit in one metadata operation."""
+
+
+@dataclass
+class NewTopic:
+    """A topic a request asks for, after the request's own checks (replication, assignments)."""
+
+    name: str
+    partitions: int
+    configs: dict[str, str]
 
 
 @dataclass
@@ -102,6 +135,13 @@ class Broker:
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # Changes to topics that wait for disk work take turns, as operations on Kafka's
+        # controller queue do; everything else (produce, fetch, metadata) goes on meanwhile.
+        self._topic_changes = trio.Lock()
+        self._topics_in_creation: set[str] = set()
+        self._auto_create_pending: set[str] = set()
+        self._auto_create_done = trio.Event()  # replaced after each auto-creation request is handled
+        self._auto_create_send, self._auto_create_receive = trio.open_memory_channel[list[str]](AUTO_CREATE_QUEUE)
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -112,7 +152,8 @@ class Broker:
         else:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.cluster_id = self._load_identity()
-        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, LogConfig(flush_interval_messages=1), now_ms())
+        metadata_config = LogConfig(flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES)
+        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, metadata_config, now_ms())
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
         self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
@@ -179,6 +220,7 @@ class Broker:
     def _append_metadata(self, values: list[bytes]) -> None:
         """Durable before the controller applies the records; a disk error leaves neither changed."""
         assert self._metadata_log is not None
+        # One batch per operation, so a crash keeps all of it or none.
         batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
         try:
             self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
@@ -246,9 +288,7 @@ class Broker:
                 plog.high_watermark = plog.log_end_offset
                 self.partitions[(topic.name, index)] = PartitionState(topic.name, index, topic.topic_id, plog)
 
-    def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False
-    ) -> TopicImage:
+    def _check_topic_configs(self, configs: Mapping[str, str]) -> None:
         for key, value in configs.items():
             if key not in TOPIC_CONFIGS:
                 raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
@@ -258,23 +298,16 @@ class Broker:
         problem = self.log_config_problem(configs)
         if problem is not None:
             raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
+
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False
+    ) -> TopicImage:
+        """Create a topic at once, its partitions opened on the event loop: for internal topics
+        and start-up seeding. Requests use ``create_topics``."""
+        self._check_topic_configs(configs)
+        if name in self._topics_in_creation:
+            raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         topic = self.controller.create_topic(name, partitions, configs, validate_only)
-        if not validate_only:
-            self._open_partitions(topic)
-        return topic
-
-    def delete_topic(self, name: str) -> TopicImage:
-        topic = self.controller.delete_topic(name)
-        for index in range(topic.partitions):
-            state = self.partitions.pop((name, index), None)
-            if state is not None:
-                state.notify()
-                self.logs.delete_partition(name, index)
-        self.groups.on_topic_deleted(name)
-        return topic
-
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicImage:
-        topic = self.controller.create_partitions(name, count, validate_only)
         if not validate_only:
             self._open_partitions(topic)
         return topic
@@ -285,14 +318,233 @@ class Broker:
             if name not in self.controller.image.topics:
                 self.create_topic(name, partitions, {})
 
-    def auto_create(self, name: str) -> TopicImage | None:
-        """Create a topic a client asked for, when auto.create.topics.enable allows it."""
-        if not self.config.get_bool("auto.create.topics.enable") or name.startswith("__"):
-            return None
+    def may_auto_create(self, name: str) -> bool:
+        """Whether a client asking for an unknown topic gets it created (auto.create.topics.enable)."""
+        return self.config.get_bool("auto.create.topics.enable") and not name.startswith("__")
+
+    # -- topic changes that wait for the disk ------------------------------------------------
+    #
+    # A request's topics become one metadata operation. Their partition directories and files
+    # are made on worker threads before the operation is committed, so the event loop keeps
+    # answering other clients, and a topic appears to them (Metadata, Produce) only once all of
+    # its partitions are ready; until then it is unknown, as it is in Kafka while the controller
+    # creates it. A crash half-way leaves directories no metadata names, removed at start-up.
+
+    async def create_topics(
+        self, wanted: list[NewTopic], validate_only: bool = False
+    ) -> list[TopicImage | ControllerError]:
+        """Create the topics as one operation: per topic the new topic or why not. Raises
+        OperationTooLarge when their records would not fit in one operation (nothing created)."""
+        async with self._topic_changes:
+            names: set[str] = set()  # held back from the at-once path (internal topics) meanwhile
+            try:
+                return await self._create_topics_locked(wanted, validate_only, names)
+            finally:
+                self._topics_in_creation -= names
+
+    async def _create_topics_locked(
+        self, wanted: list[NewTopic], validate_only: bool, names: set[str]
+    ) -> list[TopicImage | ControllerError]:
+        results: list[TopicImage | ControllerError] = []
+        records: list[dict[str, Any]] = []
+        record_count = 0
+        problems: dict[tuple[tuple[str, str], ...], str | None] = {}
+        for index, topic in enumerate(wanted):
+            try:
+                self._check_topic_configs_cached(topic.configs, problems)
+                if topic.name in self._topics_in_creation:
+                    raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+                planned, topic_records_ = self.controller.plan_topic(topic.name, topic.partitions, topic.configs)
+            except ControllerError as exc:
+                results.append(exc)
+                continue
+            record_count += topic_records(topic.partitions, len(topic.configs))
+            if record_count > MAX_RECORDS_PER_USER_OP:
+                raise OperationTooLarge(ErrorCode.POLICY_VIOLATION, BATCH_TOO_LARGE)
+            results.append(planned)
+            records += topic_records_
+            names.add(topic.name)
+            self._topics_in_creation.add(topic.name)
+            if index % TOPICS_BETWEEN_CHECKPOINTS == TOPICS_BETWEEN_CHECKPOINTS - 1:
+                await trio.lowlevel.checkpoint()  # other clients get in between a big request's topics
+        created = [r for r in results if isinstance(r, TopicImage)]
+        if validate_only or not created:
+            return results
+        await self._make_partitions([(t, 0) for t in created], lambda: self.controller.commit(records))
+        return [self.controller.image.topics[r.name] if isinstance(r, TopicImage) else r for r in results]
+
+    def _check_topic_configs_cached(
+        self, configs: Mapping[str, str], problems: dict[tuple[tuple[str, str], ...], str | None]
+    ) -> None:
+        """``_check_topic_configs``, checked once per distinct set of configs in a request."""
+        key = tuple(sorted(configs.items()))
+        if key not in problems:
+            try:
+                self._check_topic_configs(configs)
+                problems[key] = None
+            except ControllerError as exc:
+                problems[key] = exc.message
+        problem = problems[key]
+        if problem is not None:
+            raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
+
+    async def grow_topics(
+        self, wanted: list[tuple[str, int]], validate_only: bool = False
+    ) -> list[TopicImage | ControllerError]:
+        """CreatePartitions as one operation: per (topic, new count) the topic or why not. A topic
+        whose new partitions overflow the operation gets UNKNOWN_SERVER_ERROR, as do the ones
+        after it (see controller/limits.py)."""
+        async with self._topic_changes:
+            results: list[TopicImage | ControllerError] = []
+            grown: list[tuple[TopicImage, int]] = []
+            records: list[dict[str, Any]] = []
+            budget = RecordBudget()
+            for name, count in wanted:
+                try:
+                    topic, record = self.controller.plan_partitions(name, count)
+                except ControllerError as exc:
+                    results.append(exc)
+                    continue
+                if not budget.take(count - topic.partitions):
+                    log.warning("CreatePartitions for %s refused: %s", name, BATCH_TOO_LARGE)
+                    results.append(ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, None))
+                    continue
+                results.append(topic)
+                grown.append((TopicImage(topic.name, topic.topic_id, count, topic.configs), topic.partitions))
+                records.append(record)
+            if validate_only or not grown:
+                return results
+            await self._make_partitions(grown, lambda: self.controller.commit(records))
+            return results
+
+    async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
+        """Delete the topics as one operation; their directories are removed on worker threads."""
+        async with self._topic_changes:
+            results: list[TopicImage | ControllerError] = []
+            doomed: dict[str, TopicImage] = {}
+            for name in names:
+                topic = self.controller.image.topics.get(name)
+                if topic is None or name in doomed:
+                    results.append(
+                        ControllerError(
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+                        )
+                    )
+                    continue
+                results.append(topic)
+                doomed[name] = topic
+            if not doomed:
+                return results
+            self.controller.commit([{"type": "remove_topic", "topic_id": str(t.topic_id)} for t in doomed.values()])
+            paths = [p for t in doomed.values() for p in self._forget_partitions(t)]
+            # Renamed before the next topic change may reuse the names; deleted after.
+            renamed = await trio.to_thread.run_sync(_rename_all, paths)
+        await trio.to_thread.run_sync(_remove_all, renamed)
+        return results
+
+    def _forget_partitions(self, topic: TopicImage) -> list[Path]:
+        paths = []
+        for index in range(topic.partitions):
+            state = self.partitions.pop((topic.name, index), None)
+            if state is not None:
+                state.notify()
+            path = self.logs.detach_partition(topic.name, index)
+            if path is not None:
+                paths.append(path)
+        self.groups.on_topic_deleted(topic.name)
+        return paths
+
+    async def _make_partitions(self, topics: list[tuple[TopicImage, int]], commit: Callable[[], None]) -> None:
+        """Create the partitions ``index >= first`` of each (topic, first) on worker threads, then
+        ``commit()`` and register them, with no await in between; all or none. An error (OSError:
+        a full disk, no file descriptors left) undoes what was made and propagates."""
+        now = now_ms()
+        wanted = [(topic, index) for topic, first in topics for index in range(first, topic.partitions)]
+        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}  # LogConfig is frozen: shared
+        configs = {}
+        for topic, _ in topics:
+            key = tuple(sorted(topic.configs.items()))
+            if key not in by_overrides:
+                by_overrides[key] = self.log_config(topic)
+            configs[topic.name] = by_overrides[key]
+        planned = self.logs.plan_new([(topic.name, index) for topic, index in wanted])  # placed in one pass
+        jobs = [(new, configs[topic.name], topic.topic_id) for new, (topic, _) in zip(planned, wanted, strict=True)]
+        opened: list[tuple[NewPartition, PartitionLog]] = []
+        errors: list[Exception] = []
+
+        async def lane(lane_jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]]) -> None:
+            for start in range(0, len(lane_jobs), PARTITIONS_PER_THREAD_CALL):
+                chunk = lane_jobs[start : start + PARTITIONS_PER_THREAD_CALL]
+                made, error = await trio.to_thread.run_sync(_open_partitions_off_loop, chunk, now)
+                opened.extend(made)
+                if error is not None:
+                    errors.append(error)
+                    return
+                if errors:
+                    return
+
         try:
-            return self.create_topic(name, self.config.get_int("num.partitions"), {})
-        except ControllerError:
-            return self.controller.image.topics.get(name)
+            # A few threads at once: the time goes to fsyncs, which overlap well.
+            async with trio.open_nursery() as nursery:
+                for first in range(PARTITION_THREADS):
+                    nursery.start_soon(lane, jobs[first::PARTITION_THREADS])
+            if errors:
+                raise errors[0]
+            commit()
+        except BaseException as exc:
+            for _, plog in opened:
+                plog.release()
+            for new, _, _ in jobs:
+                self.logs.unplan(new)
+            if not isinstance(exc, trio.Cancelled) and not self.logs.memory:
+                log.error("creating %d partition(s) failed, undone: %s", len(jobs), exc)
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(_remove_all, [new.path for new, _, _ in jobs])
+            raise  # on cancellation the directories stay: start-up removes what no topic names
+        for new, plog in opened:
+            self.logs.adopt(new, plog)
+            plog.high_watermark = plog.log_end_offset
+            topic_name, index = new.tp
+            topic_id = self.controller.image.topics[topic_name].topic_id
+            self.partitions[new.tp] = PartitionState(topic_name, index, topic_id, plog)
+
+    def request_auto_create(self, names: list[str]) -> None:
+        """Have the named topics created in the background (Metadata answers them as unknown
+        meanwhile, as Kafka does). Names already on their way are not asked for twice."""
+        fresh = [n for n in dict.fromkeys(names) if n not in self._auto_create_pending]
+        if not fresh:
+            return
+        if len(fresh) * self.config.get_int("num.partitions") > MAX_RECORDS_PER_USER_OP:
+            # Refused by the controller anyway (controller/limits.py): not queued, so the queue
+            # holds at most AUTO_CREATE_QUEUE requests of at most 10,000 names.
+            log.warning("auto-creation of %d topic(s) refused: %s", len(fresh), PARTITIONS_OVER_LIMIT)
+            return
+        try:
+            self._auto_create_send.send_nowait(fresh)
+        except trio.WouldBlock:
+            log.debug("auto-creation queue full; %d topic(s) not created now", len(fresh))
+            return
+        self._auto_create_pending.update(fresh)
+
+    async def _auto_creator(self) -> None:
+        """One CreateTopics per Metadata request that named unknown topics, with its limits."""
+        async for names in self._auto_create_receive:
+            try:
+                partitions = self.config.get_int("num.partitions")
+                await self.create_topics([NewTopic(n, partitions, {}) for n in names])
+            except (ControllerError, OSError) as exc:
+                log.warning("auto-creation of %d topic(s) refused: %s", len(names), exc)
+            except Exception as exc:  # this task outlives any one request's failure
+                log.error("auto-creation of %d topic(s) failed: %r", len(names), exc)
+            finally:
+                self._auto_create_pending.difference_update(names)
+                self._auto_create_done.set()
+                self._auto_create_done = trio.Event()
+
+    async def wait_auto_creations(self) -> None:
+        """Until every auto-creation asked for so far has been made or refused."""
+        while self._auto_create_pending:
+            await self._auto_create_done.wait()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -353,6 +605,7 @@ class Broker:
                 nursery.start_soon(self._keep_running, "log cleaner", self._log_cleaner)
             nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
             nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
+            nursery.start_soon(self._keep_running, "topic auto-creation", self._auto_creator)
             nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
             task_status.started((host, bound_port))
 
@@ -481,6 +734,40 @@ async def _off_loop(job: Callable[[], R], needed: bool) -> R:
     if needed:
         return await trio.to_thread.run_sync(job)
     return job()
+
+
+def _open_partitions_off_loop(
+    jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]], now: int
+) -> tuple[list[tuple[NewPartition, PartitionLog]], Exception | None]:
+    """On a worker thread: make each planned partition's log; what was made, and the error that
+    stopped it, if one did (returned, so the logs made before it can be closed)."""
+    made = []
+    for new, config, topic_id in jobs:
+        try:
+            made.append((new, LogManager.open_new(new, config, now, topic_id)))
+        except Exception as exc:
+            return made, exc
+    return made, None
+
+
+def _rename_all(paths: list[Path]) -> list[Path]:
+    """On a worker thread. A directory that cannot be renamed stays as it is: no topic names it
+    any more, so start-up removes it, and a new topic of the name refuses its files (topic id)."""
+    renamed = []
+    for path in paths:
+        try:
+            target = LogManager.rename_for_removal(path)
+        except OSError as exc:
+            log.error("deleted partition's directory %s not renamed: %s", path, exc)
+            continue
+        if target is not None:
+            renamed.append(target)
+    return renamed
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for path in paths:
+        LogManager.remove_directory(path)  # ignores errors: start-up finishes ``*-delete`` names
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

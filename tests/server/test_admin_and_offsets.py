@@ -109,8 +109,14 @@ async def test_metadata_auto_creates_unless_disabled(running: RunningBroker) -> 
     client = await running.client()
     no = await client.request(3, 12, {"topics": [{"name": "auto1"}], "allow_auto_topic_creation": False})
     assert no.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert not (running.broker.data_dir / "auto1-0").exists()
+    # As Kafka answers: unknown while it is being created, there once its partitions are ready.
     yes = await client.request(3, 12, {"topics": [{"name": "auto1"}], "allow_auto_topic_creation": True})
-    assert yes.topics[0].error_code == 0 and len(yes.topics[0].partitions) == 1
+    assert yes.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    with trio.fail_after(10):
+        await running.broker.wait_auto_creations()
+    later = await client.request(3, 12, {"topics": [{"name": "auto1"}], "allow_auto_topic_creation": False})
+    assert later.topics[0].error_code == 0 and len(later.topics[0].partitions) == 1
 
 
 async def test_topics_and_data_survive_a_restart(tmp_path: Path) -> None:

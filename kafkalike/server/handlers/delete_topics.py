@@ -1,4 +1,5 @@
-"""DeleteTopics (key 20): v1-6. By name, or by topic id (v6+). The data goes with the topic."""
+"""DeleteTopics (key 20): v1-6. By name, or by topic id (v6+). The data goes with the topic: the
+request's topics are removed as one metadata operation and their directories on worker threads."""
 
 from __future__ import annotations
 
@@ -23,21 +24,24 @@ async def handle_delete_topics(ctx: RequestContext, request: Message) -> Mapping
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     responses = []
+    by_name: list[tuple[str, dict[str, Any]]] = []
     for name, topic_id in wanted:
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        responses.append(entry)
         if name is None:
             name = image.topic_names_by_id.get(topic_id)
             if name is None:
                 entry.update(
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID."
                 )
-                responses.append(entry)
                 continue
             entry["name"] = name
-        try:
-            topic = ctx.broker.delete_topic(name)
-            entry["topic_id"] = topic.topic_id
-        except ControllerError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
-        responses.append(entry)
+        by_name.append((name, entry))
+    # One operation for the whole request; the directories are removed on worker threads.
+    outcomes = await ctx.broker.delete_topics([name for name, _ in by_name])
+    for (_, entry), outcome in zip(by_name, outcomes, strict=True):
+        if isinstance(outcome, ControllerError):
+            entry.update(error_code=outcome.code, error_message=outcome.message)
+        else:
+            entry["topic_id"] = outcome.topic_id
     return {"throttle_time_ms": 0, "responses": responses}

@@ -4,12 +4,18 @@ Version notes: v0 treats an empty topic list as "all topics" (v1+ uses null for 
 lets the client forbid auto-creation; v10+ carries topic ids; v8-10 cluster/topic authorized
 operations are returned as "not requested" (-2147483648); v13 adds a top-level error code.
 One node: this broker leads every partition, its replicas and ISR are itself.
+
+Auto-creation answers as Kafka's does: an unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION
+and created in the background, one CreateTopics (with its limits) per request; the client asks
+again and finds it once its partitions are ready.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import trio
 
 from kafkalike.controller.metadata import ControllerError, TopicImage, validate_topic_name
 from kafkalike.protocol.codec import Message
@@ -18,6 +24,7 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -2147483648
+LOOKUPS_BETWEEN_CHECKPOINTS = 1000
 
 
 def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
@@ -61,7 +68,14 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
     if wanted is None:
         topics = [topic_entry(ctx, t) for t in image.topics.values() if t.name != "__cluster_metadata"]
     else:
-        topics = [_lookup(ctx, request, t.name, t.topic_id) for t in wanted]
+        to_create: list[str] = []
+        topics = []
+        for index, t in enumerate(wanted):
+            topics.append(_lookup(ctx, request, t.name, t.topic_id, to_create))
+            if index % LOOKUPS_BETWEEN_CHECKPOINTS == LOOKUPS_BETWEEN_CHECKPOINTS - 1:
+                await trio.lowlevel.checkpoint()  # a request naming 100,000 topics lets others in
+        if to_create:
+            ctx.broker.request_auto_create(to_create)
     host, port = ctx.broker.advertised
     return {
         "throttle_time_ms": 0,
@@ -74,7 +88,9 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
     }
 
 
-def _lookup(ctx: RequestContext, request: Message, name: str | None, topic_id: Any) -> dict[str, Any]:
+def _lookup(
+    ctx: RequestContext, request: Message, name: str | None, topic_id: Any, to_create: list[str]
+) -> dict[str, Any]:
     image = ctx.broker.controller.image
     if name is None:
         found = image.topic_names_by_id.get(topic_id)
@@ -91,9 +107,6 @@ def _lookup(ctx: RequestContext, request: Message, name: str | None, topic_id: A
     except ControllerError:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     allowed = ctx.version < 4 or request.allow_auto_topic_creation
-    created = ctx.broker.auto_create(name) if allowed else None
-    if created is None:
-        return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    # Kafka answers the creating request with LEADER_NOT_AVAILABLE; clients retry. Our
-    # partitions are ready at once, so answer with the topic itself.
-    return topic_entry(ctx, created)
+    if allowed and ctx.broker.may_auto_create(name):
+        to_create.append(name)
+    return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -145,3 +145,43 @@ def test_unclean_start_checks_every_segment_after_the_checkpointed_recovery_poin
     recovered = LogManager([tmp_path]).get_or_create("rp", 0, CONFIG, 0)
     assert recovered.recovered_segments == len(unflushed)
     assert recovered.log_end_offset == 60
+
+
+def test_new_partitions_planned_made_elsewhere_then_adopted(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path / "a", tmp_path / "b"])
+    fill(manager, "old", 0)  # in a/: the fewest-partitions rule sends the next ones to b/ first
+    planned = manager.plan_new([("new", 0), ("new", 1), ("new", 2)])
+    assert [p.home.path.name for p in planned] == ["b", "a", "b"]
+    assert not (tmp_path / "b" / "new-0").exists()  # nothing on disk until open_new
+    logs = [LogManager.open_new(p, CONFIG, 0, uuid.uuid4()) for p in planned]
+    assert manager.get("new", 0) is None  # not the manager's until adopted
+    for new, log in zip(planned, logs, strict=True):
+        manager.adopt(new, log)
+    assert manager.get("new", 1) is logs[1] and (tmp_path / "a" / "new-1").is_dir()
+    with pytest.raises(ValueError):
+        manager.plan_new([("new", 0)])
+
+
+def test_unplanned_places_are_free_again(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path / "a", tmp_path / "b"])
+    (taken,) = manager.plan_new([("x", 0)])
+    assert taken.home.path.name == "a"
+    assert [p.home.path.name for p in manager.plan_new([("y", 0)])] == ["b"]  # a/ holds a reservation
+    manager.unplan(taken)
+    # Given back: a/ has one partition fewer than b/ (y-0's reservation) now.
+    assert [p.home.path.name for p in manager.plan_new([("z", 0)])] == ["a"]
+
+
+def test_a_detached_partition_is_renamed_then_removed(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path])
+    fill(manager, "gone", 0)
+    path = manager.detach_partition("gone", 0)
+    assert path == tmp_path / "gone-0" and manager.get("gone", 0) is None
+    renamed = LogManager.rename_for_removal(path)
+    assert renamed is not None and renamed.name.endswith("-delete") and not path.exists()
+    # The name is free at once: a new partition of it starts empty.
+    (new,) = manager.plan_new([("gone", 0)])
+    assert LogManager.open_new(new, CONFIG, 0, None).log_end_offset == 0
+    LogManager.remove_directory(renamed)
+    assert not renamed.exists()
+    assert LogManager.rename_for_removal(path.with_name("never-0")) is None
