@@ -192,6 +192,7 @@ class NewPartition:
     recovery_point: int | None = None
     log_start_offset: int | None = None
     cleaner_offset: int | None = None
+    wrap: DirectoryWrapper | None = None  # applied to the file directory open_new makes
 
     @property
     def path(self) -> Path:
@@ -307,7 +308,7 @@ class LogManager:
             home = found or min(self._dirs, key=lambda d: counts[id(d)])
             counts[id(home)] += 1
             self._existing()[tp] = home
-            new = NewPartition(tp, home, self._directory(tp, home) if self.memory else None)
+            new = NewPartition(tp, home, self._directory(tp, home) if self.memory else None, wrap=self._wrap)
             if found is not None:  # a directory left from before: its offsets still stand
                 new.recovery_point = home.recovery_points.get(tp)
                 new.log_start_offset = home.log_start_offsets.get(tp)
@@ -319,7 +320,11 @@ class LogManager:
     def open_new(new: NewPartition, config: LogConfig, now_ms: int, topic_id: uuid.UUID | None) -> PartitionLog:
         """Create (or recover) the planned partition's directory and files. Safe on a worker
         thread: it touches only that partition's own directory."""
-        directory = new.directory if new.directory is not None else FileLogDirectory(new.path)
+        directory = new.directory
+        if directory is None:
+            directory = FileLogDirectory(new.path)
+            if new.wrap is not None:
+                directory = new.wrap(directory)
         log = PartitionLog.open(
             directory,
             config,

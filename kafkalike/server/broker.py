@@ -435,7 +435,10 @@ class Broker:
                 doomed[name] = topic
             if not doomed:
                 return results
-            self.controller.commit([{"type": "remove_topic", "topic_id": str(t.topic_id)} for t in doomed.values()])
+            try:
+                self.controller.commit([{"type": "remove_topic", "topic_id": str(t.topic_id)} for t in doomed.values()])
+            except ControllerError as exc:  # the metadata log's disk refused the records: nothing deleted
+                return [exc if isinstance(r, TopicImage) else r for r in results]
             paths = [p for t in doomed.values() for p in self._forget_partitions(t)]
             # Renamed before the next topic change may reuse the names; deleted after.
             renamed = await trio.to_thread.run_sync(_rename_all, paths)
@@ -490,7 +493,10 @@ class Broker:
                     nursery.start_soon(lane, jobs[first::PARTITION_THREADS])
             if errors:
                 raise errors[0]
-            commit()
+            try:
+                commit()
+            except ControllerError as exc:  # the metadata log's disk refused the records
+                raise KafkaStorageError(exc.message or "the metadata log could not be written") from None
         except BaseException as exc:
             for _, plog in opened:
                 plog.release()
