@@ -338,10 +338,18 @@ def decode_records(
     """
     if header.magic != CURRENT_MAGIC:
         raise InvalidRecordError(f"record batch magic {header.magic} is not 2")
-    data = batch_payload(buf, pos, header, max_uncompressed=max_uncompressed)
-    count = header.records_count
+    return decode_record_bytes(batch_payload(buf, pos, header, max_uncompressed=max_uncompressed), header.records_count)
+
+
+def decode_record_bytes(data: Buffer, count: int) -> list[Record]:
+    """``count`` records from a batch's (decompressed) record bytes, which they must fill exactly.
+
+    Read as Kafka's DefaultRecord reads them: a negative key or value length is null, header keys
+    that are not UTF-8 get replacement characters.
+    """
     if count < 0 or count > len(data) // _MIN_RECORD_SIZE:
         raise MalformedRecordError(f"record count {count} does not fit in {len(data)} bytes of records")
+    data = bytes(data)
     records = []
     p = 0
     end = len(data)
@@ -375,9 +383,9 @@ def _read_varint(data: bytes, pos: int, end: int, max_bytes: int = 5) -> tuple[i
 
 def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     length, pos = _read_varint(data, pos, end)
-    if length == -1:
+    if length < 0:
         return None, pos
-    if length < -1 or length > end - pos:
+    if length > end - pos:
         raise MalformedRecordError(f"field length {length} runs past its record")
     return data[pos : pos + length], pos + length
 
@@ -398,10 +406,7 @@ def _read_record(data: bytes, pos: int, end: int) -> tuple[Record, int]:
         name, pos = _read_bytes(data, pos, end)
         if name is None:
             raise MalformedRecordError("record header with a null key")
-        try:
-            text = name.decode()
-        except UnicodeDecodeError:
-            raise MalformedRecordError("record header key is not UTF-8") from None
+        text = name.decode(errors="replace")
         header_value, pos = _read_bytes(data, pos, end)
         headers.append((text, header_value))
     if pos != end:

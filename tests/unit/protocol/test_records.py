@@ -266,10 +266,8 @@ def _with_payload(records_bytes: bytes, count: int) -> bytearray:
         (b"\x0e\x00\x00\x00\xfe\xff\xff\xff\x0f\x00\x00", 1),  # key length 2^31-1
         (b"\x0c\x00\x00\x00\x00\x00\xfe\xff\xff\xff\x0f", 1),  # header count 2^31-1
         (b"\x03", 1),  # negative record length
-        (b"\x0c\x00\x00\x00\x05\x00\x00", 1),  # key length -3
         (b"\x80\x80\x80\x80\x80\x80\x01", 1),  # varint of 7 bytes
         (b"\x0e\x00\x00\x00\x01\x01\x02\x02\x01", 1),  # header key null
-        (b"\x0e\x00\x00\x00\x01\x01\x02\x02\xff\x01", 1),  # header key not UTF-8
         (encode_record(Record(value=b"x")) + b"\x00", 1),  # stray byte after the records
         (encode_record(Record(value=b"x")), 2),  # fewer records than declared
         (encode_record(Record(value=b"x")), 2**31 - 1),  # absurd count: refused before any loop
@@ -284,6 +282,15 @@ def test_malformed_records_are_invalid(records_bytes: bytes, count: int) -> None
     # Kafka's answer for a batch whose CRC matched but whose records do not parse.
     assert info.value.error_code == ErrorCode.INVALID_RECORD
     assert isinstance(info.value, CorruptRecordError)
+
+
+def test_records_kafka_reads_leniently_decode() -> None:
+    # Kafka's DefaultRecord takes any negative length as null and decodes header keys with
+    # replacement characters, so batches it stores (and this broker stores) decode.
+    key_length_minus_3 = _with_payload(b"\x0c\x00\x00\x00\x05\x00\x00", 1)
+    assert decode_records(key_length_minus_3, 0, read_batch_header(key_length_minus_3))[0].key is None
+    not_utf8 = _with_payload(b"\x12\x00\x00\x00\x01\x01\x02\x02\xff\x01", 1)
+    assert decode_records(not_utf8, 0, read_batch_header(not_utf8))[0].headers == [("\ufffd", None)]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
