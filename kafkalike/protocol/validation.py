@@ -145,6 +145,35 @@ def validate_produce_records(
     return _validate_records(batch, header, settings, now_ms, topic_partition)
 
 
+_UNEXPECTED = "The server experienced an unexpected error when processing the request."
+
+
+def request_fault(records: Buffer | None, *, api_version: int, topic_exists: bool) -> RecordsRefused | None:
+    """A fault in one partition's records that fails the whole Produce request in Kafka, which then
+    answers every partition with it (``error_message`` set) and appends nothing.
+
+    Kafka reads the first entry of every partition before anything else (to see whether the request
+    is transactional): an entry whose size or magic is impossible throws there. And before v7 its
+    zstd check reads the codec of an existing topic's batch, which throws for codecs 5-7.
+    """
+    if not records:
+        return None
+    view = memoryview(records).cast("B")
+    try:
+        size = _entry_size(view, 0)
+    except RecordsRefused as exc:
+        return RecordsRefused(exc.code, str(exc), with_log_start=False, error_message=str(exc))
+    old_version = topic_exists and api_version < 7
+    if size is not None and old_version and view[16] == 2 and size > CRC_START + 1 and view[CRC_START + 1] & 0x07 > 4:
+        return RecordsRefused(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "unknown codec before v7",
+            with_log_start=False,
+            error_message=_UNEXPECTED,
+        )
+    return None
+
+
 def _entry_size(view: memoryview, pos: int) -> int | None:
     """The size of the entry at ``pos`` as Kafka's batch iterator sees it; None: no whole entry."""
     remaining = len(view) - pos
@@ -153,13 +182,15 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
     size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
     if size < _MIN_ENTRY_SIZE:
         raise RecordsRefused(
-            ErrorCode.CORRUPT_MESSAGE, f"record size {size} is less than the minimum", with_log_start=False
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record size {size} is less than the minimum record overhead ({_MIN_ENTRY_SIZE})",
+            with_log_start=False,
         )
     if remaining < _HEADER_UP_TO_MAGIC:
         return None
     magic = int.from_bytes(view[pos + 16 : pos + 17], "big", signed=True)
     if magic < 0 or magic > 2:
-        raise RecordsRefused(ErrorCode.CORRUPT_MESSAGE, f"invalid magic {magic}", with_log_start=False)
+        raise RecordsRefused(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}", with_log_start=False)
     if remaining < size + LOG_OVERHEAD:
         return None
     return size + LOG_OVERHEAD
@@ -327,7 +358,7 @@ def _record_errors(
     errors: list[RecordError] = []
     for index, fault, ts, offset_delta, key_size, value_size in faults:
         if fault == _walk.FAULT_NO_KEY:
-            message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+            message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
         elif fault == _walk.FAULT_TIMESTAMP_RANGE:
             low = _wrap64(now_ms - settings.timestamp_before_max_ms)
             high = _wrap64(now_ms + settings.timestamp_after_max_ms)
@@ -344,7 +375,8 @@ def _record_errors(
                 f"Invalid timestamp type in message {record}. Producer should not set timestamp type to LogAppendTime."
             )
         errors.append(RecordError(index, message))
-    if any(fault == _walk.FAULT_TIMESTAMP_RANGE for _, fault, *_ in faults):
+    # Both timestamp faults are INVALID_TIMESTAMP in Kafka's ApiRecordError; one of them decides the code.
+    if any(fault != _walk.FAULT_NO_KEY for _, fault, *_ in faults):
         code, summary = ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp"
     else:
         shown = ", ".join(f"RecordError(batchIndex={e.batch_index}, message='{e.message}')" for e in errors[:3])
@@ -400,5 +432,6 @@ __all__ = [
     "RecordsRefused",
     "TopicSettings",
     "ValidBatch",
+    "request_fault",
     "validate_produce_records",
 ]

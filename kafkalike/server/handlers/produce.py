@@ -39,7 +39,13 @@ from kafkalike.log.errors import (
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import RecordBatchHeader
-from kafkalike.protocol.validation import RecordError, RecordsRefused, TopicSettings, validate_produce_records
+from kafkalike.protocol.validation import (
+    RecordError,
+    RecordsRefused,
+    TopicSettings,
+    request_fault,
+    validate_produce_records,
+)
 from kafkalike.server.broker import PartitionState, now_ms
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
@@ -90,6 +96,10 @@ class ProduceError(Exception):
 @handles(0, 0, 12)
 async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, Any] | None:
     acks = request.acks
+    fault = _request_fault(ctx, request)
+    if fault is not None:
+        log.info("produce request rejected: %s", fault)
+        return None if acks == 0 else _answer_all(request, fault)
     responses = []
     for topic in request.topic_data:
         partitions = []
@@ -100,6 +110,36 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
         return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _request_fault(ctx: RequestContext, request: Message) -> RecordsRefused | None:
+    """Kafka reads every partition's first batch before anything else; some faults there fail all."""
+    if ctx.version < 3:
+        return None
+    for topic in request.topic_data:
+        exists = ctx.broker.controller.image.topics.get(topic.name) is not None
+        for part in topic.partition_data:
+            fault = request_fault(part.records, api_version=ctx.version, topic_exists=exists)
+            if fault is not None:
+                return fault
+    return None
+
+
+def _answer_all(request: Message, fault: RecordsRefused) -> dict[str, Any]:
+    """Kafka's error response for the whole request: every partition, the same code and message."""
+    partition = {
+        "error_code": fault.code,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": fault.error_message,
+    }
+    responses = [
+        {"name": t.name, "partition_responses": [{"index": p.index, **partition} for p in t.partition_data]}
+        for t in request.topic_data
+    ]
     return {"responses": responses, "throttle_time_ms": 0}
 
 
