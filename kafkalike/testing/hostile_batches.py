@@ -11,6 +11,7 @@ brokers and compares); tests of kafkalike alone assert them.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import struct
 import zlib
@@ -77,6 +78,7 @@ def _records(count: int, start: int = 0) -> bytes:
     return b"".join(encode_record(Record(key=b"k", value=b"v%d" % i, offset_delta=i)) for i in range(start, count))
 
 
+@functools.cache
 def _zeros_zstd(size: int) -> bytes:
     cobj = zstandard.ZstdCompressor(level=3).compressobj()
     block = bytes(16 << 20)
@@ -84,6 +86,7 @@ def _zeros_zstd(size: int) -> bytes:
     return b"".join([*parts, cobj.flush()])
 
 
+@functools.cache
 def _zeros_gzip(size: int) -> bytes:
     cobj = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     block = bytes(16 << 20)
