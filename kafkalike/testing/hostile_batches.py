@@ -344,6 +344,14 @@ ACCEPTED: list[HostileCase] = [
         lambda now: with_payload(_record_bytes(b"\xff\x00\x00\x01\x01\x00"), 1, now),
         ErrorCode.NONE,
     ),
+    # Kafka reads a compressed batch it keeps as it came field by field, its record lengths unread.
+    HostileCase(
+        "compressed_record_length_lies",
+        lambda now: with_payload(
+            compression.compress(compression.GZIP, b"\xc8\x01" + b"\x00\x00\x00\x01\x01\x00"), 1, now, codec=1
+        ),
+        ErrorCode.NONE,
+    ),
     HostileCase(
         "uncompressed_offsets_not_consecutive",
         lambda now: with_payload(

@@ -12,7 +12,7 @@ import confluent_kafka
 import pytest
 from kafka import KafkaProducer
 
-from kafkalike.protocol.records import read_batch_header
+from kafkalike.protocol.records import iter_batches, read_batch_header
 from kafkalike.testing.broker import InProcessBroker
 from kafkalike.testing.hostile_batches import ACCEPTED, CASES, HostileCase, valid_batch
 
@@ -77,7 +77,23 @@ def test_an_odd_batch_kafka_accepts_is_stored(
     records = case.make(now_ms())
     (answer,) = produce(kafka_broker, kafka_topic_name, {0: records})
     assert (answer.error_code, answer.base_offset) == (0, 0)
-    assert len(kafka_broker.consume(kafka_topic_name)) == read_batch_header(records).records_count
+    # Read back raw: Kafka stores some of these (record lengths that lie in a compressed batch) in a
+    # form its own consumer's full record reader refuses.
+    fetch = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": kafka_topic_name,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    with kafka_broker.client() as client:
+        stored = bytes(client.request(1, 12, fetch).responses[0].partitions[0].records)
+    assert [h.records_count for _, h in iter_batches(stored)] == [read_batch_header(records).records_count]
 
 
 def test_clients_read_every_valid_record_around_the_bad_batches(
