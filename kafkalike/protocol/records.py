@@ -239,8 +239,8 @@ def validate_batch(buf: Buffer, pos: int, header: RecordBatchHeader, *, from_cli
     Always: the CRC (``CorruptRecordError``), a known codec, a record count that fits the offset
     range. For producer batches (``from_client``), as Kafka's LogValidator does: base offset 0, at
     least one record, ``records_count == last_offset_delta + 1``, no control batches, and a base
-    sequence whenever a producer id is set. Size limits and the one-batch-per-partition rule are
-    the caller's (see ``validate_produce_records``).
+    sequence whenever a producer id is set. The produce path checks all this and every record
+    besides (``protocol/validation.py``).
     """
     if header.magic < CURRENT_MAGIC:
         if not legacy_crc_ok(buf, pos, header):
@@ -275,18 +275,6 @@ def validate_batch(buf: Buffer, pos: int, header: RecordBatchHeader, *, from_cli
         raise InvalidRecordError(
             f"invalid sequence number {header.base_sequence} in record batch with producer id {header.producer_id}"
         )
-
-
-def validate_produce_records(buf: Buffer) -> tuple[int, RecordBatchHeader]:
-    """The single v2 batch a Produce request (v3+) carries for one partition, validated as Kafka does."""
-    batches = iter_batches(buf)
-    first = next(batches, None)
-    if first is None:
-        raise InvalidRecordError("produce requests must have at least one record batch per partition")
-    if next(batches, None) is not None:
-        raise InvalidRecordError("produce requests may contain only one record batch per partition")
-    validate_batch(buf, *first, from_client=True)
-    return first
 
 
 def legacy_crc_ok(buf: Buffer, pos: int, header: RecordBatchHeader) -> bool:

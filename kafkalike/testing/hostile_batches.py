@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import cramjam
 import crc32c
 import zstandard
 
@@ -113,6 +114,16 @@ def _truncated(codec: int) -> Callable[[int], bytes]:
         body = b"".join(encode_record(Record(key=b"k", value=bytes(range(256)) * 8, offset_delta=i)) for i in range(3))
         stream = compression.compress(codec, body)
         return with_payload(stream[: len(stream) // 2], 3, now, codec=codec)
+
+    return make
+
+
+def _raw_snappy(*, garbage: bool) -> Callable[[int], bytes]:
+    def make(now: int) -> bytes:
+        body = b"".join(encode_record(Record(key=b"k", value=bytes(range(256)) * 8, offset_delta=i)) for i in range(3))
+        block = bytes(cramjam.snappy.compress_raw(body))
+        stream = b"\x80\x30" + bytes((i * 37 + 11) & 0xFF for i in range(100)) if garbage else block[: len(block) // 2]
+        return with_payload(stream, 3, now, codec=compression.SNAPPY)
 
     return make
 
@@ -250,6 +261,9 @@ CASES: list[HostileCase] = [
         HostileCase(f"truncated_{compression.CODEC_NAMES[c]}", _truncated(c), ErrorCode.UNKNOWN_SERVER_ERROR)
         for c in (1, 2, 3, 4)
     ),
+    # librdkafka's snappy: one raw block, no xerial framing.
+    HostileCase("garbage_snappy_raw", _raw_snappy(garbage=True), ErrorCode.UNKNOWN_SERVER_ERROR),
+    HostileCase("truncated_snappy_raw", _raw_snappy(garbage=False), ErrorCode.UNKNOWN_SERVER_ERROR),
     HostileCase(
         "compressed_more_records_than_declared",
         lambda now: with_payload(compression.compress(compression.GZIP, _records(4)), 3, now, codec=compression.GZIP),

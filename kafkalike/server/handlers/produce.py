@@ -3,12 +3,14 @@
 Per partition: the records are validated as Kafka's LogValidator does, every record read and
 compressed batches decompressed as a stream (``protocol/validation.py``: Kafka's codes, its
 error_message and RecordError entries, v8+); a refused batch stores nothing and the other
-partitions of the request are appended all the same. The batch is then appended as received (or
-rebuilt, for a topic ``compression.type`` other than the batch's) with offsets and leader epoch
-assigned in place. Idempotent
-producers' duplicates are acknowledged with their original offsets without a second append.
-acks=0 gets no response; with one replica, acks=1 and acks=-1 are both answered once the
-batch is in the log. v3+ accepts only message format v2 (INVALID_RECORD otherwise).
+partitions of the request are appended all the same. Two faults fail the whole request, as in
+Kafka, which reads every partition's first entry before anything else: an entry whose size or
+magic is impossible, and (before v7) codecs 5-7 (every partition gets the code and a message).
+The batch is then appended as received (or rebuilt, for a topic ``compression.type`` other than
+the batch's) with offsets and leader epoch assigned in place. Idempotent producers' duplicates
+are acknowledged with their original offsets without a second append. acks=0 gets no response;
+with one replica, acks=1 and acks=-1 are both answered once the batch is in the log. v3+
+accepts only message format v2 (INVALID_RECORD otherwise).
 
 Transactional batches (KIP-890 part 1): the first batch of a transaction on a partition is only
 accepted once the transaction coordinator confirms the partition joined the producer's ongoing
