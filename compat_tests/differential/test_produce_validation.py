@@ -18,6 +18,7 @@ from compat_tests.differential.conftest import Pair, assert_same
 from compat_tests.differential.test_produce_fetch import fetch_body, produce_body
 from kafkalike.protocol.records import iter_batches
 from kafkalike.testing.hostile_batches import ACCEPTED, CASES, HostileCase, patched, valid_batch
+from kafkalike.testing.wire_client import WireClient
 
 pytestmark = pytest.mark.differential
 
@@ -104,3 +105,14 @@ def test_an_odd_batch_kafka_accepts_is_stored_the_same(
     ak = _compare_produce(pair, topic, case, case.make(now_ms))
     assert _partition(ak).error_code == 0
     _compare_fetch(pair, topic, case)
+
+
+def test_acks_0_with_a_refused_batch_closes_the_connection(pair: Pair, name: Callable[[str], str]) -> None:
+    topic = name()
+    pair.create_topic(topic, 1)
+    bad = next(c for c in CASES if c.name == "garbage_zstd").make(int(time.time() * 1000))
+    body = produce_body(topic, bad, acks=0)
+    for side in (pair.ak, pair.kl):
+        with WireClient(side.host, side.port) as client:
+            client.send(0, 9, body)
+            assert client.receive_frame() is None, f"{side.name} kept the connection open"

@@ -134,3 +134,28 @@ def test_clients_read_every_valid_record_around_the_bad_batches(
     finally:
         consumer.close()
     assert got == expected
+
+
+def _body(topic: str, records: bytes, acks: int) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 10000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+
+
+def test_acks_0_with_a_refused_batch_closes_the_connection(
+    kafka_broker: InProcessBroker, kafka_topic_name: str
+) -> None:
+    """As Kafka: no answer is expected, so the producer learns of the error by the closed connection."""
+    kafka_broker.create_topic(kafka_topic_name, 1)
+    bad = next(c for c in PER_PARTITION if c.name == "garbage_zstd").make(now_ms())
+    with kafka_broker.client() as client:
+        client.send(0, 9, _body(kafka_topic_name, bad, acks=0))
+        assert client.receive_frame() is None
+    # A valid one gets no answer and the connection stays: the next request is answered.
+    with kafka_broker.client() as client:
+        client.send(0, 9, _body(kafka_topic_name, valid_batch(now_ms()), acks=0))
+        assert client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}).topics is not None
+    assert [offset for offset, _ in kafka_broker.consume(kafka_topic_name)] == [0, 1, 2]

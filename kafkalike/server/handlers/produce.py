@@ -39,7 +39,7 @@ from kafkalike.log.errors import (
     UnknownProducerId,
 )
 from kafkalike.protocol.codec import Message
-from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.records import RecordBatchHeader
 from kafkalike.protocol.validation import (
     RecordError,
@@ -101,18 +101,24 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
     fault = _request_fault(ctx, request)
     if fault is not None:
         log.info("produce request rejected: %s", fault)
-        return None if acks == 0 else _answer_all(request, fault)
-    responses = []
-    for topic in request.topic_data:
-        partitions = []
-        for part in topic.partition_data:
-            partitions.append(
-                _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
-            )
-        responses.append({"name": topic.name, "partition_responses": partitions})
-    if acks == 0:
-        return None
-    return {"responses": responses, "throttle_time_ms": 0}
+        answer = _answer_all(request, fault)
+    else:
+        responses = []
+        for topic in request.topic_data:
+            partitions = []
+            for part in topic.partition_data:
+                partitions.append(
+                    _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
+                )
+            responses.append({"name": topic.name, "partition_responses": partitions})
+        answer = {"responses": responses, "throttle_time_ms": 0}
+    if acks != 0:
+        return answer
+    # No answer is expected, so an error closes the connection, as in Kafka: the producer learns
+    # that something failed and refreshes its metadata.
+    if any(p["error_code"] for t in answer["responses"] for p in t["partition_responses"]):
+        raise ProtocolError("an acks=0 produce request had errors")
+    return None
 
 
 def _request_fault(ctx: RequestContext, request: Message) -> RecordsRefused | None:
