@@ -304,18 +304,21 @@ def _walk_batch(
             raise RecordsRefused(ErrorCode.INVALID_RECORD, "records still remaining after the declared count")
         return state
     chunks = _chunks(header.compression, payload, settings.max_uncompressed_bytes)
-    data = bytearray()
+    data: bytes | bytearray = b""
     while True:
         more = next(chunks, None)
         final = more is None
         if more is not None:
-            data += more
+            if data:
+                data += more  # the bytearray kept for a cut record: grows in place
+            else:
+                data = more  # one piece (most batches): no copy
         status, pos, done, max_ts, consecutive, faults, reason = _walk.walk(
             data, 0, header.records_count - state.done, mode, final, state.done, *args
         )
         _merge(state, done, max_ts, consecutive, faults)
         if status == _walk.STATUS_NEED_MORE:
-            del data[:pos]  # keep only the record that was cut
+            data = bytearray(memoryview(data)[pos:])  # keep only the record that was cut
             continue
         _check_status(status, reason)
         # The declared count is read: any byte the stream still holds is one too many.
