@@ -327,6 +327,19 @@ CASES: list[HostileCase] = [
         record_errors=3,
     ),
     HostileCase(
+        "log_append_time_from_producer_recompressed",
+        lambda now: valid_batch(now, codec=compression.LZ4, timestamp_type=1, max_timestamp=-1),
+        ErrorCode.INVALID_TIMESTAMP,
+        record_errors=3,
+        configs={"compression.type": "gzip"},
+    ),
+    HostileCase(
+        "recompressed_with_a_bad_record",
+        lambda now: with_payload(b"\x80\x80\x80\x80\x80\x01" + b"\x00" * 6, 1, now),
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        configs={"compression.type": "lz4"},
+    ),
+    HostileCase(
         "compressed_offsets_not_consecutive",
         lambda now: with_payload(
             compression.compress(
@@ -378,6 +391,12 @@ ACCEPTED: list[HostileCase] = [
         lambda now: valid_batch(now, codec=compression.LZ4),
         ErrorCode.NONE,
         configs={"compression.type": "gzip"},
+    ),
+    HostileCase(
+        "uncompressed_recompressed",
+        lambda now: valid_batch(now),
+        ErrorCode.NONE,
+        configs={"compression.type": "lz4"},
     ),
     HostileCase(
         "compressed_offsets_not_consecutive_recompressed",
