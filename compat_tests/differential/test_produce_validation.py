@@ -116,3 +116,17 @@ def test_acks_0_with_a_refused_batch_closes_the_connection(pair: Pair, name: Cal
         with WireClient(side.host, side.port) as client:
             client.send(0, 9, body)
             assert client.receive_frame() is None, f"{side.name} kept the connection open"
+
+
+VERSIONED = ["two_batches", "garbage_gzip", "compacted_without_key", "timestamp_two_hours_ahead", "magic_7", "codec_7"]
+
+
+@pytest.mark.parametrize("version", [3, 6, 7, 8, 11, 12])
+@pytest.mark.parametrize("case_name", VERSIONED)
+def test_hostile_batches_at_other_versions(
+    pair: Pair, name: Callable[[str], str], case_name: str, version: int
+) -> None:
+    case = next(c for c in CASES if c.name == case_name)
+    topic = name()
+    pair.create_topic(topic, 1, case.configs)
+    _compare_produce(pair, topic, dataclasses.replace(case, api_version=version), case.make(int(time.time() * 1000)))
