@@ -177,6 +177,7 @@ static PyObject *result(int status, Py_ssize_t pos, Py_ssize_t done, int64_t max
 }
 
 static PyObject *walk(PyObject *self, PyObject *args) {
+    (void)self;
     Py_buffer view;
     Py_ssize_t pos, count, index_base;
     int mode, final, compacted, create_time, batch_lat;
@@ -295,6 +296,11 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_recordwalk", NULL, -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_recordwalk",
+    .m_size = -1,
+    .m_methods = methods,
+};
 
 PyMODINIT_FUNC PyInit__recordwalk(void) { return PyModule_Create(&module); }
