@@ -12,6 +12,7 @@ import confluent_kafka
 import pytest
 from kafka import KafkaProducer
 
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import iter_batches, read_batch_header
 from kafkalike.testing.broker import InProcessBroker
 from kafkalike.testing.hostile_batches import ACCEPTED, CASES, HostileCase, valid_batch
@@ -159,3 +160,31 @@ def test_acks_0_with_a_refused_batch_closes_the_connection(
         client.send(0, 9, _body(kafka_topic_name, valid_batch(now_ms()), acks=0))
         assert client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}).topics is not None
     assert [offset for offset, _ in kafka_broker.consume(kafka_topic_name)] == [0, 1, 2]
+
+
+def test_null_records_are_refused_and_the_other_partition_appended(
+    kafka_broker: InProcessBroker, kafka_topic_name: str
+) -> None:
+    # Apache Kafka 4.0.2 never answers this request (FINDINGS.md); an answer is better than a hang.
+    kafka_broker.create_topic(kafka_topic_name, 2)
+    with kafka_broker.client() as client:
+        answer = client.request(
+            0,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 10000,
+                "topic_data": [
+                    {
+                        "name": kafka_topic_name,
+                        "partition_data": [
+                            {"index": 0, "records": None},
+                            {"index": 1, "records": valid_batch(now_ms())},
+                        ],
+                    }
+                ],
+            },
+        )
+    bad, good = sorted(answer.responses[0].partition_responses, key=lambda p: p.index)
+    assert (bad.error_code, good.error_code, good.base_offset) == (ErrorCode.INVALID_RECORD, 0, 0)
