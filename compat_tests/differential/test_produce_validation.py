@@ -130,3 +130,15 @@ def test_hostile_batches_at_other_versions(
     topic = name()
     pair.create_topic(topic, 1, case.configs)
     _compare_produce(pair, topic, dataclasses.replace(case, api_version=version), case.make(int(time.time() * 1000)))
+
+
+def test_the_request_check_comes_before_acks(pair: Pair, name: Callable[[str], str]) -> None:
+    """Two batches and acks=2: Kafka checks the records before the acks."""
+    topic = name()
+    pair.create_topic(topic, 2)
+    now_ms = int(time.time() * 1000)
+    body = produce_body(topic, valid_batch(now_ms) + valid_batch(now_ms), acks=2)
+    body["topic_data"][0]["partition_data"].append({"index": 1, "records": valid_batch(now_ms)})
+    ak, kl = pair.both(0, 9, body)
+    assert_same(ak, kl)
+    assert sorted(p.error_code for p in ak.responses[0].partition_responses) == [21, 87]

@@ -196,6 +196,16 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
     return size + LOG_OVERHEAD
 
 
+def check_request_records(records: Buffer | None, *, api_version: int) -> Buffer:
+    """``records``, once Kafka's ProduceRequest.validateRecords passes them: one whole v2 batch (zstd
+    from v7). Kafka runs it before anything but the topic's existence (acks, internal topics,
+    leadership come after); ``validate_produce_records`` runs it too. Raises ``RecordsRefused``."""
+    if records is None:
+        raise RecordsRefused(ErrorCode.INVALID_RECORD, "no records", with_log_start=False)
+    _request_checks(memoryview(records).cast("B"), api_version)
+    return records
+
+
 def _request_checks(view: memoryview, api_version: int) -> int:
     size = _entry_size(view, 0)
     if size is None:
@@ -435,6 +445,7 @@ __all__ = [
     "RecordsRefused",
     "TopicSettings",
     "ValidBatch",
+    "check_request_records",
     "request_fault",
     "validate_produce_records",
 ]

@@ -40,11 +40,12 @@ from kafkalike.log.errors import (
 )
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
-from kafkalike.protocol.records import RecordBatchHeader
+from kafkalike.protocol.records import Buffer, RecordBatchHeader
 from kafkalike.protocol.validation import (
     RecordError,
     RecordsRefused,
     TopicSettings,
+    check_request_records,
     request_fault,
     validate_produce_records,
 )
@@ -167,15 +168,17 @@ def _produce_partition(
     try:
         if ctx.version < 3:
             raise ProduceError(ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 are not supported")
-        if acks not in (0, 1, -1):
-            raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
         if state is None:
             raise ProduceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        # Kafka's order: the request's own check of the records, then acks, then the partition.
+        checked = _check_request_records(records, ctx.version)
+        if acks not in (0, 1, -1):
+            raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
         if ctx.broker.faults.is_paused(topic, index):
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic.startswith("__") and topic != "__consumer_offsets":
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-        appended = _append(ctx, state, records, transactional_id)
+        appended = _append(ctx, state, checked, transactional_id)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         # Apache Kafka leaves error_message null except for per-record errors.
@@ -191,11 +194,16 @@ def _produce_partition(
     return result
 
 
+def _check_request_records(records: bytes | None, version: int) -> Buffer:
+    try:
+        return check_request_records(records, api_version=version)
+    except RecordsRefused as exc:
+        raise ProduceError(exc.code, str(exc), exc.with_log_start) from None
+
+
 def _append(
-    ctx: RequestContext, state: PartitionState, records: bytes | None, transactional_id: str | None
+    ctx: RequestContext, state: PartitionState, records: Buffer, transactional_id: str | None
 ) -> dict[str, Any]:
-    if records is None:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Produce request has no record batches")
     now = now_ms()
     try:
         valid = validate_produce_records(
