@@ -4,7 +4,10 @@ without more bytes to come, under any topic settings and clock."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,12 +20,29 @@ LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 REQUIRED = os.environ.get("KAFKALIKE_REQUIRE_NATIVE") == "1"
 
 
+def _check_built(module: ModuleType, *, required: bool) -> None:
+    # scripts/test requires the extension, so a CI machine without a compiler fails here instead
+    # of testing the fallback only.
+    if required:
+        assert module.NATIVE, "kafkalike.protocol._recordwalk did not build (is a C compiler installed?)"
+    assert (module.walk is module.walk_py) == (not module.NATIVE)
+
+
 def test_the_compiled_walk_is_built_where_required() -> None:
-    # scripts/test requires it, so a CI machine without a compiler fails here instead of testing
-    # the fallback only.
-    if REQUIRED:
-        assert record_walk.NATIVE, "kafkalike.protocol._recordwalk did not build (is a C compiler installed?)"
-    assert (record_walk.walk is record_walk.walk_py) == (not record_walk.NATIVE)
+    _check_built(record_walk, required=REQUIRED)
+
+
+def test_without_the_extension_the_reference_walks_and_the_requirement_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control of the check above: record_walk loaded where the extension cannot be imported."""
+    monkeypatch.setitem(sys.modules, "kafkalike.protocol._recordwalk", None)  # its import raises ImportError
+    spec = importlib.util.spec_from_file_location("record_walk_without_extension", record_walk.__file__)
+    assert spec is not None and spec.loader is not None
+    fallback = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fallback)
+    assert not fallback.NATIVE and fallback.walk is fallback.walk_py
+    _check_built(fallback, required=False)
+    with pytest.raises(AssertionError, match="did not build"):
+        _check_built(fallback, required=True)
 
 
 def _native() -> object:
