@@ -40,7 +40,7 @@ from kafkalike.log.errors import (
 )
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
-from kafkalike.protocol.records import Buffer, RecordBatchHeader
+from kafkalike.protocol.records import Buffer, RecordBatchHeader, read_batch_header
 from kafkalike.protocol.validation import (
     RecordError,
     RecordsRefused,
@@ -204,6 +204,11 @@ def _check_request_records(records: bytes | None, version: int) -> Buffer:
 def _append(
     ctx: RequestContext, state: PartitionState, records: Buffer, transactional_id: str | None
 ) -> dict[str, Any]:
+    # Kafka verifies a transactional batch's partition before its log validates the records.
+    header = _first_header(records)
+    transactional = header is not None and header.is_transactional and header.producer_id >= 0
+    if header is not None and transactional and transactional_id is not None and ctx.broker.txn.verification_enabled:
+        _verify_transaction(ctx, state, header, transactional_id)
     now = now_ms()
     try:
         valid = validate_produce_records(
@@ -215,13 +220,9 @@ def _append(
         )
     except RecordsRefused as exc:
         raise ProduceError(exc.code, str(exc), exc.with_log_start, exc.error_message, exc.record_errors) from None
-    buf = valid.records
-    transactional = valid.header if valid.header.is_transactional else None
-    if transactional is not None and transactional_id is not None and ctx.broker.txn.verification_enabled:
-        _verify_transaction(ctx, state, transactional, transactional_id)
     try:
         appended = state.log.append(
-            buf,
+            valid.records,
             leader_epoch=state.leader_epoch,
             now_ms=now,
             log_append_time=state.log.config.message_timestamp_type == "LogAppendTime",
@@ -236,6 +237,13 @@ def _append(
         "log_append_time_ms": appended.log_append_time_ms,
         "log_start_offset": appended.log_start_offset,
     }
+
+
+def _first_header(records: Buffer) -> RecordBatchHeader | None:
+    try:
+        return read_batch_header(records)
+    except ProtocolError:
+        return None  # validation answers it
 
 
 def _verify_transaction(
