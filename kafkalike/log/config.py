@@ -34,6 +34,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
+    # Kafka 4.x defaults; read by produce validation (protocol/validation.py).
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
+    compression_type: str = "producer"
     cleanup_policy: str = "delete"
     # A broker setting in Kafka (producer.id.expiration.ms); per log here because the log owns the state.
     producer_id_expiration_ms: int = 86_400_000
@@ -108,7 +112,7 @@ class LogConfig:
             raw = props[key]
             if field.name == "flush_interval_ms":
                 changes[field.name] = None if raw is None or int(raw) == LONG_MAX else int(raw)
-            elif field.name in ("message_timestamp_type", "cleanup_policy"):
+            elif field.name in ("message_timestamp_type", "cleanup_policy", "compression_type"):
                 changes[field.name] = "" if raw is None else raw.replace(" ", "")
             elif field.name == "min_cleanable_dirty_ratio" and raw is not None:
                 changes[field.name] = float(raw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import cramjam
@@ -85,7 +85,19 @@ def decompress(
         raise _unknown_codec(codec)
     if codec == LZ4 and broken_lz4_checksum:
         data = _fix_lz4_header_checksum(bytes(data))
-    return decoder(data, max_output)
+    return b"".join(decoder(data, max_output, _SLICE))
+
+
+def decompress_stream(
+    codec: int, data: Buffer, *, max_output: int = DEFAULT_MAX_OUTPUT, chunk_bytes: int = _SLICE
+) -> Iterator[bytes]:
+    """``data`` decompressed in pieces of about ``chunk_bytes`` (never empty), so a reader can stop
+    early without inflating the rest. Raises ``CorruptRecordError`` as ``decompress`` does, at the
+    point of the stream where the fault is (a truncated stream after everything before the cut)."""
+    decoder = _DECODERS.get(codec)
+    if decoder is None:
+        raise _unknown_codec(codec)
+    return decoder(data, max_output, chunk_bytes)
 
 
 def _unknown_codec(codec: int) -> InvalidRecordError:
@@ -96,32 +108,36 @@ def _too_big(max_output: int) -> CorruptRecordError:
     return CorruptRecordError(f"record batch decompresses to more than {max_output} bytes")
 
 
-def _none_decode(data: Buffer, max_output: int) -> bytes:
+def _none_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[bytes]:
     if len(data) > max_output:
         raise _too_big(max_output)
-    return bytes(data)
+    if data:
+        yield bytes(data)
 
 
-def _gzip_decode(data: Buffer, max_output: int) -> bytes:
-    out: list[bytes] = []
+def _gzip_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[bytes]:
     total = 0
     rest = bytes(data)
     while True:
         d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(rest, max_output - total + 1)
-        except zlib.error as e:
-            raise CorruptRecordError(f"bad gzip data: {e}") from None
-        total += len(chunk)
-        if total > max_output:
-            raise _too_big(max_output)
-        out.append(chunk)
-        if not d.eof:
-            raise CorruptRecordError("gzip data is truncated")
+        feed = rest
+        while not d.eof:
+            try:
+                chunk = d.decompress(feed, min(chunk_bytes, max_output - total + 1))
+            except zlib.error as e:
+                raise CorruptRecordError(f"bad gzip data: {e}") from None
+            feed = d.unconsumed_tail
+            total += len(chunk)
+            if total > max_output:
+                raise _too_big(max_output)
+            if chunk:
+                yield chunk
+            elif not feed and not d.eof:
+                raise CorruptRecordError("gzip data is truncated")
         rest = d.unused_data
         # Like Java's GZIPInputStream: read on into a following member, ignore anything else.
         if not rest.startswith(b"\x1f\x8b"):
-            return b"".join(out)
+            return
 
 
 def _snappy_xerial_compress(data: Buffer) -> bytes:
@@ -134,14 +150,14 @@ def _snappy_xerial_compress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decode(data: Buffer, max_output: int) -> bytes:
+def _snappy_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[bytes]:
     raw = bytes(data)
     # snappy-java reads a stream without its header as one raw block, and librdkafka sends exactly that.
     if not raw.startswith(XERIAL_MAGIC):
-        return _snappy_raw_block(raw, max_output)
+        yield _snappy_raw_block(raw, max_output)
+        return
     if len(raw) < _XERIAL_HEADER.size:
         raise CorruptRecordError("snappy stream header is truncated")
-    out: list[bytes] = []
     total = 0
     pos = _XERIAL_HEADER.size
     while pos < len(raw):
@@ -154,8 +170,8 @@ def _snappy_decode(data: Buffer, max_output: int) -> bytes:
         block = _snappy_raw_block(raw[pos : pos + size], max_output - total)
         pos += size
         total += len(block)
-        out.append(block)
-    return b"".join(out)
+        if block:
+            yield block
 
 
 def _snappy_raw_block(block: bytes, max_output: int) -> bytes:
@@ -172,28 +188,24 @@ def _snappy_raw_block(block: bytes, max_output: int) -> bytes:
         raise CorruptRecordError(f"bad snappy data: {e}") from None
 
 
-def _lz4_decode(data: Buffer, max_output: int) -> bytes:
-    out: list[bytes] = []
+def _lz4_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[bytes]:
+    # One frame, as Kafka's KafkaLZ4BlockInputStream reads it: bytes after its end mark are ignored.
     total = 0
-    rest: bytes = bytes(data)
-    while True:
-        d = lz4.frame.LZ4FrameDecompressor()
-        feed = rest
-        while not d.eof:
-            try:
-                chunk = d.decompress(feed, max_length=min(_SLICE, max_output - total + 1))
-            except RuntimeError as e:
-                raise CorruptRecordError(f"bad lz4 data: {e}") from None
-            feed = b""
-            total += len(chunk)
-            if total > max_output:
-                raise _too_big(max_output)
-            out.append(chunk)
-            if not d.eof and d.needs_input:
-                raise CorruptRecordError("lz4 data is truncated")
-        rest = d.unused_data or b""
-        if not rest:
-            return b"".join(out)
+    d = lz4.frame.LZ4FrameDecompressor()
+    feed: bytes = bytes(data)
+    while not d.eof:
+        try:
+            chunk = d.decompress(feed, max_length=min(chunk_bytes, max_output - total + 1))
+        except RuntimeError as e:
+            raise CorruptRecordError(f"bad lz4 data: {e}") from None
+        feed = b""
+        total += len(chunk)
+        if total > max_output:
+            raise _too_big(max_output)
+        if chunk:
+            yield chunk
+        if not d.eof and d.needs_input:
+            raise CorruptRecordError("lz4 data is truncated")
 
 
 def _fix_lz4_header_checksum(data: bytes) -> bytes:
@@ -239,10 +251,11 @@ def _xxh32(data: bytes) -> int:
     return h ^ (h >> 16)
 
 
-def _zstd_decode(data: Buffer, max_output: int) -> bytes:
+def _zstd_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[bytes]:
     dctx = zstandard.ZstdDecompressor()
-    out: list[bytes] = []
     total = 0
+    pending: list[bytes] = []
+    pending_bytes = 0
     rest = memoryview(bytes(data))
     # One decompression object per frame: it reports a frame that ended early, and frames without a
     # content size (librdkafka's streaming output) decode the same way.
@@ -256,17 +269,25 @@ def _zstd_decode(data: Buffer, max_output: int) -> bytes:
                 total += len(chunk)
                 if total > max_output:
                     raise _too_big(max_output)
-                out.append(chunk)
+                if chunk:
+                    pending.append(chunk)
+                    pending_bytes += len(chunk)
+                if pending_bytes >= chunk_bytes:
+                    yield b"".join(pending)
+                    pending, pending_bytes = [], 0
         except zstandard.ZstdError as e:
             raise CorruptRecordError(f"bad zstd data: {e}") from None
         if not d.eof:
+            if pending:  # what decoded before the cut, as a stream reader would hand it out
+                yield b"".join(pending)
             raise CorruptRecordError("zstd data is truncated")
         unused = d.unused_data
         rest = memoryview(unused) if pos >= len(rest) else memoryview(unused + bytes(rest[pos:]))
-    return b"".join(out)
+    if pending:
+        yield b"".join(pending)
 
 
-_DECODERS: Final[dict[int, Callable[[Buffer, int], bytes]]] = {
+_DECODERS: Final[dict[int, Callable[[Buffer, int, int], Iterator[bytes]]]] = {
     NONE: _none_decode,
     GZIP: _gzip_decode,
     SNAPPY: _snappy_decode,
@@ -285,4 +306,5 @@ __all__ = [
     "ZSTD",
     "compress",
     "decompress",
+    "decompress_stream",
 ]

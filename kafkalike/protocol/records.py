@@ -239,8 +239,8 @@ def validate_batch(buf: Buffer, pos: int, header: RecordBatchHeader, *, from_cli
     Always: the CRC (``CorruptRecordError``), a known codec, a record count that fits the offset
     range. For producer batches (``from_client``), as Kafka's LogValidator does: base offset 0, at
     least one record, ``records_count == last_offset_delta + 1``, no control batches, and a base
-    sequence whenever a producer id is set. Size limits and the one-batch-per-partition rule are
-    the caller's (see ``validate_produce_records``).
+    sequence whenever a producer id is set. The produce path checks all this and every record
+    besides (``protocol/validation.py``).
     """
     if header.magic < CURRENT_MAGIC:
         if not legacy_crc_ok(buf, pos, header):
@@ -275,18 +275,6 @@ def validate_batch(buf: Buffer, pos: int, header: RecordBatchHeader, *, from_cli
         raise InvalidRecordError(
             f"invalid sequence number {header.base_sequence} in record batch with producer id {header.producer_id}"
         )
-
-
-def validate_produce_records(buf: Buffer) -> tuple[int, RecordBatchHeader]:
-    """The single v2 batch a Produce request (v3+) carries for one partition, validated as Kafka does."""
-    batches = iter_batches(buf)
-    first = next(batches, None)
-    if first is None:
-        raise InvalidRecordError("produce requests must have at least one record batch per partition")
-    if next(batches, None) is not None:
-        raise InvalidRecordError("produce requests may contain only one record batch per partition")
-    validate_batch(buf, *first, from_client=True)
-    return first
 
 
 def legacy_crc_ok(buf: Buffer, pos: int, header: RecordBatchHeader) -> bool:
@@ -338,10 +326,18 @@ def decode_records(
     """
     if header.magic != CURRENT_MAGIC:
         raise InvalidRecordError(f"record batch magic {header.magic} is not 2")
-    data = batch_payload(buf, pos, header, max_uncompressed=max_uncompressed)
-    count = header.records_count
+    return decode_record_bytes(batch_payload(buf, pos, header, max_uncompressed=max_uncompressed), header.records_count)
+
+
+def decode_record_bytes(data: Buffer, count: int) -> list[Record]:
+    """``count`` records from a batch's (decompressed) record bytes, which they must fill exactly.
+
+    Read as Kafka's DefaultRecord reads them: a negative key or value length is null, header keys
+    that are not UTF-8 get replacement characters.
+    """
     if count < 0 or count > len(data) // _MIN_RECORD_SIZE:
         raise MalformedRecordError(f"record count {count} does not fit in {len(data)} bytes of records")
+    data = bytes(data)
     records = []
     p = 0
     end = len(data)
@@ -375,9 +371,9 @@ def _read_varint(data: bytes, pos: int, end: int, max_bytes: int = 5) -> tuple[i
 
 def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     length, pos = _read_varint(data, pos, end)
-    if length == -1:
+    if length < 0:
         return None, pos
-    if length < -1 or length > end - pos:
+    if length > end - pos:
         raise MalformedRecordError(f"field length {length} runs past its record")
     return data[pos : pos + length], pos + length
 
@@ -398,10 +394,7 @@ def _read_record(data: bytes, pos: int, end: int) -> tuple[Record, int]:
         name, pos = _read_bytes(data, pos, end)
         if name is None:
             raise MalformedRecordError("record header with a null key")
-        try:
-            text = name.decode()
-        except UnicodeDecodeError:
-            raise MalformedRecordError("record header key is not UTF-8") from None
+        text = name.decode(errors="replace")
         header_value, pos = _read_bytes(data, pos, end)
         headers.append((text, header_value))
     if pos != end:

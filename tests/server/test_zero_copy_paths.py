@@ -64,12 +64,12 @@ async def create(client: AsyncWireClient, name: str, partitions: int) -> None:
 
 
 def batches(count: int, value_size: int, seed: int) -> bytes:
-    return b"".join(
-        build_batch(
-            [Record(key=b"%d-%d" % (seed, i), value=bytes([seed + i & 0xFF]) * value_size)], base_timestamp=1000 + i
-        )
+    """One batch of ``count`` records (Produce v3+ carries one batch per partition)."""
+    records = [
+        Record(key=b"%d-%d" % (seed, i), value=bytes([seed + i & 0xFF]) * value_size, timestamp_delta=i)
         for i in range(count)
-    )
+    ]
+    return build_batch(records, base_timestamp=1_700_000_000_000)
 
 
 def without_offsets(records: bytes) -> list[bytes]:
@@ -111,7 +111,7 @@ async def test_large_produce_and_fetch_round_trip_through_the_files(
     for part in fetched.responses[0].partitions:
         records = bytes(part.records)
         assert without_offsets(records) == without_offsets(sent[part.partition_index])
-        assert [h.base_offset for _, h in iter_batches(records)] == list(range(40))
+        assert [(h.base_offset, h.last_offset) for _, h in iter_batches(records)] == [(0, 39)]
 
 
 async def test_large_frame_arriving_in_pieces(running: RunningBroker) -> None:
@@ -147,7 +147,8 @@ async def test_small_fetch_is_copied_not_sendfiled(running: RunningBroker, sendf
 async def test_a_fetch_limited_below_a_batch_still_gets_whole_batches(running: RunningBroker) -> None:
     client = await running.client()
     await create(client, "limit", 1)
-    await client.request(0, 9, produce_body("limit", 0, batches(50, 3000, 2)))
+    for seed in range(50):  # 50 batches of one record each
+        await client.request(0, 9, produce_body("limit", 0, batches(1, 3000, seed)))
     fetched = await client.request(1, 12, fetch_body("limit", [0], max_bytes=100_000))
     records = bytes(fetched.responses[0].partitions[0].records)
     assert 90_000 < len(records) <= 100_000

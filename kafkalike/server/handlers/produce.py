@@ -1,10 +1,16 @@
 """Produce (key 0): v0-12 advertised (v0-2 answered with UNSUPPORTED_VERSION, as Kafka 4.x does).
 
-Per partition: every batch's header and CRC are checked (never its records), then the bytes
-are appended as received with offsets and leader epoch assigned in place. Idempotent
-producers' duplicates are acknowledged with their original offsets without a second append.
-acks=0 gets no response; with one replica, acks=1 and acks=-1 are both answered once the
-batch is in the log. v3+ accepts only message format v2 (INVALID_RECORD otherwise).
+Per partition: the records are validated as Kafka's LogValidator does, every record read and
+compressed batches decompressed as a stream (``protocol/validation.py``: Kafka's codes, its
+error_message and RecordError entries, v8+); a refused batch stores nothing and the other
+partitions of the request are appended all the same. Two faults fail the whole request, as in
+Kafka, which reads every partition's first entry before anything else: an entry whose size or
+magic is impossible, and (before v7) codecs 5-7 (every partition gets the code and a message).
+The batch is then appended as received (or rebuilt, for a topic ``compression.type`` other than
+the batch's) with offsets and leader epoch assigned in place. Idempotent producers' duplicates
+are acknowledged with their original offsets without a second append. acks=0 gets no response;
+with one replica, acks=1 and acks=-1 are both answered once the batch is in the log. v3+
+accepts only message format v2 (INVALID_RECORD otherwise).
 
 Transactional batches (KIP-890 part 1): the first batch of a transaction on a partition is only
 accepted once the transaction coordinator confirms the partition joined the producer's ongoing
@@ -22,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalike.log.compaction import batch_has_null_key
+from kafkalike.log.config import LogConfig
 from kafkalike.log.errors import (
     AppendLargerThanSegment,
     InvalidProducerEpoch,
@@ -35,8 +41,16 @@ from kafkalike.log.errors import (
 )
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
-from kafkalike.protocol.records import RecordBatchHeader, batch_crc_ok, iter_batches
-from kafkalike.server.broker import PartitionState
+from kafkalike.protocol.records import Buffer, RecordBatchHeader, read_batch_header
+from kafkalike.protocol.validation import (
+    RecordError,
+    RecordsRefused,
+    TopicSettings,
+    check_request_records,
+    request_fault,
+    validate_produce_records,
+)
+from kafkalike.server.broker import PartitionState, now_ms
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -71,25 +85,74 @@ class ProduceError(Exception):
     """``with_log_start``: the answer carries the partition's log start offset, as Apache Kafka's
     does for errors found while appending (its known request-level errors carry -1)."""
 
-    def __init__(self, code: ErrorCode, message: str, with_log_start: bool = False) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        with_log_start: bool = False,
+        error_message: str | None = None,
+        record_errors: list[RecordError] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.with_log_start = with_log_start
+        self.error_message = error_message
+        self.record_errors = record_errors or []
 
 
 @handles(0, 0, 12)
 async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, Any] | None:
     acks = request.acks
-    responses = []
-    for topic in request.topic_data:
-        partitions = []
-        for part in topic.partition_data:
-            partitions.append(
-                await _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
-            )
-        responses.append({"name": topic.name, "partition_responses": partitions})
-    if acks == 0:
+    fault = _request_fault(ctx, request)
+    if fault is not None:
+        log.info("produce request rejected: %s", fault)
+        answer = _answer_all(request, fault)
+    else:
+        responses = []
+        for topic in request.topic_data:
+            partitions = []
+            for part in topic.partition_data:
+                partitions.append(
+                    await _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
+                )
+            responses.append({"name": topic.name, "partition_responses": partitions})
+        answer = {"responses": responses, "throttle_time_ms": 0}
+    if acks != 0:
+        return answer
+    # No answer is expected, so an error closes the connection, as in Kafka: the producer learns
+    # that something failed and refreshes its metadata.
+    if any(p["error_code"] for t in answer["responses"] for p in t["partition_responses"]):
+        raise ProtocolError("an acks=0 produce request had errors")
+    return None
+
+
+def _request_fault(ctx: RequestContext, request: Message) -> RecordsRefused | None:
+    """Kafka reads every partition's first batch before anything else; some faults there fail all."""
+    if ctx.version < 3:
         return None
+    for topic in request.topic_data:
+        exists = ctx.broker.controller.image.topics.get(topic.name) is not None
+        for part in topic.partition_data:
+            fault = request_fault(part.records, api_version=ctx.version, topic_exists=exists)
+            if fault is not None:
+                return fault
+    return None
+
+
+def _answer_all(request: Message, fault: RecordsRefused) -> dict[str, Any]:
+    """Kafka's error response for the whole request: every partition, the same code and message."""
+    partition = {
+        "error_code": fault.code,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": fault.error_message,
+    }
+    responses = [
+        {"name": t.name, "partition_responses": [{"index": p.index, **partition} for p in t.partition_data]}
+        for t in request.topic_data
+    ]
     return {"responses": responses, "throttle_time_ms": 0}
 
 
@@ -109,19 +172,25 @@ async def _produce_partition(
     try:
         if ctx.version < 3:
             raise ProduceError(ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 are not supported")
-        if acks not in (0, 1, -1):
-            raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
         if state is None:
             raise ProduceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        # Kafka's order: the request's own check of the records, then acks, then the partition.
+        checked = _check_request_records(records, ctx.version)
+        if acks not in (0, 1, -1):
+            raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
         if ctx.broker.faults.is_paused(topic, index):
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic.startswith("__") and topic != "__consumer_offsets":
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-        appended = await _append(ctx, state, records, transactional_id)
+        appended = await _append(ctx, state, checked, transactional_id)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
-        # Apache Kafka leaves error_message null for these (it fills it for per-record errors only).
+        # Apache Kafka leaves error_message null except for per-record errors.
         result["error_code"] = exc.code
+        result["error_message"] = exc.error_message
+        result["record_errors"] = [
+            {"batch_index": e.batch_index, "batch_index_error_message": e.message} for e in exc.record_errors
+        ]
         if exc.with_log_start and state is not None:
             result["log_start_offset"] = state.log.log_start_offset
         return result
@@ -129,35 +198,36 @@ async def _produce_partition(
     return result
 
 
-async def _append(
-    ctx: RequestContext, state: PartitionState, records: bytes | None, transactional_id: str | None
-) -> dict[str, Any]:
-    if not records:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Produce request has no record batches")
-    # A writable view of the request frame is stamped in place; anything else is copied once.
-    buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-    max_bytes = state.log.config.max_message_bytes
-    compacted = state.log.config.compacts
-    transactional: RecordBatchHeader | None = None
+def _check_request_records(records: bytes | None, version: int) -> Buffer:
     try:
-        for pos, header in iter_batches(buf):
-            _validate(buf, pos, header, max_bytes)
-            if header.is_transactional and transactional is None:
-                transactional = header
-            # Only compacted topics pay for decoding: every record there needs a key.
-            if compacted and batch_has_null_key(buf, pos, header):
-                raise ProduceError(
-                    ErrorCode.INVALID_RECORD,
-                    f"Compacted topic cannot accept message without key in topic partition {state.topic}-{state.index}.",
-                )
-    except ProtocolError as exc:
-        raise ProduceError(exc.error_code, str(exc)) from None
-    if transactional is not None and transactional_id is not None and ctx.broker.txn.verification_enabled:
-        _verify_transaction(ctx, state, transactional, transactional_id)
+        return check_request_records(records, api_version=version)
+    except RecordsRefused as exc:
+        raise ProduceError(exc.code, str(exc), exc.with_log_start) from None
+
+
+async def _append(
+    ctx: RequestContext, state: PartitionState, records: Buffer, transactional_id: str | None
+) -> dict[str, Any]:
+    # Kafka verifies a transactional batch's partition before its log validates the records.
+    header = _first_header(records)
+    transactional = header is not None and header.is_transactional and header.producer_id >= 0
+    if header is not None and transactional and transactional_id is not None and ctx.broker.txn.verification_enabled:
+        _verify_transaction(ctx, state, header, transactional_id)
+    now = now_ms()
+    try:
+        valid = validate_produce_records(
+            records,
+            _topic_settings(state.log.config),
+            now_ms=now,
+            api_version=ctx.version,
+            topic_partition=f"{state.topic}-{state.index}",
+        )
+    except RecordsRefused as exc:
+        raise ProduceError(exc.code, str(exc), exc.with_log_start, exc.error_message, exc.record_errors) from None
     try:
         # Off the event loop for its fsync when flush.messages / flush.ms make it flush.
         appended = await ctx.broker.append(
-            state, buf, log_append_time=state.log.config.message_timestamp_type == "LogAppendTime"
+            state, valid.records, log_append_time=state.log.config.message_timestamp_type == "LogAppendTime"
         )
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -167,6 +237,13 @@ async def _append(
         "log_append_time_ms": appended.log_append_time_ms,
         "log_start_offset": appended.log_start_offset,
     }
+
+
+def _first_header(records: Buffer) -> RecordBatchHeader | None:
+    try:
+        return read_batch_header(records)
+    except ProtocolError:
+        return None  # validation answers it
 
 
 def _verify_transaction(
@@ -191,24 +268,23 @@ def _verify_transaction(
     raise ProduceError(error, f"transactional batch of producer {pid} not verified: {error.name}")
 
 
-def _validate(buf: bytearray, pos: int, header: Any, max_bytes: int) -> None:
-    """What Kafka's LogValidator checks of a v2 batch from a producer, header-only."""
-    if header.size > max_bytes:
-        raise ProduceError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"The record batch size in the append is {header.size} bytes which exceeds the maximum configured value of {max_bytes}.",
-        )
-    if not batch_crc_ok(buf, pos, header):
-        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "Record batch is corrupt (CRC mismatch)")
-    if header.base_offset != 0:
-        raise ProduceError(
-            ErrorCode.INVALID_RECORD,
-            f"The baseOffset of the record batch should be 0, but it is {header.base_offset}",
-            with_log_start=True,
-        )
-    if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Inconsistent batch offset range and record count", True)
-    if header.is_control:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records", True)
-    if header.producer_id >= 0 and header.base_sequence < 0:
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Invalid sequence number for an idempotent batch", True)
+_SETTINGS: dict[int, tuple[LogConfig, TopicSettings]] = {}
+
+
+def _topic_settings(config: LogConfig) -> TopicSettings:
+    """The validator's view of a log config, kept per config object (replaced whole when it changes)."""
+    cached = _SETTINGS.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    settings = TopicSettings(
+        compacted=config.compacts,
+        max_message_bytes=config.max_message_bytes,
+        log_append_time=config.log_append_time,
+        timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+        timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+        compression_type=config.compression_type,
+    )
+    if len(_SETTINGS) > 10_000:  # bounded: configs are few, but each AlterConfigs makes new ones
+        _SETTINGS.clear()
+    _SETTINGS[id(config)] = (config, settings)
+    return settings

@@ -159,7 +159,8 @@ def test_zstd_frames_without_content_size() -> None:
 def test_zstd_and_gzip_read_concatenated_frames() -> None:
     assert decompress(ZSTD, compress(ZSTD, b"one ") + compress(ZSTD, b"two")) == b"one two"
     assert decompress(GZIP, gzip.compress(b"one ") + gzip.compress(b"two")) == b"one two"
-    assert decompress(LZ4, compress(LZ4, b"one ") + compress(LZ4, b"two")) == b"one two"
+    # Kafka's Lz4BlockInputStream stops at the first frame's end mark and ignores what follows.
+    assert decompress(LZ4, compress(LZ4, b"one ") + compress(LZ4, b"two")) == b"one "
 
 
 def test_gzip_matches_kafka_python() -> None:

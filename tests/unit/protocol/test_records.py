@@ -35,6 +35,7 @@ from kafkalike.protocol.records import (
     EndTxnMarker,
     LegacyMessage,
     Record,
+    RecordBatchHeader,
     batch_crc_ok,
     batch_payload,
     build_batch,
@@ -51,8 +52,8 @@ from kafkalike.protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
     validate_batch,
-    validate_produce_records,
 )
+from kafkalike.protocol.validation import RecordsRefused, TopicSettings, validate_produce_records
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 TS = 1_700_000_000_000
@@ -266,10 +267,8 @@ def _with_payload(records_bytes: bytes, count: int) -> bytearray:
         (b"\x0e\x00\x00\x00\xfe\xff\xff\xff\x0f\x00\x00", 1),  # key length 2^31-1
         (b"\x0c\x00\x00\x00\x00\x00\xfe\xff\xff\xff\x0f", 1),  # header count 2^31-1
         (b"\x03", 1),  # negative record length
-        (b"\x0c\x00\x00\x00\x05\x00\x00", 1),  # key length -3
         (b"\x80\x80\x80\x80\x80\x80\x01", 1),  # varint of 7 bytes
         (b"\x0e\x00\x00\x00\x01\x01\x02\x02\x01", 1),  # header key null
-        (b"\x0e\x00\x00\x00\x01\x01\x02\x02\xff\x01", 1),  # header key not UTF-8
         (encode_record(Record(value=b"x")) + b"\x00", 1),  # stray byte after the records
         (encode_record(Record(value=b"x")), 2),  # fewer records than declared
         (encode_record(Record(value=b"x")), 2**31 - 1),  # absurd count: refused before any loop
@@ -284,6 +283,15 @@ def test_malformed_records_are_invalid(records_bytes: bytes, count: int) -> None
     # Kafka's answer for a batch whose CRC matched but whose records do not parse.
     assert info.value.error_code == ErrorCode.INVALID_RECORD
     assert isinstance(info.value, CorruptRecordError)
+
+
+def test_records_kafka_reads_leniently_decode() -> None:
+    # Kafka's DefaultRecord takes any negative length as null and decodes header keys with
+    # replacement characters, so batches it stores (and this broker stores) decode.
+    key_length_minus_3 = _with_payload(b"\x0c\x00\x00\x00\x05\x00\x00", 1)
+    assert decode_records(key_length_minus_3, 0, read_batch_header(key_length_minus_3))[0].key is None
+    not_utf8 = _with_payload(b"\x12\x00\x00\x00\x01\x01\x02\x02\xff\x01", 1)
+    assert decode_records(not_utf8, 0, read_batch_header(not_utf8))[0].headers == [("\ufffd", None)]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -329,7 +337,7 @@ def _header_edit(blob: bytes | bytearray, offset: int, fmt: str, value: int) -> 
 
 def test_produce_validation_follows_kafkas_log_validator() -> None:
     good = build_batch(_sample_records(), base_timestamp=TS)
-    assert validate_produce_records(good)[1].records_count == 5
+    assert _validated(good)[1].records_count == 5
     bad = {
         "base offset": _header_edit(good, 0, ">q", 5),
         "count below range": _header_edit(good, 57, ">i", 4),
@@ -350,10 +358,16 @@ def test_produce_validation_follows_kafkas_log_validator() -> None:
     with pytest.raises(InvalidRecordError):
         validate_batch(compacted, 0, read_batch_header(compacted))
     # Exactly one batch per partition.
-    with pytest.raises(InvalidRecordError):
-        validate_produce_records(good + good)
-    with pytest.raises(InvalidRecordError):
-        validate_produce_records(b"")
+    for records in (good + good, b""):
+        with pytest.raises(RecordsRefused) as info:
+            _validated(records)
+        assert info.value.code == ErrorCode.INVALID_RECORD
+
+
+def _validated(records: bytes) -> tuple[int, RecordBatchHeader]:
+    """The produce path's validation (every record read), its clock at the records' time."""
+    valid = validate_produce_records(records, TopicSettings(), now_ms=TS, api_version=9, topic_partition="t-0")
+    return 0, valid.header
 
 
 # -- control batches ------------------------------------------------------------------------------
@@ -784,7 +798,7 @@ def test_librdkafka_batches_decode(librdkafka_batches: dict[tuple[str, int], Cap
     captured = librdkafka_batches[codec, 7]
     assert captured.produce_version == 7
     blob = captured.records
-    pos, header = validate_produce_records(blob)
+    pos, header = _validated(blob)
     assert header.compression == CODEC_IDS[codec], "librdkafka sent it compressed as asked"
     assert (header.producer_id, header.base_sequence) == (-1, -1)
     records = decode_records(blob, pos, header)
@@ -836,7 +850,7 @@ def test_librdkafka_legacy_message_sets(
     assert [m.timestamp for m in messages] == expected_ts
     # Kafka up-converts such a produce to v2; so can we.
     v2 = convert_legacy_to_v2(blob)
-    pos, header = validate_produce_records(v2)
+    pos, header = _validated(v2)
     assert [(r.key, r.value, r.timestamp(header)) for r in decode_records(v2, pos, header)] == [
         (k, v, t) for (k, v, _), t in zip(RDK_MESSAGES, expected_ts, strict=True)
     ]
