@@ -3,10 +3,15 @@
 Partial reads are fine: feed whatever arrived, take whole frames out. A negative size or one
 above the limit (``socket.request.max.bytes``) raises FrameError before anything is allocated.
 
-A large frame (``DIRECT_BYTES`` or more) that has not fully arrived gets its own buffer as soon
-as its size is known: ``receive_view()`` is where the rest of it should be received (with
-``recv_into``, then ``received(n)``), so its bytes are never copied from buffer to buffer, and
-``take_frame()`` hands that buffer over as it is.
+Memory follows the bytes that arrived, never the size a header announces: a connection with
+nothing in flight holds an empty buffer, and a header announcing 100 MiB followed by 10 bytes
+costs ``LARGE_START_BYTES``, not 100 MiB.
+
+A large frame (``DIRECT_BYTES`` or more) that has not fully arrived gets a buffer of its own,
+which doubles as its bytes arrive, up to the frame's size. ``receive_view()`` is the buffer's
+unfilled part, where the next bytes should be received (with ``recv_into``, then
+``received(n)``), so its bytes are never copied from buffer to buffer, and ``take_frame()``
+hands that buffer over as it is: a produce request's records stay views of one buffer.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from kafkalike.protocol.errors import FrameError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 DIRECT_BYTES = 64 * 1024
+LARGE_START_BYTES = 64 * 1024  # a large frame's first buffer, when fewer of its bytes are here
 
 
 class FrameSplitter:
@@ -22,13 +28,16 @@ class FrameSplitter:
         self.max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._start = 0  # consumed prefix, dropped lazily to avoid quadratic copying
-        self._big: bytearray | None = None  # a large frame being received into its own buffer
+        # A large frame being received into its own buffer: its size, and how much has arrived.
+        # The buffer's length is its capacity; it reaches ``_big_size`` only when it is full.
+        self._big: bytearray | None = None
+        self._big_size = 0
         self._big_filled = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        big = self._big
-        if big is not None and self._big_filled < len(big):
-            n = min(len(data), len(big) - self._big_filled)
+        if self._big is not None and self._big_filled < self._big_size:
+            n = min(len(data), self._big_size - self._big_filled)
+            big = self._room_for(n)
             big[self._big_filled : self._big_filled + n] = memoryview(data)[:n]
             self._big_filled += n
             if n == len(data):
@@ -40,11 +49,27 @@ class FrameSplitter:
         pending = 4 + self._big_filled if self._big is not None else 0
         return pending + len(self._buffer) - self._start
 
-    def receive_view(self) -> memoryview | None:
-        """The unfilled rest of a large frame, to receive into directly; None when there is none."""
-        big = self._big
-        if big is None or self._big_filled >= len(big):
+    def allocated_bytes(self) -> int:
+        """Memory this splitter holds for frames not yet taken, in bytes."""
+        big = self._big.__alloc__() if self._big is not None else 0
+        return big + self._buffer.__alloc__()
+
+    def announced_bytes(self) -> int | None:
+        """The size of the frame being received, once its size prefix is here; else None."""
+        if self._big is not None:
+            return self._big_size
+        available = len(self._buffer) - self._start
+        if available < 4:
             return None
+        return int.from_bytes(self._buffer[self._start : self._start + 4], "big", signed=True)
+
+    def receive_view(self) -> memoryview | None:
+        """Where the next bytes of a large frame go: the unfilled part of its buffer, grown when
+        full. None when no large frame is being received. Release the view (``with``) before
+        calling the splitter again: a buffer with a view on it cannot grow."""
+        if self._big is None or self._big_filled >= self._big_size:
+            return None
+        big = self._room_for(1)
         return memoryview(big)[self._big_filled :]
 
     def received(self, n: int) -> None:
@@ -60,10 +85,10 @@ class FrameSplitter:
         """As ``next_frame``, as a writable buffer the caller now owns."""
         big = self._big
         if big is not None:
-            if self._big_filled < len(big):
+            if self._big_filled < self._big_size:
                 return None
             self._big = None
-            self._big_filled = 0
+            self._big_size = self._big_filled = 0
             return big
         available = len(self._buffer) - self._start
         if available < 4:
@@ -88,19 +113,30 @@ class FrameSplitter:
         return frame
 
     def _start_big(self, begin: int, size: int) -> None:
-        """Move the part of a large frame already here into its own buffer, sized for all of it."""
-        big = bytearray(size)
+        """Move the part of a large frame already here into a buffer of its own."""
         have = len(self._buffer) - begin
+        big = bytearray(min(size, max(have, LARGE_START_BYTES)))
         with memoryview(self._buffer) as view:
             big[:have] = view[begin:]
-        self._big, self._big_filled = big, have
+        self._big, self._big_size, self._big_filled = big, size, have
         self._buffer.clear()
         self._start = 0
+
+    def _room_for(self, n: int) -> bytearray:
+        """The large frame's buffer, with room for ``n`` more bytes (at most the frame's rest):
+        at least doubled when it grows, so a frame costs O(size) copying in all."""
+        big = self._big
+        assert big is not None
+        needed = self._big_filled + n
+        if needed > len(big):
+            capacity = min(self._big_size, max(needed, 2 * len(big)))
+            big.extend(bytes(capacity - len(big)))
+        return big
 
     def wanted(self) -> int:
         """How many more bytes complete the frame being received (at least 1 when nothing is known)."""
         if self._big is not None:
-            return max(1, len(self._big) - self._big_filled)
+            return max(1, self._big_size - self._big_filled)
         available = len(self._buffer) - self._start
         if available < 4:
             return 4 - available

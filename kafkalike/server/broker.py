@@ -26,6 +26,7 @@ from kafkalike.protocol.records import Record, build_batch, decode_records, iter
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
+from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.txn_service import TxnService
 
@@ -78,6 +79,9 @@ class Broker:
         self.controller = QuorumController(self._append_metadata)
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # Shared by every connection: connection counts, and memory for requests in flight.
+        self.connection_quotas = ConnectionQuotas(config)
+        self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -256,7 +260,7 @@ class Broker:
     # -- serving ----------------------------------------------------------------------------
 
     async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        from kafkalike.server.connection import serve_connection
+        from kafkalike.server.listener import serve_listeners
 
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound_port = listeners[0].socket.getsockname()[1]
@@ -270,7 +274,7 @@ class Broker:
                 nursery.start_soon(self._log_cleaner)
             nursery.start_soon(self.groups.run)
             nursery.start_soon(self.txn.run)
-            nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
+            nursery.start_soon(serve_listeners, self, listeners)
             task_status.started((host, bound_port))
 
     async def _log_cleaner(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import dropwhile
@@ -358,7 +359,45 @@ _BROKER_DEFS = [
         "socket.request.max.bytes",
         "int",
         "104857600",
-        doc="The largest request, in bytes, the broker reads from a connection.",
+        doc="The largest request, in bytes, the broker reads from a connection; a larger one closes the connection.",
+    ),
+    ConfigDef(
+        "queued.max.request.bytes",
+        "long",
+        "-1",
+        doc="How many bytes of requests may be in flight (being received or handled) across all connections "
+        "before the broker stops reading from them until memory frees; -1 means no limit. At least "
+        "socket.request.max.bytes when set.",
+    ),
+    ConfigDef(
+        "max.connections",
+        "int",
+        str(INT_MAX),
+        read_only=False,
+        doc="The most connections the broker has at once; further ones wait, not accepted, until one closes.",
+    ),
+    ConfigDef(
+        "max.connections.per.ip",
+        "int",
+        str(INT_MAX),
+        read_only=False,
+        doc="The most connections from one IP address; a further one from that address is closed at once. "
+        "May be 0 only if max.connections.per.ip.overrides is set.",
+    ),
+    ConfigDef(
+        "max.connections.per.ip.overrides",
+        "string",
+        "",
+        read_only=False,
+        doc="Per-address exceptions to max.connections.per.ip, as comma-separated host:count pairs, for example "
+        '"hostName:100,127.0.0.1:200".',
+    ),
+    ConfigDef(
+        "connections.max.idle.ms",
+        "long",
+        "600000",
+        doc="How long, in milliseconds, a connection may go without a request before the broker closes it; "
+        "a negative value never closes idle connections.",
     ),
     ConfigDef(
         "offsets.topic.num.partitions",
@@ -881,7 +920,37 @@ class BrokerConfig:
             holds, words = _RELATIONS[relation]
             if not holds(self.get_int(name), self.get_int(other)):
                 raise ValueError(f"{name} must be {words} {other}")
+        problem = self._socket_server_problem()
+        if problem is not None:
+            raise ValueError(problem)
         assignors_from_config((self.get("group.consumer.assignors") or "").split(","))
+
+    def _socket_server_problem(self) -> str | None:
+        """What Kafka's KafkaConfig requires between its socket server settings, in its words."""
+        queued, request_max = self.get_int("queued.max.request.bytes"), self.get_int("socket.request.max.bytes")
+        if 0 < queued < request_max:
+            return "requirement failed: queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+        overrides_text = self.get("max.connections.per.ip.overrides") or ""
+        try:
+            overrides = parse_per_ip_overrides(overrides_text)
+        except ValueError as exc:
+            return f"Error parsing configuration property 'max.connections.per.ip.overrides': {exc}"
+        if self.get_int("max.connections.per.ip") == 0 and not overrides:
+            return (
+                "requirement failed: max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set."
+            )
+        invalid = [host for host in overrides if not _VALID_HOST.fullmatch(host)]
+        if invalid:
+            return f"max.connections.per.ip.overrides contains invalid addresses : {','.join(invalid)}"
+        idle_ms = self.get_int("connections.max.idle.ms")
+        if 0 <= idle_ms <= _FAILED_AUTHENTICATION_DELAY_MS:
+            return (
+                f"requirement failed: connection.failed.authentication.delay.ms={_FAILED_AUTHENTICATION_DELAY_MS} "
+                f"should always be less than connections.max.idle.ms={idle_ms} to prevent failed authentication "
+                "responses from timing out"
+            )
+        return None
 
     def get(self, name: str) -> str | None:
         for layer in (self.dynamic_broker, self.dynamic_default, self.explicit):
@@ -955,6 +1024,27 @@ class BrokerConfig:
         return fixed if value is None else value
 
 
+# Kafka's connection.failed.authentication.delay.ms default (not configurable here: no authentication),
+# which connections.max.idle.ms must exceed.
+_FAILED_AUTHENTICATION_DELAY_MS = 100
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated, split at each
+    pair's last colon (IPv6 addresses have colons). Raises ValueError for a malformed pair."""
+    overrides: dict[str, int] = {}
+    for pair in re.split(r"\s*,\s*", text) if text else []:
+        host, sep, count = pair.rpartition(":")
+        if not sep:
+            raise ValueError(f"{pair!r} is not host:count")
+        try:
+            overrides[host.strip()] = int(count.strip())
+        except ValueError:
+            raise ValueError(f'For input string: "{count.strip()}"') from None
+    return overrides
+
+
 def parse_listener(text: str) -> tuple[str, int]:
     """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port)."""
     if "://" in text:
@@ -991,6 +1081,9 @@ _AT_LEAST = {
     "min.compaction.lag.ms": 0,
     "max.compaction.lag.ms": 1,
     "file.delete.delay.ms": 0,
+    "socket.request.max.bytes": 1,
+    "max.connections": 0,
+    "max.connections.per.ip": 0,
     "segment.jitter.ms": 0,
     "num.partitions": 1,
     "log.retention.ms": -1,

@@ -4,16 +4,24 @@ Like Apache Kafka, a connection handles one request at a time: the next request 
 only after the previous response is sent, which keeps responses in request order while the
 client pipelines. A frame that cannot be split or decoded closes this connection only.
 
-Bytes move as few times as they can: small requests arrive through one reused receive buffer,
-a large one (a produce request) straight into a buffer of its own that the request decodes from
-in place; records a fetch answers with stay in the segment files and go out with
+Bytes move as few times as they can: small requests arrive through one receive buffer that
+every connection of the trio run shares (it is filled and emptied between two awaits), a large
+one (a produce request) straight into a buffer of its own that grows as the request arrives and
+that the request decodes from in place; so an idle connection holds no buffer at all. Records a
+fetch answers with stay in the segment files and go out with
 ``os.sendfile`` (responses under ``SENDFILE_MIN_BYTES``, and logs kept in memory, are copied
 out instead: for a few kilobytes two system calls cost more than a copy).
+
+Limits, as Kafka applies them: a frame above ``socket.request.max.bytes`` closes the connection;
+each request holds its size in the broker's ``queued.max.request.bytes`` pool from its size
+prefix until it has been handled (``limits``); a connection that waits for its next
+request longer than ``connections.max.idle.ms`` (negative: no limit) is closed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,28 +49,49 @@ if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
 
 log = logging.getLogger("kafkalike.connection")
-RECEIVE_BYTES = 256 * 1024
+RECEIVE_BYTES = 256 * 1024  # the receive buffer every connection of a trio run shares
 SENDFILE_MIN_BYTES = 64 * 1024
 Response = bytes | Sequence[bytes | ExternalBytes]
+_shared_receive_buffer: trio.lowlevel.RunVar[bytearray] = trio.lowlevel.RunVar("kafkalike_receive_buffer")
 
 
-async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
+def _receive_buffer() -> bytearray:
+    """This trio run's shared receive buffer (one per run: runs in other threads have their own)."""
     try:
-        peer = stream.socket.getpeername()
-        client_host = str(peer[0])
-    except OSError:
-        client_host = "?"
+        return _shared_receive_buffer.get()
+    except LookupError:
+        buffer = bytearray(RECEIVE_BYTES)
+        _shared_receive_buffer.set(buffer)
+        return buffer
+
+
+class IdleConnection(Exception):
+    """No request came for connections.max.idle.ms."""
+
+
+async def serve_connection(broker: Broker, stream: trio.SocketStream, client_host: str | None = None) -> None:
+    if client_host is None:
+        try:
+            client_host = str(stream.socket.getpeername()[0])
+        except OSError:
+            client_host = "?"
     splitter = FrameSplitter(broker.config.get_int("socket.request.max.bytes"))
-    conn = _Socket(stream.socket.fileno())
-    receive_buffer = bytearray(RECEIVE_BYTES)
+    idle_ms = broker.config.get_int("connections.max.idle.ms")
+    conn = _Socket(stream.socket.fileno(), idle_ms / 1000 if idle_ms >= 0 else math.inf)
+    receive_buffer = _receive_buffer()
+    pool = broker.request_memory
+    reserved = 0  # bytes of the request being received or handled, held in the pool
     try:
         async with stream:
             while True:
                 frame = splitter.take_frame()
                 if frame is None:
+                    if pool is not None and not reserved:
+                        reserved = await pool.reserve(splitter.announced_bytes())
                     direct = splitter.receive_view()
                     if direct is not None:
-                        n = await conn.receive_into(direct)
+                        with direct:
+                            n = await conn.receive_into(direct)
                         splitter.received(n)
                     else:
                         n = await conn.receive_into(receive_buffer)
@@ -71,15 +100,25 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
                     if not n:
                         return
                     continue
+                if pool is not None and not reserved:
+                    reserved = await pool.reserve(len(frame))
                 response = await _handle_frame(broker, frame, client_host)
                 del frame  # the request's records may be views of it
+                if pool is not None:
+                    pool.release(reserved)
+                    reserved = 0
                 if response is not None:
                     await _send(conn, response)
                 await conn.yield_if_not_waited()
     except ProtocolError as exc:
         log.warning("closing connection from %s: %s", client_host, exc)
+    except IdleConnection:
+        log.debug("closing connection from %s: idle for longer than connections.max.idle.ms=%d", client_host, idle_ms)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         log.debug("connection from %s ended: %s", client_host, exc)
+    finally:
+        if pool is not None:
+            pool.release(reserved)
 
 
 class _Socket:
@@ -92,19 +131,30 @@ class _Socket:
     request, so a client that keeps the socket busy cannot starve the rest.
     """
 
-    __slots__ = ("fd", "waited")
+    __slots__ = ("fd", "idle_s", "waited")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, idle_s: float = math.inf) -> None:
         self.fd = fd
+        self.idle_s = idle_s  # how long a receive may wait for its first byte
         self.waited = False
 
     async def receive_into(self, buffer: bytearray | memoryview) -> int:
-        while True:
-            try:
-                return os.readv(self.fd, [buffer])
-            except BlockingIOError:
-                self.waited = True
+        """Bytes received into ``buffer`` (0 at end of stream); raises IdleConnection when
+        none came for ``idle_s``. The bytes are there when this returns, with no await
+        after the system call, so a buffer shared between connections is safe to use."""
+        try:
+            return os.readv(self.fd, [buffer])
+        except BlockingIOError:
+            pass
+        self.waited = True
+        with trio.move_on_after(self.idle_s):
+            while True:
                 await trio.lowlevel.wait_readable(self.fd)
+                try:
+                    return os.readv(self.fd, [buffer])
+                except BlockingIOError:
+                    continue
+        raise IdleConnection
 
     async def send_all(self, data: bytes) -> None:
         with memoryview(data) as view:

@@ -16,7 +16,7 @@ from kafkalike.protocol.api import (
     encode_response_parts,
 )
 from kafkalike.protocol.errors import DecodeError
-from kafkalike.protocol.framing import DIRECT_BYTES, FrameSplitter
+from kafkalike.protocol.framing import DIRECT_BYTES, LARGE_START_BYTES, FrameSplitter
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.protocol.wire import ExternalBytes, FrameReader, ViewReader, frame_reader
 
@@ -31,10 +31,11 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     splitter.feed(framed(payload)[:1000])
     assert splitter.take_frame() is None
     view = splitter.receive_view()
-    assert view is not None and len(view) == len(payload) - 996
+    assert view is not None and 0 < len(view) <= len(payload) - 996
     rest = framed(payload)[1000:] + framed(b"next")
     # Part of it straight into the view, the rest (and the next frame) fed as usual.
-    view[:5000] = rest[:5000]
+    with view:
+        view[:5000] = rest[:5000]
     splitter.received(5000)
     assert splitter.wanted() == len(payload) - 996 - 5000
     splitter.feed(rest[5000:])
@@ -44,6 +45,41 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     assert splitter.next_frame() == b"next"
     assert splitter.next_frame() is None
     assert splitter.buffered() == 0
+
+
+def test_large_frame_received_only_through_views_grows_one_buffer() -> None:
+    payload = bytes(range(251)) * 4000  # ~1 MB, several times the first buffer
+    splitter = FrameSplitter()
+    splitter.feed(framed(payload)[:10])
+    assert splitter.take_frame() is None  # the size is known: the frame gets its buffer
+    pos, views = 6, 0
+    while (view := splitter.receive_view()) is not None:
+        with view:
+            assert 0 < len(view) <= len(payload) - pos
+            n = min(len(view), 100_000)  # a receive that got less than the view holds
+            view[:n] = payload[pos : pos + n]
+        splitter.received(n)
+        pos += n
+        views += 1
+    frame = splitter.take_frame()
+    assert frame == payload and isinstance(frame, bytearray)
+    assert views >= len(payload) // 100_000
+    assert splitter.allocated_bytes() <= 1
+
+
+def test_announced_size_costs_nothing_until_its_bytes_arrive() -> None:
+    splitter = FrameSplitter()
+    splitter.feed(struct.pack(">i", 100 * 1024 * 1024) + b"0123456789")
+    assert splitter.take_frame() is None
+    assert splitter.announced_bytes() == 100 * 1024 * 1024
+    assert splitter.allocated_bytes() <= 2 * LARGE_START_BYTES
+    view = splitter.receive_view()
+    assert view is not None and len(view) <= LARGE_START_BYTES
+    view.release()
+    # As bytes arrive the buffer grows with them, at most to twice what has arrived.
+    for _ in range(20):
+        splitter.feed(b"x" * 50_000)
+        assert splitter.allocated_bytes() <= 2 * (10 + splitter.buffered()) + LARGE_START_BYTES
 
 
 def test_large_frame_fed_byte_by_byte_chunks() -> None:
