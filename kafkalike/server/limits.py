@@ -25,6 +25,7 @@ import trio
 from kafkalike.server.config import BrokerConfig, parse_per_ip_overrides
 
 log = logging.getLogger("kafkalike.listener")
+LIMIT_RECHECK_S = 1.0
 
 
 class RequestMemoryPool:
@@ -74,9 +75,10 @@ class ConnectionQuotas:
         self._closed = trio.Event()
 
     async def wait_for_slot(self) -> None:
-        """Until the broker has fewer than ``max.connections``."""
+        """Until the broker has fewer than ``max.connections`` (looked at again every
+        ``LIMIT_RECHECK_S`` as well, so that raising the limit at run time lets connections in)."""
         while self.total >= self.config.get_int("max.connections"):
-            await self._closed.wait()
+            await self.wait_for_close(LIMIT_RECHECK_S)
 
     async def wait_for_close(self, timeout_s: float) -> None:
         """Until a connection closes, or ``timeout_s`` passed."""

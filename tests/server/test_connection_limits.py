@@ -178,6 +178,18 @@ async def test_max_connections_waits_for_a_slot(tmp_path: Path) -> None:
         assert await answers(second)
 
 
+async def test_raising_max_connections_at_run_time_lets_waiting_connections_in(tmp_path: Path) -> None:
+    async with broker_with(tmp_path, max_connections="1") as running:
+        first = await running.client()
+        assert await answers(first)
+        second = await running.client()
+        await second.send(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert (await _set(first, BROKER, "1", {"max.connections": "2"})).error_code == 0
+        with trio.fail_after(10):
+            _, response = await second.receive(API_VERSIONS, 3)
+        assert response.error_code == 0 and running.broker.connection_quotas.total == 2
+
+
 # -- idle connections -----------------------------------------------------------------------
 
 
