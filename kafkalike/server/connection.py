@@ -14,7 +14,7 @@ out instead: for a few kilobytes two system calls cost more than a copy).
 
 Limits, as Kafka applies them: a frame above ``socket.request.max.bytes`` closes the connection;
 each request holds its size in the broker's ``queued.max.request.bytes`` pool from its size
-prefix until it has been handled (``limits``); a connection that waits for its next
+prefix on (``limits``, ``_Reservation``); a connection that waits for its next
 request longer than ``connections.max.idle.ms`` (negative: no limit) is closed.
 """
 
@@ -44,6 +44,7 @@ from kafkalike.protocol.wire import ExternalBytes
 from kafkalike.server.context import RequestContext
 from kafkalike.server.error_responses import error_response
 from kafkalike.server.faults import Fault
+from kafkalike.server.limits import RequestMemoryPool
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
@@ -52,6 +53,7 @@ log = logging.getLogger("kafkalike.connection")
 RECEIVE_BYTES = 256 * 1024  # the receive buffer every connection of a trio run shares
 SENDFILE_MIN_BYTES = 64 * 1024
 Response = bytes | Sequence[bytes | ExternalBytes]
+PRODUCE_KEY = 0
 _shared_receive_buffer: trio.lowlevel.RunVar[bytearray] = trio.lowlevel.RunVar("kafkalike_receive_buffer")
 
 
@@ -79,15 +81,14 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream, client_hos
     idle_ms = broker.config.get_int("connections.max.idle.ms")
     conn = _Socket(stream.socket.fileno(), idle_ms / 1000 if idle_ms >= 0 else math.inf)
     receive_buffer = _receive_buffer()
-    pool = broker.request_memory
-    reserved = 0  # bytes of the request being received or handled, held in the pool
+    memory = _Reservation(broker.request_memory) if broker.request_memory is not None else None
     try:
         async with stream:
             while True:
                 frame = splitter.take_frame()
                 if frame is None:
-                    if pool is not None and not reserved:
-                        reserved = await pool.reserve(splitter.announced_bytes())
+                    if memory is not None and not memory.reserved_bytes:
+                        await memory.reserve(splitter.announced_bytes())
                     direct = splitter.receive_view()
                     if direct is not None:
                         with direct:
@@ -100,13 +101,12 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream, client_hos
                     if not n:
                         return
                     continue
-                if pool is not None and not reserved:
-                    reserved = await pool.reserve(len(frame))
-                response = await _handle_frame(broker, frame, client_host)
+                if memory is not None and not memory.reserved_bytes:
+                    await memory.reserve(len(frame))
+                response = await _handle_frame(broker, frame, client_host, memory)
                 del frame  # the request's records may be views of it
-                if pool is not None:
-                    pool.release(reserved)
-                    reserved = 0
+                if memory is not None:
+                    memory.release()
                 if response is not None:
                     await _send(conn, response)
                 await conn.yield_if_not_waited()
@@ -117,8 +117,28 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream, client_hos
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         log.debug("connection from %s ended: %s", client_host, exc)
     finally:
-        if pool is not None:
-            pool.release(reserved)
+        if memory is not None:
+            memory.release()
+
+
+class _Reservation:
+    """A connection's share of the request memory pool: its current request's size, from the
+    request's size prefix until the request is decoded, or for Produce (whose records are
+    views of the request's buffer) until it has been handled, as Kafka releases it. A request
+    waiting in its handler (a JoinGroup for the rest of its group, a long-poll Fetch) holds none."""
+
+    __slots__ = ("pool", "reserved_bytes")
+
+    def __init__(self, pool: RequestMemoryPool) -> None:
+        self.pool = pool
+        self.reserved_bytes = 0
+
+    async def reserve(self, size_bytes: int | None) -> None:
+        self.reserved_bytes = await self.pool.reserve(size_bytes)
+
+    def release(self) -> None:
+        self.pool.release(self.reserved_bytes)
+        self.reserved_bytes = 0
 
 
 class _Socket:
@@ -210,11 +230,15 @@ async def _send(conn: _Socket, response: Response) -> None:
             await conn.send_all(part if isinstance(part, bytes) else part.to_bytes())
 
 
-async def _handle_frame(broker: Broker, frame: bytearray, client_host: str) -> Response | None:
+async def _handle_frame(
+    broker: Broker, frame: bytearray, client_host: str, memory: _Reservation | None = None
+) -> Response | None:
     try:
         header, body = decode_request(frame)
     except UnsupportedRequestError as exc:
         return _unsupported(broker, exc.header)
+    if memory is not None and header.api_key != PRODUCE_KEY:
+        memory.release()
     handler = broker.handlers.get(header.api_key)
     if handler is None or not handler.supports(header.api_version):
         # Decodable but not served: answer UNSUPPORTED_VERSION where the response can carry it.

@@ -26,6 +26,7 @@ from tests.server.test_zero_copy_paths import batches, create, produce_body
 
 API_VERSIONS = 18
 PRODUCE = 0
+METADATA = 3
 
 
 @asynccontextmanager
@@ -272,6 +273,31 @@ async def test_without_queued_max_request_bytes_requests_do_not_wait(
         assert await produce_all(running, batches(40, 5000, 1), 4) == [0, 0, 0, 0]
         assert running.broker.request_memory is None
         assert trio.current_time() - started < 2.0  # all four handled at once
+
+
+async def test_a_request_waiting_in_its_handler_holds_memory_only_if_it_is_a_produce(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    limits = {"socket_request_max_bytes": "300000", "queued_max_request_bytes": "300000"}
+    async with broker_with(tmp_path, **limits) as running:
+        pool = running.broker.request_memory
+        assert pool is not None
+        await create(await running.client(), "big", 1)
+        running.broker.faults.add(Fault(PRODUCE, delay_s=1.0))
+        running.broker.faults.add(Fault(METADATA, delay_s=1.0))
+        names = [{"name": f"unknown-topic-{i}"} for i in range(7_000)]  # a ~250 KB request
+        metadata_body = {"topics": names, "allow_auto_topic_creation": False}
+        records = batches(40, 5000, 1)
+        async with trio.open_nursery() as nursery:
+            client = await running.client()
+            nursery.start_soon(client.request, METADATA, 12, metadata_body)
+            await trio.testing.wait_all_tasks_blocked()  # it is in its handler (the delay)
+            assert pool.available_bytes == 300_000  # released once decoded, as Kafka does
+            producer = await running.client()
+            nursery.start_soon(producer.request, PRODUCE, 9, produce_body("big", 0, records))
+            await trio.testing.wait_all_tasks_blocked()
+            assert 300_000 - len(records) - 1000 < pool.available_bytes < 300_000 - len(records)
+        assert pool.available_bytes == 300_000
 
 
 # -- the configs ----------------------------------------------------------------------------
