@@ -181,7 +181,7 @@ class Broker:
             problem = self.log_config_problem(overrides, trial)
             if problem is not None:
                 return problem
-        return None
+        return trial.socket_server_problem()
 
     def apply_configs(self) -> None:
         """Make changed topic and broker configs take effect at once, without a restart."""

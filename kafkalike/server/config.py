@@ -920,29 +920,25 @@ class BrokerConfig:
             holds, words = _RELATIONS[relation]
             if not holds(self.get_int(name), self.get_int(other)):
                 raise ValueError(f"{name} must be {words} {other}")
-        problem = self._socket_server_problem()
+        problem = self.socket_server_problem()
         if problem is not None:
             raise ValueError(problem)
         assignors_from_config((self.get("group.consumer.assignors") or "").split(","))
 
-    def _socket_server_problem(self) -> str | None:
+    def socket_server_problem(self) -> str | None:
         """What Kafka's KafkaConfig requires between its socket server settings, in its words."""
         queued, request_max = self.get_int("queued.max.request.bytes"), self.get_int("socket.request.max.bytes")
         if 0 < queued < request_max:
             return "requirement failed: queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
         overrides_text = self.get("max.connections.per.ip.overrides") or ""
-        try:
-            overrides = parse_per_ip_overrides(overrides_text)
-        except ValueError as exc:
-            return f"Error parsing configuration property 'max.connections.per.ip.overrides': {exc}"
-        if self.get_int("max.connections.per.ip") == 0 and not overrides:
+        problem = per_ip_overrides_problem(overrides_text)
+        if problem is not None:
+            return problem
+        if self.get_int("max.connections.per.ip") == 0 and not parse_per_ip_overrides(overrides_text):
             return (
                 "requirement failed: max.connections.per.ip can be set to zero only if "
                 "max.connections.per.ip.overrides property is set."
             )
-        invalid = [host for host in overrides if not _VALID_HOST.fullmatch(host)]
-        if invalid:
-            return f"max.connections.per.ip.overrides contains invalid addresses : {','.join(invalid)}"
         idle_ms = self.get_int("connections.max.idle.ms")
         if 0 <= idle_ms <= _FAILED_AUTHENTICATION_DELAY_MS:
             return (
@@ -1043,6 +1039,18 @@ def parse_per_ip_overrides(text: str) -> dict[str, int]:
         except ValueError:
             raise ValueError(f'For input string: "{count.strip()}"') from None
     return overrides
+
+
+def per_ip_overrides_problem(text: str) -> str | None:
+    """Why ``text`` is no value for max.connections.per.ip.overrides, in Kafka's words; or None."""
+    try:
+        overrides = parse_per_ip_overrides(text)
+    except ValueError as exc:
+        return f"Error parsing configuration property 'max.connections.per.ip.overrides': {exc}"
+    invalid = [host for host in overrides if not _VALID_HOST.fullmatch(host)]
+    if invalid:
+        return f"max.connections.per.ip.overrides contains invalid addresses : {','.join(invalid)}"
+    return None
 
 
 def parse_listener(text: str) -> tuple[str, int]:
@@ -1158,6 +1166,8 @@ def validate_value(name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
     except ValueError:
         return f"Invalid value {value} for configuration {name}: Not a number of type {type_.upper()}"
+    if name == "max.connections.per.ip.overrides":
+        return per_ip_overrides_problem(value)
     any_case = _CHOICES_ANY_CASE.get(name)
     if any_case is not None and value.upper() not in any_case:
         return f"Invalid value {value} for configuration {name}: String must be one of (case insensitive): " + (

@@ -109,7 +109,12 @@ class ConnectionQuotas:
         text = self.config.get("max.connections.per.ip.overrides") or ""
         if text != self._overrides_text:
             resolved = {}
-            for host, count in parse_per_ip_overrides(text).items():
+            try:
+                overrides = parse_per_ip_overrides(text)
+            except ValueError as exc:  # refused when set; this is only in case
+                log.warning("max.connections.per.ip.overrides ignored: %s", exc)
+                overrides = {}
+            for host, count in overrides.items():
                 try:
                     address = str(ipaddress.ip_address(host))
                 except ValueError:

@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import Broker
 from kafkalike.server.config import BrokerConfig, validate_value
 from kafkalike.server.faults import Fault
@@ -329,6 +330,29 @@ async def test_per_ip_limit_changed_at_run_time_applies_to_the_next_connection(r
     async with await trio.open_tcp_stream(running.host, running.port) as second:
         assert await closed_by_broker(second)
     assert (await _set(first, BROKER, "1", {"max.connections.per.ip": None})).error_code == 0
+    assert await answers(await running.client())
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        (
+            {"max.connections.per.ip.overrides": "no-count"},
+            "Error parsing configuration property 'max.connections.per.ip.overrides': 'no-count' is not host:count",
+        ),
+        (
+            {"max.connections.per.ip": "0"},
+            "requirement failed: max.connections.per.ip can be set to zero only if "
+            "max.connections.per.ip.overrides property is set.",
+        ),
+    ],
+)
+async def test_limits_kafka_would_refuse_are_refused_at_run_time(
+    running: RunningBroker, configs: dict[str, str], message: str
+) -> None:
+    client = await running.client()
+    result = await _set(client, BROKER, "1", configs)
+    assert (result.error_code, result.error_message) == (ErrorCode.INVALID_CONFIG, message)
     assert await answers(await running.client())
 
 
