@@ -130,7 +130,12 @@ class FrameSplitter:
         needed = self._big_filled + n
         if needed > len(big):
             capacity = min(self._big_size, max(needed, 2 * len(big)))
-            big.extend(bytes(capacity - len(big)))
+            try:
+                big.extend(bytes(capacity - len(big)))
+            except BufferError:  # a view of it is still held: continue in a new buffer
+                grown = bytearray(capacity)
+                grown[: self._big_filled] = memoryview(big)[: self._big_filled]
+                self._big = big = grown
         return big
 
     def wanted(self) -> int:

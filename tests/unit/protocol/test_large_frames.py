@@ -67,6 +67,17 @@ def test_large_frame_received_only_through_views_grows_one_buffer() -> None:
     assert splitter.allocated_bytes() <= 1
 
 
+def test_a_view_still_held_does_not_stop_the_buffer_growing() -> None:
+    payload = bytes(range(256)) * 1000
+    splitter = FrameSplitter()
+    splitter.feed(framed(payload)[:100])
+    assert splitter.take_frame() is None
+    held = splitter.receive_view()  # never released
+    assert held is not None
+    splitter.feed(framed(payload)[100:])
+    assert splitter.take_frame() == payload
+
+
 def test_announced_size_costs_nothing_until_its_bytes_arrive() -> None:
     splitter = FrameSplitter()
     splitter.feed(struct.pack(">i", 100 * 1024 * 1024) + b"0123456789")
