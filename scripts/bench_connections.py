@@ -4,12 +4,15 @@
     python scripts/bench_connections.py                       # 1,000 and 10,000 connections
     python scripts/bench_connections.py --counts 100,1000
     python scripts/bench_connections.py --tree /path/to/other/checkout   # that checkout's broker
+    python scripts/bench_connections.py --announce-mib 100 --counts 1000  # hostile size prefixes
 
 For each count, starts ``kafkalike serve`` on 127.0.0.1 with a fresh data directory, reads its
 resident memory (VmRSS), opens that many connections, sends one ApiVersions request on each (as
 every client does first) and waits for every answer, so each connection is accepted, served and
-idle; then reads VmRSS again and reports the difference per connection. RLIMIT_NOFILE is raised
-to its hard limit for this process and the broker (loopback only; every wait has a deadline).
+idle; then reads VmRSS again and reports the difference per connection. With ``--announce-mib``
+each connection instead sends a size prefix announcing that many MiB and then 10 bytes, and
+stays there (a slow or hostile client). RLIMIT_NOFILE is raised to its hard limit for this
+process and the broker (loopback only; every wait has a deadline).
 """
 
 from __future__ import annotations
@@ -49,8 +52,11 @@ def raise_descriptor_limit(needed: int) -> int:
     return target
 
 
-async def open_idle(host: str, port: int, count: int, deadline_s: float) -> list[trio.SocketStream]:
-    """``count`` connections, each with its ApiVersions answered."""
+async def open_idle(
+    host: str, port: int, count: int, deadline_s: float, announce_bytes: int = 0
+) -> list[trio.SocketStream]:
+    """``count`` connections, each with its ApiVersions answered (or, with ``announce_bytes``,
+    each having sent a size prefix announcing that much and 10 bytes of it)."""
     streams: list[trio.SocketStream] = []
     limiter = trio.CapacityLimiter(CONCURRENT_OPENS)
 
@@ -58,6 +64,9 @@ async def open_idle(host: str, port: int, count: int, deadline_s: float) -> list
         async with limiter:
             stream = await trio.open_tcp_stream(host, port)
             streams.append(stream)
+            if announce_bytes:
+                await stream.send_all(announce_bytes.to_bytes(4, "big") + b"0123456789")
+                return
             await stream.send_all(API_VERSIONS)
             splitter = FrameSplitter()
             while splitter.next_frame() is None:
@@ -73,10 +82,12 @@ async def open_idle(host: str, port: int, count: int, deadline_s: float) -> list
     return streams
 
 
-async def measure(broker_pid: int, host: str, port: int, count: int, deadline_s: float) -> dict[str, float]:
+async def measure(
+    broker_pid: int, host: str, port: int, count: int, deadline_s: float, announce_bytes: int
+) -> dict[str, float]:
     before = rss_bytes(broker_pid) or 0
     started = time.monotonic()
-    streams = await open_idle(host, port, count, deadline_s)
+    streams = await open_idle(host, port, count, deadline_s, announce_bytes)
     opened_s = time.monotonic() - started
     # Every answer is in; give the broker's tasks a moment to reach their idle wait (bounded:
     # the RSS is read a few times and the largest value kept).
@@ -95,23 +106,24 @@ async def measure(broker_pid: int, host: str, port: int, count: int, deadline_s:
     }
 
 
-def run_one(count: int, tree: Path | None, deadline_s: float) -> dict[str, float]:
+def run_one(count: int, tree: Path | None, deadline_s: float, announce_bytes: int = 0) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="bench-connections-"))
     saved = os.environ.get("PYTHONPATH")
-    if tree is not None:
-        os.environ["PYTHONPATH"] = str(tree)
+    os.environ["PYTHONPATH"] = str(tree or ROOT)
+    cwd = os.getcwd()
+    os.chdir(work)  # ``python -m`` imports from its working directory first: not from a checkout there
     try:
         proc = BrokerProcess(work / "data", ["auto.create.topics.enable=false"])
         proc.start()
     finally:
-        if tree is not None:
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     try:
         assert proc.proc is not None
-        return trio.run(measure, proc.proc.pid, proc.host, proc.port, count, deadline_s)
+        return trio.run(measure, proc.proc.pid, proc.host, proc.port, count, deadline_s, announce_bytes)
     finally:
         try:
             proc.stop(60)
@@ -125,6 +137,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--counts", default="1000,10000", help="comma-separated connection counts")
     parser.add_argument("--tree", type=Path, help="run the kafkalike package of this checkout")
     parser.add_argument("--deadline-s", type=float, default=300.0, help="longest time to open one count's connections")
+    parser.add_argument(
+        "--announce-mib", type=int, default=0, help="each connection announces a frame this large and sends 10 bytes"
+    )
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.counts.split(",") if c.strip()]
     limit = raise_descriptor_limit(max(counts) + 100)
@@ -132,10 +147,12 @@ def main(argv: list[str]) -> int:
         print(f"RLIMIT_NOFILE hard limit {limit} is too low for {max(counts)} connections", file=sys.stderr)
         return 2
     tree = args.tree.resolve() if args.tree else None
-    print(f"broker from {tree or ROOT}")
+    announce_bytes = args.announce_mib * 2**20
+    what = f"each sent a size prefix of {args.announce_mib} MiB and 10 bytes" if announce_bytes else "idle"
+    print(f"broker from {tree or ROOT}; connections {what}")
     print("connections  RSS before (MiB)  RSS after (MiB)  per connection (KiB)  open (s)")
     for count in counts:
-        row = run_one(count, tree, args.deadline_s)
+        row = run_one(count, tree, args.deadline_s, announce_bytes)
         print(
             f"{row['connections']:>11,.0f}  {row['rss_before_mib']:>16.1f}  {row['rss_after_mib']:>15.1f}"
             f"  {row['per_connection_kib']:>20.1f}  {row['open_seconds']:>8.1f}",

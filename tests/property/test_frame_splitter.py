@@ -10,7 +10,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalike.protocol.framing import DIRECT_BYTES, LARGE_START_BYTES, FrameSplitter
+from kafkalike.protocol.framing import CHUNK_BYTES, DIRECT_BYTES, FULL_AT, FrameSplitter
 
 SIZES = st.one_of(
     st.integers(0, 100),
@@ -43,7 +43,7 @@ def test_frames_survive_any_cut_and_memory_follows_the_bytes(sizes: list[int], d
         pos += n
         while (frame := splitter.next_frame()) is not None:
             out.append(frame)
-        # A frame's buffer is at most twice what has arrived of it (or its first buffer).
-        assert splitter.allocated_bytes() <= 2 * splitter.buffered() + LARGE_START_BYTES + 3 * DIRECT_BYTES
+        # What is held follows what arrived (pieces for the next frames included).
+        assert splitter.allocated_bytes() <= FULL_AT * splitter.buffered() + CHUNK_BYTES + 3 * DIRECT_BYTES
     assert out == payloads
     assert splitter.buffered() == 0

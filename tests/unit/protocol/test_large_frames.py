@@ -16,7 +16,7 @@ from kafkalike.protocol.api import (
     encode_response_parts,
 )
 from kafkalike.protocol.errors import DecodeError
-from kafkalike.protocol.framing import DIRECT_BYTES, LARGE_START_BYTES, FrameSplitter
+from kafkalike.protocol.framing import CHUNK_BYTES, DIRECT_BYTES, FULL_AT, FrameSplitter
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.protocol.wire import ExternalBytes, FrameReader, ViewReader, frame_reader
 
@@ -47,8 +47,8 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     assert splitter.buffered() == 0
 
 
-def test_large_frame_received_only_through_views_grows_one_buffer() -> None:
-    payload = bytes(range(251)) * 4000  # ~1 MB, several times the first buffer
+def test_large_frame_received_only_through_views_ends_in_one_buffer() -> None:
+    payload = bytes(range(251)) * 4000  # ~1 MB: chunks first, then its full buffer
     splitter = FrameSplitter()
     splitter.feed(framed(payload)[:10])
     assert splitter.take_frame() is None  # the size is known: the frame gets its buffer
@@ -67,7 +67,7 @@ def test_large_frame_received_only_through_views_grows_one_buffer() -> None:
     assert splitter.allocated_bytes() <= 1
 
 
-def test_a_view_still_held_does_not_stop_the_buffer_growing() -> None:
+def test_a_view_still_held_does_not_stop_the_frame() -> None:
     payload = bytes(range(256)) * 1000
     splitter = FrameSplitter()
     splitter.feed(framed(payload)[:100])
@@ -79,18 +79,21 @@ def test_a_view_still_held_does_not_stop_the_buffer_growing() -> None:
 
 
 def test_announced_size_costs_nothing_until_its_bytes_arrive() -> None:
+    size = 100 * 1024 * 1024
     splitter = FrameSplitter()
-    splitter.feed(struct.pack(">i", 100 * 1024 * 1024) + b"0123456789")
+    splitter.feed(struct.pack(">i", size) + b"0123456789")
     assert splitter.take_frame() is None
-    assert splitter.announced_bytes() == 100 * 1024 * 1024
-    assert splitter.allocated_bytes() <= 2 * LARGE_START_BYTES
+    assert splitter.announced_bytes() == size
+    assert splitter.allocated_bytes() <= CHUNK_BYTES + 100
     view = splitter.receive_view()
-    assert view is not None and len(view) <= LARGE_START_BYTES
+    assert view is not None and len(view) == CHUNK_BYTES - 10
     view.release()
-    # As bytes arrive the buffer grows with them, at most to twice what has arrived.
-    for _ in range(20):
-        splitter.feed(b"x" * 50_000)
-        assert splitter.allocated_bytes() <= 2 * (10 + splitter.buffered()) + LARGE_START_BYTES
+    # As bytes arrive the memory follows them: chunks, then the full buffer once a share is here.
+    while splitter.wanted() > 1_000_000:
+        splitter.feed(b"x" * 1_000_000)
+        arrived = splitter.buffered() - 4
+        assert splitter.allocated_bytes() <= max(arrived + CHUNK_BYTES, FULL_AT * arrived) + 100
+    assert splitter.allocated_bytes() >= size
 
 
 def test_large_frame_fed_byte_by_byte_chunks() -> None:
