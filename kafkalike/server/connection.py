@@ -15,13 +15,12 @@ out instead: for a few kilobytes two system calls cost more than a copy).
 Limits, as Kafka applies them: a frame above ``socket.request.max.bytes`` closes the connection;
 each request holds its size in the broker's ``queued.max.request.bytes`` pool from its size
 prefix on (``limits``, ``_Reservation``); a connection that waits for its next
-request longer than ``connections.max.idle.ms`` (negative: no limit) is closed.
+request longer than ``connections.max.idle.ms`` is closed (``IdleConnections``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -71,54 +70,99 @@ class IdleConnection(Exception):
     """No request came for connections.max.idle.ms."""
 
 
-async def serve_connection(broker: Broker, stream: trio.SocketStream, client_host: str | None = None) -> None:
+class IdleConnections:
+    """``connections.max.idle.ms``: a connection that has waited for bytes that long, with no
+    request in progress, is closed (a negative value: never).
+
+    One task looks at every connection every ``idle/10`` (at most a second), as Kafka's network
+    threads look at the least recently active connection on every poll, and cancels the wait of
+    one that has received nothing since it last looked, at least that long ago. A connection's
+    own path only counts its receives: a deadline per wait (a cancel scope) would cost more than
+    the rest of a small request's receive."""
+
+    def __init__(self, idle_ms: int) -> None:
+        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self.sockets: set[_Socket] = set()
+
+    async def run(self) -> None:
+        if self.idle_s is None:
+            return
+        while True:
+            await trio.sleep(min(1.0, self.idle_s / 10))
+            self.close_idle(trio.current_time())
+
+    def close_idle(self, now: float) -> None:
+        assert self.idle_s is not None
+        for sock in self.sockets:
+            if sock.receiving and sock.receives == sock.seen_receives:
+                if now - sock.idle_since >= self.idle_s:
+                    sock.idle_scope.cancel()
+            else:
+                sock.seen_receives, sock.idle_since = sock.receives, now
+
+
+async def serve_connection(
+    broker: Broker, stream: trio.SocketStream, client_host: str | None = None, idle: IdleConnections | None = None
+) -> None:
     if client_host is None:
         try:
             client_host = str(stream.socket.getpeername()[0])
         except OSError:
             client_host = "?"
     splitter = FrameSplitter(broker.config.get_int("socket.request.max.bytes"))
-    idle_ms = broker.config.get_int("connections.max.idle.ms")
-    conn = _Socket(stream.socket.fileno(), idle_ms / 1000 if idle_ms >= 0 else math.inf)
+    conn = _Socket(stream.socket.fileno())
     receive_buffer = _receive_buffer()
     memory = _Reservation(broker.request_memory) if broker.request_memory is not None else None
+    if idle is not None:
+        idle.sockets.add(conn)
     try:
-        async with stream:
-            while True:
-                frame = splitter.take_frame()
-                if frame is None:
+        with conn.idle_scope:
+            async with stream:
+                while True:
+                    frame = splitter.take_frame()
+                    if frame is None:
+                        if memory is not None and not memory.reserved_bytes:
+                            await memory.reserve(splitter.announced_bytes())
+                        if not await _receive_more(conn, splitter, receive_buffer):
+                            return
+                        continue
                     if memory is not None and not memory.reserved_bytes:
-                        await memory.reserve(splitter.announced_bytes())
-                    direct = splitter.receive_view()
-                    if direct is not None:
-                        with direct:
-                            n = await conn.receive_into(direct)
-                        splitter.received(n)
-                    else:
-                        n = await conn.receive_into(receive_buffer)
-                        with memoryview(receive_buffer) as view:
-                            splitter.feed(view[:n])
-                    if not n:
-                        return
-                    continue
-                if memory is not None and not memory.reserved_bytes:
-                    await memory.reserve(len(frame))
-                response = await _handle_frame(broker, frame, client_host, memory)
-                del frame  # the request's records may be views of it
-                if memory is not None:
-                    memory.release()
-                if response is not None:
-                    await _send(conn, response)
-                await conn.yield_if_not_waited()
+                        await memory.reserve(len(frame))
+                    response = await _handle_frame(broker, frame, client_host, memory)
+                    del frame  # the request's records may be views of it
+                    if memory is not None:
+                        memory.release()
+                    if response is not None:
+                        await _send(conn, response)
+                    await conn.yield_if_not_waited()
+        if conn.idle_scope.cancelled_caught:
+            raise IdleConnection
     except ProtocolError as exc:
         log.warning("closing connection from %s: %s", client_host, exc)
     except IdleConnection:
-        log.debug("closing connection from %s: idle for longer than connections.max.idle.ms=%d", client_host, idle_ms)
+        log.debug("closing connection from %s: idle for longer than connections.max.idle.ms", client_host)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         log.debug("connection from %s ended: %s", client_host, exc)
     finally:
         if memory is not None:
             memory.release()
+        if idle is not None:
+            idle.sockets.discard(conn)
+
+
+async def _receive_more(conn: _Socket, splitter: FrameSplitter, receive_buffer: bytearray) -> int:
+    """The connection's next bytes into ``splitter``: straight into a large frame's own buffer,
+    or through the shared receive buffer. 0 at the end of the stream."""
+    direct = splitter.receive_view()
+    if direct is not None:
+        with direct:
+            n = await conn.receive_into(direct)
+        splitter.received(n)
+        return n
+    n = await conn.receive_into(receive_buffer)
+    with memoryview(receive_buffer) as view:
+        splitter.feed(view[:n])
+    return n
 
 
 class _Reservation:
@@ -151,30 +195,42 @@ class _Socket:
     request, so a client that keeps the socket busy cannot starve the rest.
     """
 
-    __slots__ = ("fd", "idle_s", "waited")
+    __slots__ = ("fd", "idle_scope", "idle_since", "receives", "receiving", "seen_receives", "waited")
 
-    def __init__(self, fd: int, idle_s: float = math.inf) -> None:
+    def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.idle_s = idle_s  # how long a receive may wait for its first byte
         self.waited = False
+        # For IdleConnections: receives that waited, whether one is waiting now, and what the
+        # idle check last saw; cancelling idle_scope ends the connection.
+        self.receives = 0
+        self.receiving = False
+        self.seen_receives = -1
+        self.idle_since = 0.0
+        self.idle_scope = trio.CancelScope()
 
     async def receive_into(self, buffer: bytearray | memoryview) -> int:
-        """Bytes received into ``buffer`` (0 at end of stream); raises IdleConnection when
-        none came for ``idle_s``. The bytes are there when this returns, with no await
-        after the system call, so a buffer shared between connections is safe to use."""
+        """Bytes received into ``buffer`` (0 at end of stream). They are there when this
+        returns, with no await after the system call, so a buffer shared between connections
+        is safe to use. Raises IdleConnection if the connection was closed as idle meanwhile."""
         try:
             return os.readv(self.fd, [buffer])
         except BlockingIOError:
             pass
-        self.waited = True
-        with trio.move_on_after(self.idle_s):
+        self.waited = self.receiving = True
+        try:
             while True:
                 await trio.lowlevel.wait_readable(self.fd)
                 try:
-                    return os.readv(self.fd, [buffer])
+                    n = os.readv(self.fd, [buffer])
+                    break
                 except BlockingIOError:
                     continue
-        raise IdleConnection
+        finally:
+            self.receiving = False
+            self.receives += 1
+        if self.idle_scope.cancel_called:  # its bytes came as it was found idle: not handled
+            raise IdleConnection
+        return n
 
     async def send_all(self, data: bytes) -> None:
         with memoryview(data) as view:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kafkalike.server.connection import serve_connection
+from kafkalike.server.connection import IdleConnections, serve_connection
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
@@ -32,12 +32,16 @@ OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.E
 
 
 async def serve_listeners(broker: Broker, listeners: list[trio.SocketListener]) -> None:
+    idle = IdleConnections(broker.config.get_int("connections.max.idle.ms"))
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(idle.run)
         for listener in listeners:
-            nursery.start_soon(_accept_loop, broker, listener, nursery)
+            nursery.start_soon(_accept_loop, broker, listener, idle, nursery)
 
 
-async def _accept_loop(broker: Broker, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+async def _accept_loop(
+    broker: Broker, listener: trio.SocketListener, idle: IdleConnections, nursery: trio.Nursery
+) -> None:
     quotas = broker.connection_quotas
     out_of_resources = False
     async with listener:
@@ -69,12 +73,12 @@ async def _accept_loop(broker: Broker, listener: trio.SocketListener, nursery: t
                 )
                 stream.socket.close()
                 continue
-            nursery.start_soon(_serve_counted, broker, stream, address)
+            nursery.start_soon(_serve_counted, broker, stream, address, idle)
 
 
-async def _serve_counted(broker: Broker, stream: trio.SocketStream, address: str) -> None:
+async def _serve_counted(broker: Broker, stream: trio.SocketStream, address: str, idle: IdleConnections) -> None:
     try:
-        await serve_connection(broker, stream, address)
+        await serve_connection(broker, stream, address, idle)
     finally:
         broker.connection_quotas.release(address)
 
