@@ -77,11 +77,9 @@ class FrameSplitter:
             return None
         if self._big is not None:
             return memoryview(self._big)[self._big_filled :]
-        offset = self._big_filled % CHUNK_BYTES
-        if offset == 0:
-            self._chunks.append(bytearray(CHUNK_BYTES))
+        chunk, offset = self._chunk_for_next_byte()
         room = min(CHUNK_BYTES - offset, self._big_size - self._big_filled)
-        return memoryview(self._chunks[-1])[offset : offset + room]
+        return memoryview(chunk)[offset : offset + room]
 
     def received(self, n: int) -> None:
         """``n`` bytes were written into the start of ``receive_view()``."""
@@ -143,13 +141,18 @@ class FrameSplitter:
             return
         pos = 0
         while pos < len(data):
-            offset = self._big_filled % CHUNK_BYTES
-            if offset == 0:
-                self._chunks.append(bytearray(CHUNK_BYTES))
+            chunk, offset = self._chunk_for_next_byte()
             n = min(CHUNK_BYTES - offset, len(data) - pos)
-            self._chunks[-1][offset : offset + n] = data[pos : pos + n]
+            chunk[offset : offset + n] = data[pos : pos + n]
             self._big_filled += n
             pos += n
+
+    def _chunk_for_next_byte(self) -> tuple[bytearray, int]:
+        """The chunk where the frame's next byte goes (a new one when all are full), and where in it."""
+        index, offset = divmod(self._big_filled, CHUNK_BYTES)
+        if index == len(self._chunks):
+            self._chunks.append(bytearray(CHUNK_BYTES))
+        return self._chunks[index], offset
 
     def _to_full_buffer(self) -> None:
         big = bytearray(self._big_size)

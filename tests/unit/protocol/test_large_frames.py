@@ -78,6 +78,22 @@ def test_a_view_still_held_does_not_stop_the_frame() -> None:
     assert splitter.take_frame() == payload
 
 
+def test_a_view_asked_for_and_not_used_loses_no_bytes() -> None:
+    # Found by tests/property/test_frame_splitter.py: a chunk made for a view, then bytes fed.
+    payload = b"\x01" * 85826
+    stream = framed(b"") + framed(payload)
+    splitter = FrameSplitter()
+    splitter.feed(stream[:8])
+    assert splitter.next_frame() == b""
+    assert splitter.next_frame() is None
+    for start, end in ((8, 89), (89, 45264), (45264, len(stream))):
+        view = splitter.receive_view()
+        assert view is not None
+        view.release()
+        splitter.feed(stream[start:end])
+    assert splitter.next_frame() == payload
+
+
 def test_announced_size_costs_nothing_until_its_bytes_arrive() -> None:
     size = 100 * 1024 * 1024
     splitter = FrameSplitter()
