@@ -2,7 +2,8 @@
 
 ``RequestMemoryPool`` is Kafka's ``queued.max.request.bytes``. A connection reserves a
 request's size as soon as the request's size prefix has arrived and gives it back once the
-request has been handled. While nothing is left, connections that need memory stop reading
+request is decoded (a Produce request, whose records are views of its buffer, once it has been
+handled), as Kafka releases a request's buffer. While nothing is left, connections that need memory stop reading
 from their sockets (the bytes wait in the kernel, and the clients' sends block) until another
 request is done: large concurrent requests wait, they do not fail. As Kafka's pool
 (``SimpleMemoryPool``, not strict), a reservation is granted whenever any memory is left, even

@@ -61,10 +61,14 @@ async def _accept_loop(
                 await quotas.wait_for_close(ACCEPT_RETRY_S)
                 continue
             if out_of_resources:
-                log.warning("accepting connections again")
+                log.info("accepting connections again")
                 out_of_resources = False
             address = _peer_address(stream)
-            limit = await quotas.admit(address)
+            try:
+                limit = await quotas.admit(address)
+            except BaseException:  # cancelled while resolving the overrides: not left open
+                stream.socket.close()
+                raise
             if limit is not None:
                 log.info(
                     "Rejected connection from %s, address already has the configured maximum of %d connections.",
