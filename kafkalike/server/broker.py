@@ -24,6 +24,7 @@ from kafkalike.log.cleaner import LogCleaner
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
+from kafkalike.server.connection_configs import socket_server_problem
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
@@ -73,15 +74,15 @@ class Broker:
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
+        # Shared by every connection: connection counts, and memory for requests in flight.
+        self.connection_quotas = ConnectionQuotas(config)
+        self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
         self._metadata_log: PartitionLog | None = None
         # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
         self.metadata_epoch = 0
         self.controller = QuorumController(self._append_metadata)
         self.groups = GroupService(self)
         self.txn = TxnService(self)
-        # Shared by every connection: connection counts, and memory for requests in flight.
-        self.connection_quotas = ConnectionQuotas(config)
-        self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -181,7 +182,7 @@ class Broker:
             problem = self.log_config_problem(overrides, trial)
             if problem is not None:
                 return problem
-        return trial.socket_server_problem()
+        return socket_server_problem(trial)
 
     def apply_configs(self) -> None:
         """Make changed topic and broker configs take effect at once, without a restart."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import dropwhile
 from pathlib import Path
 
 from kafkalike.group.assignors import assignors_from_config
+from kafkalike.server.connection_configs import socket_server_problem
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -916,37 +916,14 @@ class BrokerConfig:
             problem = validate_value(name, value) if name in BROKER_CONFIGS else None
             if problem is not None:
                 raise ValueError(problem)
+        problem = socket_server_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         for name, relation, other in _CONSUMER_GROUP_BOUNDS:
             holds, words = _RELATIONS[relation]
             if not holds(self.get_int(name), self.get_int(other)):
                 raise ValueError(f"{name} must be {words} {other}")
-        problem = self.socket_server_problem()
-        if problem is not None:
-            raise ValueError(problem)
         assignors_from_config((self.get("group.consumer.assignors") or "").split(","))
-
-    def socket_server_problem(self) -> str | None:
-        """What Kafka's KafkaConfig requires between its socket server settings, in its words."""
-        queued, request_max = self.get_int("queued.max.request.bytes"), self.get_int("socket.request.max.bytes")
-        if 0 < queued < request_max:
-            return "requirement failed: queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
-        overrides_text = self.get("max.connections.per.ip.overrides") or ""
-        problem = per_ip_overrides_problem(overrides_text)
-        if problem is not None:
-            return problem
-        if self.get_int("max.connections.per.ip") == 0 and not parse_per_ip_overrides(overrides_text):
-            return (
-                "requirement failed: max.connections.per.ip can be set to zero only if "
-                "max.connections.per.ip.overrides property is set."
-            )
-        idle_ms = self.get_int("connections.max.idle.ms")
-        if 0 <= idle_ms <= _FAILED_AUTHENTICATION_DELAY_MS:
-            return (
-                f"requirement failed: connection.failed.authentication.delay.ms={_FAILED_AUTHENTICATION_DELAY_MS} "
-                f"should always be less than connections.max.idle.ms={idle_ms} to prevent failed authentication "
-                "responses from timing out"
-            )
-        return None
 
     def get(self, name: str) -> str | None:
         for layer in (self.dynamic_broker, self.dynamic_default, self.explicit):
@@ -1020,39 +997,6 @@ class BrokerConfig:
         return fixed if value is None else value
 
 
-# Kafka's connection.failed.authentication.delay.ms default (not configurable here: no authentication),
-# which connections.max.idle.ms must exceed.
-_FAILED_AUTHENTICATION_DELAY_MS = 100
-_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
-
-
-def parse_per_ip_overrides(text: str) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated, split at each
-    pair's last colon (IPv6 addresses have colons). Raises ValueError for a malformed pair."""
-    overrides: dict[str, int] = {}
-    for pair in re.split(r"\s*,\s*", text) if text else []:
-        host, sep, count = pair.rpartition(":")
-        if not sep:
-            raise ValueError(f"{pair!r} is not host:count")
-        try:
-            overrides[host.strip()] = int(count.strip())
-        except ValueError:
-            raise ValueError(f'For input string: "{count.strip()}"') from None
-    return overrides
-
-
-def per_ip_overrides_problem(text: str) -> str | None:
-    """Why ``text`` is no value for max.connections.per.ip.overrides, in Kafka's words; or None."""
-    try:
-        overrides = parse_per_ip_overrides(text)
-    except ValueError as exc:
-        return f"Error parsing configuration property 'max.connections.per.ip.overrides': {exc}"
-    invalid = [host for host in overrides if not _VALID_HOST.fullmatch(host)]
-    if invalid:
-        return f"max.connections.per.ip.overrides contains invalid addresses : {','.join(invalid)}"
-    return None
-
-
 def parse_listener(text: str) -> tuple[str, int]:
     """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port)."""
     if "://" in text:
@@ -1084,14 +1028,14 @@ _AT_LEAST = {
     "min.insync.replicas": 1,
     "flush.messages": 1,
     "flush.ms": 0,
+    "socket.request.max.bytes": 1,
+    "max.connections": 0,
+    "max.connections.per.ip": 0,
     "index.interval.bytes": 0,
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
     "max.compaction.lag.ms": 1,
     "file.delete.delay.ms": 0,
-    "socket.request.max.bytes": 1,
-    "max.connections": 0,
-    "max.connections.per.ip": 0,
     "segment.jitter.ms": 0,
     "num.partitions": 1,
     "log.retention.ms": -1,
@@ -1166,8 +1110,6 @@ def validate_value(name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
     except ValueError:
         return f"Invalid value {value} for configuration {name}: Not a number of type {type_.upper()}"
-    if name == "max.connections.per.ip.overrides":
-        return per_ip_overrides_problem(value)
     any_case = _CHOICES_ANY_CASE.get(name)
     if any_case is not None and value.upper() not in any_case:
         return f"Invalid value {value} for configuration {name}: String must be one of (case insensitive): " + (

@@ -23,7 +23,8 @@ import socket
 
 import trio
 
-from kafkalike.server.config import BrokerConfig, parse_per_ip_overrides
+from kafkalike.server.config import BrokerConfig
+from kafkalike.server.connection_configs import parse_per_ip_overrides
 
 log = logging.getLogger("kafkalike.listener")
 LIMIT_RECHECK_S = 1.0
