@@ -24,7 +24,6 @@ from kafkalike.log.cleaner import LogCleaner
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, validate_value
-from kafkalike.server.connection_configs import socket_server_problem
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
@@ -175,6 +174,8 @@ class Broker:
     def broker_config_problem(self, resource_name: str, dynamic: Mapping[str, str]) -> str | None:
         """``log_config_problem`` for every topic, were ``dynamic`` the broker resource's dynamic
         configs (``""``: the cluster-wide defaults)."""
+        from kafkalike.server.connection_configs import socket_server_problem
+
         trial = BrokerConfig(self.config.explicit)
         trial.dynamic_default = dict(self.config.dynamic_default if resource_name else dynamic)
         trial.dynamic_broker = dict(dynamic if resource_name else self.config.dynamic_broker)
