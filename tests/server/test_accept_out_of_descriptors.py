@@ -9,6 +9,7 @@ import resource
 import socket
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -40,37 +41,37 @@ def open_descriptors(pid: int) -> int:
 
 
 def test_accept_survives_running_out_of_descriptors(tmp_path: Path) -> None:
-    with BrokerProcess(tmp_path / "data", ["auto.create.topics.enable=false"]) as broker:
+    with BrokerProcess(tmp_path / "data", ["auto.create.topics.enable=false"]) as broker, ExitStack() as sockets:
         assert broker.proc is not None
         pid = broker.proc.pid
-        with WireClient(broker.host, broker.port, timeout_s=10) as first:
-            assert answers(first)
-            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            # Room for exactly one more connection.
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (open_descriptors(pid) + 1, hard))
-            second = WireClient(broker.host, broker.port, timeout_s=10)
-            assert answers(second)
-            # These two complete in the kernel's backlog; the broker cannot accept them.
-            waiting = [socket.create_connection((broker.host, broker.port), timeout=10) for _ in range(2)]
-            for sock in waiting:
-                sock.sendall(api_versions_frame())
-            wait_for(lambda: any(OUT_OF_DESCRIPTORS in line for line in broker.output))
-            # The connections it has are served as before, and it says so only once.
-            for _ in range(20):
-                assert answers(first) and answers(second)
-            assert sum(OUT_OF_DESCRIPTORS in line for line in broker.output) == 1
-            assert broker.running
-            # A connection closing frees a descriptor: the first waiting connection gets in.
-            second.close()
-            assert answered(waiting[0])
-            assert any("accepting connections again" in line for line in broker.output)
-            # With the limit raised again the other one is served too.
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
-            assert answered(waiting[1])
-            for sock in waiting:
-                sock.close()
-            assert answers(first)
-        assert not broker.logged_errors()
+        first = sockets.enter_context(WireClient(broker.host, broker.port, timeout_s=10))
+        assert answers(first)
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        # Room for exactly one more connection.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (open_descriptors(pid) + 1, hard))
+        second = sockets.enter_context(WireClient(broker.host, broker.port, timeout_s=10))
+        assert answers(second)
+        # These two complete in the kernel's backlog; the broker cannot accept them.
+        waiting = [
+            sockets.enter_context(socket.create_connection((broker.host, broker.port), timeout=10)) for _ in range(2)
+        ]
+        for sock in waiting:
+            sock.sendall(api_versions_frame())
+        wait_for(lambda: any(OUT_OF_DESCRIPTORS in line for line in broker.output))
+        # The connections it has are served as before, and it says so only once.
+        for _ in range(20):
+            assert answers(first) and answers(second)
+        assert sum(OUT_OF_DESCRIPTORS in line for line in broker.output) == 1
+        assert broker.running
+        # A connection closing frees a descriptor: the first waiting connection gets in.
+        second.close()
+        assert answered(waiting[0])
+        wait_for(lambda: any("accepting connections again" in line for line in broker.output))
+        # With the limit raised again the other one is served too.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+        assert answered(waiting[1])
+        assert answers(first)
+    assert not broker.logged_errors()
 
 
 def answered(sock: socket.socket) -> bool:
