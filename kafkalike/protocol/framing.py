@@ -3,10 +3,20 @@
 Partial reads are fine: feed whatever arrived, take whole frames out. A negative size or one
 above the limit (``socket.request.max.bytes``) raises FrameError before anything is allocated.
 
-A large frame (``DIRECT_BYTES`` or more) that has not fully arrived gets its own buffer as soon
-as its size is known: ``receive_view()`` is where the rest of it should be received (with
-``recv_into``, then ``received(n)``), so its bytes are never copied from buffer to buffer, and
-``take_frame()`` hands that buffer over as it is.
+Memory follows the bytes that arrived, never the size a header announces: a connection with
+nothing in flight holds an empty buffer, and a header announcing 100 MiB followed by 10 bytes
+costs one ``CHUNK_BYTES`` chunk, not 100 MiB.
+
+A large frame (``DIRECT_BYTES`` or more) that has not fully arrived is received into a buffer of
+its own: first into chunks of ``CHUNK_BYTES``, and once a ``1/FULL_AT`` share of it is here, into
+one buffer of its full size, where the chunks are copied and the rest arrives. So memory stays
+within ``FULL_AT`` times what arrived, at most that share is copied twice, and a frame's buffer
+is allocated once at its final size: a buffer that grew step by step would land, with every
+step, on memory the allocator has just returned to the system, whose pages cost a fault each
+(more than the copying they replace). ``receive_view()`` is where the next bytes should be
+received (with ``recv_into``, then ``received(n)``), so they are not copied from buffer to
+buffer, and ``take_frame()`` hands the full buffer over as it is: a produce request's records
+stay views of one buffer.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from kafkalike.protocol.errors import FrameError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 DIRECT_BYTES = 64 * 1024
+CHUNK_BYTES = 64 * 1024  # below the allocator's mmap threshold, so chunks are reused warm
+FULL_AT = 4  # a large frame gets its full-size buffer once 1/FULL_AT of it has arrived
 
 
 class FrameSplitter:
@@ -22,34 +34,58 @@ class FrameSplitter:
         self.max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._start = 0  # consumed prefix, dropped lazily to avoid quadratic copying
-        self._big: bytearray | None = None  # a large frame being received into its own buffer
+        # A large frame being received: its size (0: none), how much of it has arrived, and
+        # where: in ``_chunks`` (each CHUNK_BYTES, the last one partly filled) until ``_big``,
+        # the buffer of its full size, exists.
+        self._big_size = 0
         self._big_filled = 0
+        self._big: bytearray | None = None
+        self._chunks: list[bytearray] = []
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        big = self._big
-        if big is not None and self._big_filled < len(big):
-            n = min(len(data), len(big) - self._big_filled)
-            big[self._big_filled : self._big_filled + n] = memoryview(data)[:n]
-            self._big_filled += n
+        if self._big_filled < self._big_size:
+            n = min(len(data), self._big_size - self._big_filled)
+            view = memoryview(data)
+            self._append_big(view[:n])
             if n == len(data):
                 return
-            data = memoryview(data)[n:]
+            data = view[n:]
         self._buffer += data
 
     def buffered(self) -> int:
-        pending = 4 + self._big_filled if self._big is not None else 0
+        pending = 4 + self._big_filled if self._big_size else 0
         return pending + len(self._buffer) - self._start
 
-    def receive_view(self) -> memoryview | None:
-        """The unfilled rest of a large frame, to receive into directly; None when there is none."""
-        big = self._big
-        if big is None or self._big_filled >= len(big):
+    def allocated_bytes(self) -> int:
+        """Memory this splitter holds for frames not yet taken, in bytes."""
+        big = self._big.__alloc__() if self._big is not None else 0
+        return big + sum(c.__alloc__() for c in self._chunks) + self._buffer.__alloc__()
+
+    def announced_bytes(self) -> int | None:
+        """The size of the frame being received, once its size prefix is here; else None."""
+        if self._big_size:
+            return self._big_size
+        available = len(self._buffer) - self._start
+        if available < 4:
             return None
-        return memoryview(big)[self._big_filled :]
+        return int.from_bytes(self._buffer[self._start : self._start + 4], "big", signed=True)
+
+    def receive_view(self) -> memoryview | None:
+        """Where the next bytes of a large frame go (never past its end); None when no large
+        frame is being received. Release the view (``with``) once received into."""
+        if self._big_filled >= self._big_size:
+            return None
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        chunk, offset = self._chunk_for_next_byte()
+        room = min(CHUNK_BYTES - offset, self._big_size - self._big_filled)
+        return memoryview(chunk)[offset : offset + room]
 
     def received(self, n: int) -> None:
         """``n`` bytes were written into the start of ``receive_view()``."""
         self._big_filled += n
+        if self._big is None and self._big_filled * FULL_AT >= self._big_size:
+            self._to_full_buffer()
 
     def next_frame(self) -> bytes | None:
         """The next whole frame without its size prefix, or None until more bytes arrive."""
@@ -58,12 +94,12 @@ class FrameSplitter:
 
     def take_frame(self) -> bytearray | None:
         """As ``next_frame``, as a writable buffer the caller now owns."""
-        big = self._big
-        if big is not None:
-            if self._big_filled < len(big):
+        if self._big_size:
+            if self._big_filled < self._big_size:
                 return None
-            self._big = None
-            self._big_filled = 0
+            big = self._big
+            assert big is not None  # a frame gets its full buffer before its last byte
+            self._big, self._big_size, self._big_filled = None, 0, 0
             return big
         available = len(self._buffer) - self._start
         if available < 4:
@@ -88,19 +124,49 @@ class FrameSplitter:
         return frame
 
     def _start_big(self, begin: int, size: int) -> None:
-        """Move the part of a large frame already here into its own buffer, sized for all of it."""
-        big = bytearray(size)
-        have = len(self._buffer) - begin
+        """Move the part of a large frame already here out of the small-frame buffer."""
+        self._big_size, self._big_filled = size, 0
         with memoryview(self._buffer) as view:
-            big[:have] = view[begin:]
-        self._big, self._big_filled = big, have
+            self._append_big(view[begin:])
         self._buffer.clear()
         self._start = 0
 
+    def _append_big(self, data: memoryview) -> None:
+        """Bytes of the large frame (no more than its rest), into its chunks or full buffer."""
+        if self._big is None and (self._big_filled + len(data)) * FULL_AT >= self._big_size:
+            self._to_full_buffer()
+        if self._big is not None:
+            self._big[self._big_filled : self._big_filled + len(data)] = data
+            self._big_filled += len(data)
+            return
+        pos = 0
+        while pos < len(data):
+            chunk, offset = self._chunk_for_next_byte()
+            n = min(CHUNK_BYTES - offset, len(data) - pos)
+            chunk[offset : offset + n] = data[pos : pos + n]
+            self._big_filled += n
+            pos += n
+
+    def _chunk_for_next_byte(self) -> tuple[bytearray, int]:
+        """The chunk where the frame's next byte goes (a new one when all are full), and where in it."""
+        index, offset = divmod(self._big_filled, CHUNK_BYTES)
+        if index == len(self._chunks):
+            self._chunks.append(bytearray(CHUNK_BYTES))
+        return self._chunks[index], offset
+
+    def _to_full_buffer(self) -> None:
+        big = bytearray(self._big_size)
+        pos = 0
+        for chunk in self._chunks:
+            n = min(CHUNK_BYTES, self._big_filled - pos)
+            big[pos : pos + n] = memoryview(chunk)[:n]
+            pos += n
+        self._big, self._chunks = big, []
+
     def wanted(self) -> int:
         """How many more bytes complete the frame being received (at least 1 when nothing is known)."""
-        if self._big is not None:
-            return max(1, len(self._big) - self._big_filled)
+        if self._big_size:
+            return max(1, self._big_size - self._big_filled)
         available = len(self._buffer) - self._start
         if available < 4:
             return 4 - available

@@ -40,6 +40,7 @@ from kafkalike.protocol.records import Record, build_batch, decode_records, iter
 from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, parse_properties, validate_value
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
+from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.txn_service import TxnService
 
@@ -128,6 +129,9 @@ class Broker:
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
+        # Shared by every connection: connection counts, and memory for requests in flight.
+        self.connection_quotas = ConnectionQuotas(config)
+        self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
         self._metadata_log: PartitionLog | None = None
         # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
         self.metadata_epoch = 0
@@ -258,6 +262,8 @@ class Broker:
     def broker_config_problem(self, resource_name: str, dynamic: Mapping[str, str]) -> str | None:
         """``log_config_problem`` for every topic, were ``dynamic`` the broker resource's dynamic
         configs (``""``: the cluster-wide defaults)."""
+        from kafkalike.server.connection_configs import socket_server_problem
+
         trial = BrokerConfig(self.config.explicit)
         trial.dynamic_default = dict(self.config.dynamic_default if resource_name else dynamic)
         trial.dynamic_broker = dict(dynamic if resource_name else self.config.dynamic_broker)
@@ -268,7 +274,7 @@ class Broker:
             problem = self.log_config_problem(overrides, trial)
             if problem is not None:
                 return problem
-        return None
+        return socket_server_problem(trial)
 
     def apply_configs(self) -> None:
         """Make changed topic and broker configs take effect at once, without a restart."""
@@ -597,7 +603,7 @@ class Broker:
     # -- serving ----------------------------------------------------------------------------
 
     async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        from kafkalike.server.connection import serve_connection
+        from kafkalike.server.listener import serve_listeners
 
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound_port = listeners[0].socket.getsockname()[1]
@@ -612,7 +618,7 @@ class Broker:
             nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
             nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
             nursery.start_soon(self._keep_running, "topic auto-creation", self._auto_creator)
-            nursery.start_soon(trio.serve_listeners, lambda s: serve_connection(self, s), listeners)
+            nursery.start_soon(serve_listeners, self, listeners)
             task_status.started((host, bound_port))
 
     async def _keep_running(self, name: str, job: Callable[[], Awaitable[None]]) -> None:

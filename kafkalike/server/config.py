@@ -17,6 +17,7 @@ from itertools import dropwhile
 from pathlib import Path
 
 from kafkalike.group.assignors import assignors_from_config
+from kafkalike.server.connection_configs import socket_server_problem
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -365,7 +366,45 @@ _BROKER_DEFS = [
         "socket.request.max.bytes",
         "int",
         "104857600",
-        doc="The largest request, in bytes, the broker reads from a connection.",
+        doc="The largest request, in bytes, the broker reads from a connection; a larger one closes the connection.",
+    ),
+    ConfigDef(
+        "queued.max.request.bytes",
+        "long",
+        "-1",
+        doc="How many bytes of requests may be in flight (being received or handled) across all connections "
+        "before the broker stops reading from them until memory frees; -1 means no limit. At least "
+        "socket.request.max.bytes when set.",
+    ),
+    ConfigDef(
+        "max.connections",
+        "int",
+        str(INT_MAX),
+        read_only=False,
+        doc="The most connections the broker has at once; further ones wait, not accepted, until one closes.",
+    ),
+    ConfigDef(
+        "max.connections.per.ip",
+        "int",
+        str(INT_MAX),
+        read_only=False,
+        doc="The most connections from one IP address; a further one from that address is closed at once. "
+        "May be 0 only if max.connections.per.ip.overrides is set.",
+    ),
+    ConfigDef(
+        "max.connections.per.ip.overrides",
+        "string",
+        "",
+        read_only=False,
+        doc="Per-address exceptions to max.connections.per.ip, as comma-separated host:count pairs, for example "
+        '"hostName:100,127.0.0.1:200".',
+    ),
+    ConfigDef(
+        "connections.max.idle.ms",
+        "long",
+        "600000",
+        doc="How long, in milliseconds, a connection may go without a request before the broker closes it; "
+        "a negative value never closes idle connections.",
     ),
     ConfigDef(
         "offsets.topic.num.partitions",
@@ -884,6 +923,9 @@ class BrokerConfig:
             problem = validate_value(name, value) if name in BROKER_CONFIGS else None
             if problem is not None:
                 raise ValueError(problem)
+        problem = socket_server_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         for name, relation, other in _CONSUMER_GROUP_BOUNDS:
             holds, words = _RELATIONS[relation]
             if not holds(self.get_int(name), self.get_int(other)):
@@ -1039,6 +1081,9 @@ _AT_LEAST = {
     "min.insync.replicas": 1,
     "flush.messages": 1,
     "flush.ms": 0,
+    "socket.request.max.bytes": 1,
+    "max.connections": 0,
+    "max.connections.per.ip": 0,
     "index.interval.bytes": 0,
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
@@ -1092,7 +1137,6 @@ _AT_LEAST = {
     "offsets.topic.num.partitions": 1,
     "offsets.topic.replication.factor": 1,
     "offsets.topic.segment.bytes": 1,
-    "socket.request.max.bytes": 1,
 }
 # Largest accepted values of integer configs.
 _AT_MOST = {"compression.lz4.level": 17, "compression.zstd.level": 22}

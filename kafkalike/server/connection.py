@@ -4,11 +4,18 @@ Like Apache Kafka, a connection handles one request at a time: the next request 
 only after the previous response is sent, which keeps responses in request order while the
 client pipelines. A frame that cannot be split or decoded closes this connection only.
 
-Bytes move as few times as they can: small requests arrive through one reused receive buffer,
-a large one (a produce request) straight into a buffer of its own that the request decodes from
-in place; records a fetch answers with stay in the segment files and go out with
+Bytes move as few times as they can: small requests arrive through one receive buffer that
+every connection of the trio run shares (it is filled and emptied between two awaits), a large
+one (a produce request) straight into a buffer of its own that grows as the request arrives and
+that the request decodes from in place; so an idle connection holds no buffer at all. Records a
+fetch answers with stay in the segment files and go out with
 ``os.sendfile`` (responses under ``SENDFILE_MIN_BYTES``, and logs kept in memory, are copied
 out instead: for a few kilobytes two system calls cost more than a copy).
+
+Limits, as Kafka applies them: a frame above ``socket.request.max.bytes`` closes the connection;
+each request holds its size in the broker's ``queued.max.request.bytes`` pool from its size
+prefix on (``limits``, ``_Reservation``); a connection that waits for its next
+request longer than ``connections.max.idle.ms`` is closed (``IdleConnections``).
 """
 
 from __future__ import annotations
@@ -36,50 +43,146 @@ from kafkalike.protocol.wire import ExternalBytes
 from kafkalike.server.context import RequestContext
 from kafkalike.server.error_responses import error_response
 from kafkalike.server.faults import Fault
+from kafkalike.server.limits import RequestMemoryPool
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
 
 log = logging.getLogger("kafkalike.connection")
-RECEIVE_BYTES = 256 * 1024
+RECEIVE_BYTES = 256 * 1024  # the receive buffer every connection of a trio run shares
 SENDFILE_MIN_BYTES = 64 * 1024
 Response = bytes | Sequence[bytes | ExternalBytes]
+PRODUCE_KEY = 0
+_shared_receive_buffer: trio.lowlevel.RunVar[bytearray] = trio.lowlevel.RunVar("kafkalike_receive_buffer")
 
 
-async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
+def _receive_buffer() -> bytearray:
+    """This trio run's shared receive buffer (one per run: runs in other threads have their own)."""
     try:
-        peer = stream.socket.getpeername()
-        client_host = str(peer[0])
-    except OSError:
-        client_host = "?"
+        return _shared_receive_buffer.get()
+    except LookupError:
+        buffer = bytearray(RECEIVE_BYTES)
+        _shared_receive_buffer.set(buffer)
+        return buffer
+
+
+class IdleConnection(Exception):
+    """No request came for connections.max.idle.ms."""
+
+
+class IdleConnections:
+    """``connections.max.idle.ms``: a connection that has waited for bytes that long, with no
+    request in progress, is closed (a negative value: never).
+
+    One task looks at every connection every ``idle/10`` (at most a second), as Kafka's network
+    threads look at the least recently active connection on every poll, and cancels the wait of
+    one that has received nothing since it last looked, at least that long ago. A connection's
+    own path only counts its receives: a deadline per wait (a cancel scope) would cost more than
+    the rest of a small request's receive."""
+
+    def __init__(self, idle_ms: int) -> None:
+        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self.sockets: set[_Socket] = set()
+
+    async def run(self) -> None:
+        if self.idle_s is None:
+            return
+        while True:
+            await trio.sleep(min(1.0, self.idle_s / 10))
+            self.close_idle(trio.current_time())
+
+    def close_idle(self, now: float) -> None:
+        assert self.idle_s is not None
+        for sock in self.sockets:
+            if sock.receiving and sock.receives == sock.seen_receives:
+                if now - sock.idle_since >= self.idle_s:
+                    sock.idle_scope.cancel()
+            else:
+                sock.seen_receives, sock.idle_since = sock.receives, now
+
+
+async def serve_connection(
+    broker: Broker, stream: trio.SocketStream, client_host: str | None = None, idle: IdleConnections | None = None
+) -> None:
+    if client_host is None:
+        try:
+            client_host = str(stream.socket.getpeername()[0])
+        except OSError:
+            client_host = "?"
     splitter = FrameSplitter(broker.config.get_int("socket.request.max.bytes"))
     conn = _Socket(stream.socket.fileno())
-    receive_buffer = bytearray(RECEIVE_BYTES)
+    receive_buffer = _receive_buffer()
+    memory = _Reservation(broker.request_memory) if broker.request_memory is not None else None
+    if idle is not None:
+        idle.sockets.add(conn)
     try:
-        async with stream:
-            while True:
-                frame = splitter.take_frame()
-                if frame is None:
-                    direct = splitter.receive_view()
-                    if direct is not None:
-                        n = await conn.receive_into(direct)
-                        splitter.received(n)
-                    else:
-                        n = await conn.receive_into(receive_buffer)
-                        with memoryview(receive_buffer) as view:
-                            splitter.feed(view[:n])
-                    if not n:
-                        return
-                    continue
-                response = await _handle_frame(broker, frame, client_host)
-                del frame  # the request's records may be views of it
-                if response is not None:
-                    await _send(conn, response)
-                await conn.yield_if_not_waited()
+        with conn.idle_scope:
+            async with stream:
+                while True:
+                    frame = splitter.take_frame()
+                    if frame is None:
+                        if memory is not None and not memory.reserved_bytes:
+                            await memory.reserve(splitter.announced_bytes())
+                        if not await _receive_more(conn, splitter, receive_buffer):
+                            return
+                        continue
+                    if memory is not None and not memory.reserved_bytes:
+                        await memory.reserve(len(frame))
+                    response = await _handle_frame(broker, frame, client_host, memory)
+                    del frame  # the request's records may be views of it
+                    if memory is not None:
+                        memory.release()
+                    if response is not None:
+                        await _send(conn, response)
+                    await conn.yield_if_not_waited()
+        if conn.idle_scope.cancelled_caught:
+            raise IdleConnection
     except ProtocolError as exc:
         log.warning("closing connection from %s: %s", client_host, exc)
+    except IdleConnection:
+        log.debug("closing connection from %s: idle for longer than connections.max.idle.ms", client_host)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         log.debug("connection from %s ended: %s", client_host, exc)
+    finally:
+        if memory is not None:
+            memory.release()
+        if idle is not None:
+            idle.sockets.discard(conn)
+
+
+async def _receive_more(conn: _Socket, splitter: FrameSplitter, receive_buffer: bytearray) -> int:
+    """The connection's next bytes into ``splitter``: straight into a large frame's own buffer,
+    or through the shared receive buffer. 0 at the end of the stream."""
+    direct = splitter.receive_view()
+    if direct is not None:
+        with direct:
+            n = await conn.receive_into(direct)
+        splitter.received(n)
+        return n
+    n = await conn.receive_into(receive_buffer)
+    with memoryview(receive_buffer) as view:
+        splitter.feed(view[:n])
+    return n
+
+
+class _Reservation:
+    """A connection's share of the request memory pool: its current request's size, from the
+    request's size prefix until the request is decoded, or for Produce (whose records are
+    views of the request's buffer) until it has been handled, as Kafka releases it. A request
+    waiting in its handler (a JoinGroup for the rest of its group, a long-poll Fetch) holds none."""
+
+    __slots__ = ("pool", "reserved_bytes")
+
+    def __init__(self, pool: RequestMemoryPool) -> None:
+        self.pool = pool
+        self.reserved_bytes = 0
+
+    async def reserve(self, size_bytes: int | None) -> None:
+        self.reserved_bytes = await self.pool.reserve(size_bytes)
+
+    def release(self) -> None:
+        self.pool.release(self.reserved_bytes)
+        self.reserved_bytes = 0
 
 
 class _Socket:
@@ -92,19 +195,42 @@ class _Socket:
     request, so a client that keeps the socket busy cannot starve the rest.
     """
 
-    __slots__ = ("fd", "waited")
+    __slots__ = ("fd", "idle_scope", "idle_since", "receives", "receiving", "seen_receives", "waited")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.waited = False
+        # For IdleConnections: receives that waited, whether one is waiting now, and what the
+        # idle check last saw; cancelling idle_scope ends the connection.
+        self.receives = 0
+        self.receiving = False
+        self.seen_receives = -1
+        self.idle_since = 0.0
+        self.idle_scope = trio.CancelScope()
 
     async def receive_into(self, buffer: bytearray | memoryview) -> int:
-        while True:
-            try:
-                return os.readv(self.fd, [buffer])
-            except BlockingIOError:
-                self.waited = True
+        """Bytes received into ``buffer`` (0 at end of stream). They are there when this
+        returns, with no await after the system call, so a buffer shared between connections
+        is safe to use. Raises IdleConnection if the connection was closed as idle meanwhile."""
+        try:
+            return os.readv(self.fd, [buffer])
+        except BlockingIOError:
+            pass
+        self.waited = self.receiving = True
+        try:
+            while True:
                 await trio.lowlevel.wait_readable(self.fd)
+                try:
+                    n = os.readv(self.fd, [buffer])
+                    break
+                except BlockingIOError:
+                    continue
+        finally:
+            self.receiving = False
+            self.receives += 1
+        if self.idle_scope.cancel_called:  # its bytes came as it was found idle: not handled
+            raise IdleConnection
+        return n
 
     async def send_all(self, data: bytes) -> None:
         with memoryview(data) as view:
@@ -160,11 +286,15 @@ async def _send(conn: _Socket, response: Response) -> None:
             await conn.send_all(part if isinstance(part, bytes) else part.to_bytes())
 
 
-async def _handle_frame(broker: Broker, frame: bytearray, client_host: str) -> Response | None:
+async def _handle_frame(
+    broker: Broker, frame: bytearray, client_host: str, memory: _Reservation | None = None
+) -> Response | None:
     try:
         header, body = decode_request(frame)
     except UnsupportedRequestError as exc:
         return _unsupported(broker, exc.header)
+    if memory is not None and header.api_key != PRODUCE_KEY:
+        memory.release()
     handler = broker.handlers.get(header.api_key)
     if handler is None or not handler.supports(header.api_version):
         # Decodable but not served: answer UNSUPPORTED_VERSION where the response can carry it.

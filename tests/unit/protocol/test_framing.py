@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 
@@ -150,3 +151,26 @@ def test_wanted_counts_down_to_the_end_of_the_frame() -> None:
     splitter.feed(b"456789")
     assert splitter.next_frame() == b"0123456789"
     assert splitter.wanted() == 4
+
+
+def test_a_header_announcing_100_mib_allocates_only_what_arrived() -> None:
+    splitter = FrameSplitter()
+    tracemalloc.start()
+    try:
+        splitter.feed(struct.pack(">i", 100 * 1024 * 1024) + b"0123456789")
+        assert splitter.take_frame() is None
+        splitter.feed(b"more bytes")
+        assert splitter.take_frame() is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+    assert splitter.buffered() == 4 + 20
+
+
+def test_an_emptied_splitter_holds_no_buffer() -> None:
+    splitter = FrameSplitter()
+    splitter.feed(framed(b"x" * 50_000) + framed(b"y" * 200_000))
+    assert splitter.next_frame() == b"x" * 50_000
+    assert splitter.next_frame() == b"y" * 200_000
+    assert splitter.allocated_bytes() <= 1

@@ -16,7 +16,7 @@ from kafkalike.protocol.api import (
     encode_response_parts,
 )
 from kafkalike.protocol.errors import DecodeError
-from kafkalike.protocol.framing import DIRECT_BYTES, FrameSplitter
+from kafkalike.protocol.framing import CHUNK_BYTES, DIRECT_BYTES, FULL_AT, FrameSplitter
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.protocol.wire import ExternalBytes, FrameReader, ViewReader, frame_reader
 
@@ -31,10 +31,11 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     splitter.feed(framed(payload)[:1000])
     assert splitter.take_frame() is None
     view = splitter.receive_view()
-    assert view is not None and len(view) == len(payload) - 996
+    assert view is not None and 0 < len(view) <= len(payload) - 996
     rest = framed(payload)[1000:] + framed(b"next")
     # Part of it straight into the view, the rest (and the next frame) fed as usual.
-    view[:5000] = rest[:5000]
+    with view:
+        view[:5000] = rest[:5000]
     splitter.received(5000)
     assert splitter.wanted() == len(payload) - 996 - 5000
     splitter.feed(rest[5000:])
@@ -44,6 +45,71 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     assert splitter.next_frame() == b"next"
     assert splitter.next_frame() is None
     assert splitter.buffered() == 0
+
+
+def test_large_frame_received_only_through_views_ends_in_one_buffer() -> None:
+    payload = bytes(range(251)) * 4000  # ~1 MB: chunks first, then its full buffer
+    splitter = FrameSplitter()
+    splitter.feed(framed(payload)[:10])
+    assert splitter.take_frame() is None  # the size is known: the frame gets its buffer
+    pos, views = 6, 0
+    while (view := splitter.receive_view()) is not None:
+        with view:
+            assert 0 < len(view) <= len(payload) - pos
+            n = min(len(view), 100_000)  # a receive that got less than the view holds
+            view[:n] = payload[pos : pos + n]
+        splitter.received(n)
+        pos += n
+        views += 1
+    frame = splitter.take_frame()
+    assert frame == payload and isinstance(frame, bytearray)
+    assert views >= len(payload) // 100_000
+    assert splitter.allocated_bytes() <= 1
+
+
+def test_a_view_still_held_does_not_stop_the_frame() -> None:
+    payload = bytes(range(256)) * 1000
+    splitter = FrameSplitter()
+    splitter.feed(framed(payload)[:100])
+    assert splitter.take_frame() is None
+    held = splitter.receive_view()  # never released
+    assert held is not None
+    splitter.feed(framed(payload)[100:])
+    assert splitter.take_frame() == payload
+
+
+def test_a_view_asked_for_and_not_used_loses_no_bytes() -> None:
+    # Found by tests/property/test_frame_splitter.py: a chunk made for a view, then bytes fed.
+    payload = b"\x01" * 85826
+    stream = framed(b"") + framed(payload)
+    splitter = FrameSplitter()
+    splitter.feed(stream[:8])
+    assert splitter.next_frame() == b""
+    assert splitter.next_frame() is None
+    for start, end in ((8, 89), (89, 45264), (45264, len(stream))):
+        view = splitter.receive_view()
+        assert view is not None
+        view.release()
+        splitter.feed(stream[start:end])
+    assert splitter.next_frame() == payload
+
+
+def test_announced_size_costs_nothing_until_its_bytes_arrive() -> None:
+    size = 100 * 1024 * 1024
+    splitter = FrameSplitter()
+    splitter.feed(struct.pack(">i", size) + b"0123456789")
+    assert splitter.take_frame() is None
+    assert splitter.announced_bytes() == size
+    assert splitter.allocated_bytes() <= CHUNK_BYTES + 100
+    view = splitter.receive_view()
+    assert view is not None and len(view) == CHUNK_BYTES - 10
+    view.release()
+    # As bytes arrive the memory follows them: chunks, then the full buffer once a share is here.
+    while splitter.wanted() > 1_000_000:
+        splitter.feed(b"x" * 1_000_000)
+        arrived = splitter.buffered() - 4
+        assert splitter.allocated_bytes() <= max(arrived + CHUNK_BYTES, FULL_AT * arrived) + 100
+    assert splitter.allocated_bytes() >= size
 
 
 def test_large_frame_fed_byte_by_byte_chunks() -> None:

@@ -1,0 +1,86 @@
+"""A broker process out of file descriptors at accept (EMFILE) keeps serving the connections it
+has, says so once, and accepts again as soon as a descriptor is free. The limit is lowered on
+the running broker with prlimit(2), the way ``ulimit -n`` would have set it at start."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from kafkalike.protocol.api import RequestHeader, encode_request
+from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing.wire_client import WireClient
+
+API_VERSIONS_BODY = {"client_software_name": "t", "client_software_version": "1"}
+OUT_OF_DESCRIPTORS = "cannot accept connections: Too many open files"
+
+pytestmark = pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="prlimit(2) is Linux-only")
+
+
+def answers(client: WireClient) -> bool:
+    return bool(client.request(18, 3, API_VERSIONS_BODY).error_code == 0)
+
+
+def wait_for(condition: Callable[[], bool], deadline_s: float = 30.0) -> None:
+    """Until ``condition()`` holds, checked as the broker's output arrives (bounded)."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_accept_survives_running_out_of_descriptors(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data", ["auto.create.topics.enable=false"]) as broker, ExitStack() as sockets:
+        assert broker.proc is not None
+        pid = broker.proc.pid
+        first = sockets.enter_context(WireClient(broker.host, broker.port, timeout_s=10))
+        assert answers(first)
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        # Room for exactly one more connection.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (open_descriptors(pid) + 1, hard))
+        second = sockets.enter_context(WireClient(broker.host, broker.port, timeout_s=10))
+        assert answers(second)
+        # These two complete in the kernel's backlog; the broker cannot accept them.
+        waiting = [
+            sockets.enter_context(socket.create_connection((broker.host, broker.port), timeout=10)) for _ in range(2)
+        ]
+        for sock in waiting:
+            sock.sendall(api_versions_frame())
+        wait_for(lambda: any(OUT_OF_DESCRIPTORS in line for line in broker.output))
+        # The connections it has are served as before, and it says so only once.
+        for _ in range(20):
+            assert answers(first) and answers(second)
+        assert sum(OUT_OF_DESCRIPTORS in line for line in broker.output) == 1
+        assert broker.running
+        # A connection closing frees a descriptor: the first waiting connection gets in.
+        second.close()
+        assert answered(waiting[0])
+        wait_for(lambda: any("accepting connections again" in line for line in broker.output))
+        # With the limit raised again the other one is served too.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+        assert answered(waiting[1])
+        assert answers(first)
+    assert not broker.logged_errors()
+
+
+def answered(sock: socket.socket) -> bool:
+    """Whether the request sent on ``sock`` gets an answer within the socket's timeout."""
+    try:
+        return len(sock.recv(4)) == 4
+    except TimeoutError:
+        return False
+
+
+def api_versions_frame() -> bytes:
+    return encode_request(RequestHeader(18, 3, 1, "t"), API_VERSIONS_BODY)
