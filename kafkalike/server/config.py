@@ -1051,7 +1051,7 @@ _CHOICES_ANY_CASE = {"group.consumer.migration.policy": ("DISABLED", "DOWNGRADE"
 _AT_LEAST = {
     "segment.bytes": MIN_SEGMENT_BYTES,  # 14 before Kafka 4.1 (KIP-1030)
     "log.segment.bytes": MIN_SEGMENT_BYTES,
-    # Kafka sets no floor; a segment smaller than a batch header could hold nothing (log/config.py).
+    # Kafka sets none; kafkalike keeps segment.bytes' old floor, below which no log is built.
     INTERNAL_SEGMENT_BYTES: 14,
     "segment.ms": 1,
     "segment.index.bytes": 4,
