@@ -427,8 +427,8 @@ def test_a_lowered_retention_ms_removes_old_data_without_a_restart(
     hour_ago = int(time.time() * 1000) - 3_600_000
     tp = KafkaTopicPartition(kafka_topic_name, 0)
     with kafka_python_admin(broker.bootstrap) as admin:
-        admin.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1, topic_configs={"segment.bytes": "1024"})])
-        # Batches stay under segment.bytes: a larger one is refused (as Kafka refuses it).
+        admin.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1, topic_configs={"internal.segment.bytes": "1024"})])
+        # Batches stay under the 1 KiB segments: a larger one is refused (as Kafka refuses it).
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", batch_size=600)
         try:
             for i in range(40):

@@ -24,7 +24,7 @@ Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
 def create_compacted_topic(bootstrap: str, topic: str, delete_retention_ms: int) -> None:
     configs = {
         "cleanup.policy": "compact",
-        "segment.bytes": "4096",
+        "internal.segment.bytes": "4096",  # tiny segments (segment.bytes is 1 MiB at least)
         "min.cleanable.dirty.ratio": "0.01",
         "delete.retention.ms": str(delete_retention_ms),
     }
@@ -49,7 +49,7 @@ def write_versions(bootstrap: str, topic: str, versions: int, deleted_at: int) -
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "linger.ms": 5,
-            "batch.num.messages": 100,  # well under segment.bytes even uncompressed
+            "batch.num.messages": 100,  # well under the segment size even uncompressed
             "compression.type": "zstd",  # cleaned batches are re-encoded with their codec
         }
     )

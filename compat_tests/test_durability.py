@@ -161,7 +161,7 @@ def test_reads_across_many_small_segments_after_a_restart(
     broker = kafka_broker_process()
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        admin.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1, topic_configs={"segment.bytes": "16384"})])
+        admin.create_topics([KafkaNewTopic(kafka_topic_name, 1, 1, topic_configs={"internal.segment.bytes": "16384"})])
     finally:
         admin.close()
     base = int(time.time() * 1000) - 3_600_000

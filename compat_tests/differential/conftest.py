@@ -33,6 +33,30 @@ NOT_REQUESTED = -2147483648
 
 Body = Mapping[str, Any] | Callable[["Side"], Mapping[str, Any]]
 
+# The one difference of versions these tests expect: since Kafka 4.1 (KIP-1030) a topic's
+# segment.bytes is at least 1 MiB, and tests ask for tiny segments with internal.segment.bytes.
+# The 4.0.2 broker compared here still takes segment.bytes from 14 up (and refuses less as "at
+# least 14"); kafkalike follows 4.1+.
+SEGMENT_BYTES_MIN_BEFORE_4_1 = 14
+SEGMENT_BYTES_MIN_SINCE_4_1 = 1048576
+INVALID_CONFIG = 40
+
+
+def refused_since_4_1(config: str, value: str) -> tuple[int, str] | None:
+    """What kafkalike answers, as Kafka 4.1+ does, where 4.0.2 answers ``config=value`` otherwise
+    (accepts it, or refuses it against the old floor): (error code, message); None where the two
+    versions agree."""
+    if config != "segment.bytes":
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        return None
+    if not -(2**31) <= number < SEGMENT_BYTES_MIN_SINCE_4_1:
+        return None
+    message = f"Value must be at least {SEGMENT_BYTES_MIN_SINCE_4_1}"
+    return INVALID_CONFIG, f"Invalid value {number} for configuration segment.bytes: {message}"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -93,6 +117,24 @@ class Pair:
             side.topic_ids[name] = response.topics[0].topic_id
         for side in (self.ak, self.kl):
             wait_ready(side, name, partitions)
+
+    def create_topic_with_tiny_segments(
+        self, name: str, segment_bytes: int, configs: Mapping[str, str] | None = None
+    ) -> None:
+        """A topic whose segments hold ``segment_bytes`` (below 1 MiB): segment.bytes on 4.0.2;
+        on kafkalike, once it has refused that as 4.1+ does, internal.segment.bytes."""
+        configs = configs or {}
+        tiny = {"segment.bytes": str(segment_bytes)}
+        refusal = self.kl.request(19, 7, create_topics_body([topic_spec(name, 1, {**configs, **tiny})], True))
+        expected = refused_since_4_1("segment.bytes", str(segment_bytes))
+        assert expected is not None and segment_bytes >= SEGMENT_BYTES_MIN_BEFORE_4_1, segment_bytes
+        assert (refusal.topics[0].error_code, refusal.topics[0].error_message) == expected
+        for side, segment_config in ((self.ak, tiny), (self.kl, {"internal.segment.bytes": str(segment_bytes)})):
+            response = side.request(19, 7, create_topics_body([topic_spec(name, 1, {**configs, **segment_config})]))
+            assert response.topics[0].error_code == 0, (side.name, response.topics[0])
+            side.topic_ids[name] = response.topics[0].topic_id
+        for side in (self.ak, self.kl):
+            wait_ready(side, name, 1)
 
 
 def assert_same(ak: Any, kl: Any, ignore: tuple[str, ...] = ()) -> None:

@@ -12,9 +12,10 @@ a number belongs, each enum value and a bad one.
 - static broker configs, whose bounds Kafka checks only at start-up: kafkalike's check against
   what Kafka's ConfigDef says of the same value (no second JVM broker started per value).
 
-The topic config segment.bytes takes 14 and up, as in 4.0.2, the version compared here (the broker's
-log.segment.bytes, 1048576 and up). Kafka 4.1 (KIP-1030) raises segment.bytes to 1048576 too and adds
-an internal.segment.bytes for tests; when the reference moves to 4.1 this test will say so.
+The topic config segment.bytes takes 1048576 and up, as in Kafka 4.1+ (KIP-1030); the 4.0.2 broker
+compared here still takes 14 and up. Below 1048576 the comparison expects kafkalike to refuse with
+4.1's message (``refused_since_4_1`` in conftest.py) and 4.0.2 to accept from 14 up and refuse
+below, and says so when either stops doing it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB, Pair, create_topics_body, topic_spec
+from compat_tests.differential.conftest import (
+    AK_LIB,
+    SEGMENT_BYTES_MIN_BEFORE_4_1,
+    Pair,
+    create_topics_body,
+    refused_since_4_1,
+    topic_spec,
+)
 from kafkalike.server import config as declared
 from kafkalike.testing.apache_kafka import java_executable
 
@@ -155,7 +163,16 @@ def _outcome(entry: Any) -> tuple[int, str | None]:
 
 def _compare(name: str, value: str, ak: Any, kl: Any, found: list[str], how: str) -> None:
     same = _outcome(ak) == _outcome(kl)
-    if (name, value) in DELIBERATE:
+    since_4_1 = refused_since_4_1(name, value)
+    if since_4_1 is not None:
+        accepted_by_4_0 = int(value) >= SEGMENT_BYTES_MIN_BEFORE_4_1
+        if (ak.error_code == 0) != accepted_by_4_0 or _outcome(kl) != since_4_1:
+            found.append(
+                f"{how} {name}={value!r}: expected Apache Kafka 4.0.2 to {'accept' if accepted_by_4_0 else 'refuse'} "
+                f"it and kafkalike to refuse it as 4.1+ does, {since_4_1}; "
+                f"got Apache Kafka {_outcome(ak)}, kafkalike {_outcome(kl)}"
+            )
+    elif (name, value) in DELIBERATE:
         if same or kl.error_code == 0:
             found.append(f"{how} {name}={value!r}: expected kafkalike to refuse it ({DELIBERATE[(name, value)]})")
     elif not same:
@@ -255,6 +272,26 @@ def test_a_difference_is_reported() -> None:
     assert len(found) == 2
     _compare("min.cleanable.dirty.ratio", "NaN", refused, refused, found, "T")
     assert len(found) == 3
+    # The 4.1+ segment.bytes floor: 4.0.2 accepting and kafkalike refusing in 4.1's words is no
+    # difference; kafkalike accepting, or refusing in other words, is.
+    accepted = Entry(error_code=0, error_message=None)
+    floor = Entry(
+        error_code=40,
+        error_message="Invalid value 14 for configuration segment.bytes: Value must be at least 1048576",
+    )
+    _compare("segment.bytes", "14", accepted, floor, found, "T")
+    assert len(found) == 3
+    _compare("segment.bytes", "14", accepted, accepted, found, "T")
+    _compare("segment.bytes", "14", accepted, reworded, found, "T")
+    _compare("segment.bytes", "1048575", floor, floor, found, "T")
+    assert len(found) == 6
+    below_both = Entry(
+        error_code=40, error_message="Invalid value 13 for configuration segment.bytes: Value must be at least 1048576"
+    )
+    _compare("segment.bytes", "13", refused, below_both, found, "T")
+    assert len(found) == 6
+    _compare("segment.bytes", "13", accepted, below_both, found, "T")
+    assert len(found) == 7
 
 
 def test_which_broker_configs_are_dynamic(pair: Pair) -> None:

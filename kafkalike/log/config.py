@@ -17,6 +17,12 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 # cleanup.policy is a list of these, in any order, repeats allowed; empty: neither, the log is
 # kept whole (Kafka accepts all of these).
 CLEANUP_POLICIES = ("compact", "delete")
+# The smallest topic segment.bytes (and broker log.segment.bytes) Kafka 4.1+ accepts (KIP-1030).
+# LogConfig itself takes anything from 14 up: tests build tiny segments directly, and a topic
+# gets them through internal.segment.bytes, which has no such floor.
+MIN_SEGMENT_BYTES = 1 << 20
+# Kafka's internal topic config for tiny segments in tests; when set it wins over segment.bytes.
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,8 @@ class LogConfig:
         """Build from Kafka-style keys (``segment.bytes`` ...); unknown keys are ignored, not fatal.
 
         Unknown keys are skipped because topic configs carry many settings (compression.type,
-        min.insync.replicas, ...) that belong to other layers.
+        min.insync.replicas, ...) that belong to other layers. ``internal.segment.bytes``, when
+        set, is the segment size whatever ``segment.bytes`` says (Kafka's segmentSize()).
         """
         base = base or cls()
         changes: dict[str, Any] = {}
@@ -118,6 +125,9 @@ class LogConfig:
                 changes[field.name] = float(raw)
             elif raw is not None:
                 changes[field.name] = int(raw)
+        internal_segment_bytes = props.get(INTERNAL_SEGMENT_BYTES)
+        if internal_segment_bytes is not None:
+            changes["segment_bytes"] = int(internal_segment_bytes)
         return dataclasses.replace(base, **changes)
 
     def to_properties(self) -> dict[str, str]:

@@ -37,7 +37,15 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.config import TOPIC_CONFIGS, BrokerConfig, parse_listener, parse_properties, validate_value
+from kafkalike.server.config import (
+    INTERNAL_TOPIC_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    is_topic_config,
+    parse_listener,
+    parse_properties,
+    validate_value,
+)
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
@@ -241,8 +249,11 @@ class Broker:
     # -- topics -----------------------------------------------------------------------------
 
     def topic_properties(self, topic: TopicImage) -> dict[str, str | None]:
-        """Every topic config's effective value: the topic's own, else the broker's."""
-        return {name: topic.configs.get(name, self.config.topic_default(name)) for name in TOPIC_CONFIGS}
+        """Every topic config's effective value: the topic's own, else the broker's (and the
+        internal ones the topic sets, which have no default)."""
+        return _with_internal(
+            {name: topic.configs.get(name, self.config.topic_default(name)) for name in TOPIC_CONFIGS}, topic.configs
+        )
 
     def log_config(self, topic: TopicImage) -> LogConfig:
         return LogConfig.from_properties(self.topic_properties(topic))
@@ -252,7 +263,9 @@ class Broker:
         could not have a log, or None. Checked before configs are stored: each value passing its
         own check is not enough, the log's settings as a whole must stand."""
         config = config or self.config
-        props = {name: overrides.get(name, config.topic_default(name)) for name in TOPIC_CONFIGS}
+        props = _with_internal(
+            {name: overrides.get(name, config.topic_default(name)) for name in TOPIC_CONFIGS}, overrides
+        )
         try:
             LogConfig.from_properties(props)
         except ValueError as exc:
@@ -296,7 +309,7 @@ class Broker:
 
     def _check_topic_configs(self, configs: Mapping[str, str]) -> None:
         for key, value in configs.items():
-            if key not in TOPIC_CONFIGS:
+            if not is_topic_config(key):
                 raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
             problem = validate_value(key, value)
             if problem is not None:
@@ -784,3 +797,9 @@ def _remove_all(paths: list[Path]) -> None:
 
 def data_dir_of(config: BrokerConfig) -> Path:
     return config.log_dirs[0]
+
+
+def _with_internal(props: dict[str, str | None], overrides: Mapping[str, str]) -> dict[str, str | None]:
+    """``props`` plus the internal topic configs ``overrides`` sets."""
+    props.update((name, overrides[name]) for name in INTERNAL_TOPIC_CONFIGS if name in overrides)
+    return props

@@ -17,6 +17,7 @@ from itertools import dropwhile
 from pathlib import Path
 
 from kafkalike.group.assignors import assignors_from_config
+from kafkalike.log.config import INTERNAL_SEGMENT_BYTES, MIN_SEGMENT_BYTES
 from kafkalike.server.connection_configs import socket_server_problem
 
 LONG_MAX = 2**63 - 1
@@ -834,6 +835,25 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None, str]] = {
     ),
 }
 
+# Kafka's internal topic configs (4.1+): accepted in CreateTopics and AlterConfigs like the
+# others, listed by DescribeConfigs and CreateTopics only for a topic that sets them, with no
+# broker default. Same shape as TOPIC_CONFIGS.
+INTERNAL_TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None, str]] = {
+    INTERNAL_SEGMENT_BYTES: (
+        "int",
+        None,
+        None,
+        "For tests only: the segment size in bytes, below segment.bytes' floor of 1 MiB; when set it "
+        "wins over segment.bytes.",
+    ),
+}
+
+
+def is_topic_config(name: str) -> bool:
+    """Whether a topic may set ``name`` (a public or an internal topic config)."""
+    return name in TOPIC_CONFIGS or name in INTERNAL_TOPIC_CONFIGS
+
+
 # Broker configs Kafka also accepts in coarser units, finest first: when the first is unset, the
 # next one set decides. DescribeConfigs lists them as each other's synonyms.
 _UNIT_SYNONYMS = {
@@ -1071,8 +1091,10 @@ _CHOICES = {
 _CHOICES_ANY_CASE = {"group.consumer.migration.policy": ("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL")}
 # Smallest accepted values, as Kafka's ConfigDef validators state them.
 _AT_LEAST = {
-    "segment.bytes": 14,
-    "log.segment.bytes": 1024 * 1024,
+    "segment.bytes": MIN_SEGMENT_BYTES,  # 14 before Kafka 4.1 (KIP-1030)
+    "log.segment.bytes": MIN_SEGMENT_BYTES,
+    # Kafka sets none; kafkalike keeps segment.bytes' old floor, below which no log is built.
+    INTERNAL_SEGMENT_BYTES: 14,
     "segment.ms": 1,
     "segment.index.bytes": 4,
     "retention.ms": -1,
@@ -1151,6 +1173,8 @@ _BETWEEN = {"min.cleanable.dirty.ratio": (0.0, 1.0), "log.cleaner.min.cleanable.
 def config_type(name: str) -> str | None:
     if name in TOPIC_CONFIGS:
         return TOPIC_CONFIGS[name][0]
+    if name in INTERNAL_TOPIC_CONFIGS:
+        return INTERNAL_TOPIC_CONFIGS[name][0]
     d = BROKER_CONFIGS.get(name)
     return d.type if d else None
 

@@ -165,8 +165,8 @@ async def test_a_batch_larger_than_a_segment_is_record_list_too_large(running: R
     """Kafka's UnifiedLog.append: max.message.bytes first (MESSAGE_TOO_LARGE), then an append no
     segment could hold (RECORD_LIST_TOO_LARGE); both with log_start_offset -1 and no message."""
     client = await running.client()
-    await _create(client, "small-segments", segment_bytes="1024")
-    await _create(client, "small-both", segment_bytes="1024", max_message_bytes="1500")
+    await _create(client, "small-segments", internal_segment_bytes="1024")
+    await _create(client, "small-both", internal_segment_bytes="1024", max_message_bytes="1500")
     big = build_batch([Record(value=b"x" * 2000)])
     for topic, code in (
         ("small-segments", ErrorCode.RECORD_LIST_TOO_LARGE),

@@ -47,7 +47,7 @@ async def test_compacted_topic_keeps_the_latest_value_per_key(tmp_path: Path) ->
             "state",
             1,
             cleanup_policy="compact",
-            segment_bytes="2048",
+            internal_segment_bytes="2048",
             min_cleanable_dirty_ratio="0.01",
             delete_retention_ms="0",
         )

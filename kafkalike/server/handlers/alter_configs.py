@@ -13,7 +13,7 @@ from typing import Any
 from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, validate_value
+from kafkalike.server.config import BROKER_CONFIGS, is_topic_config, validate_value
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -44,14 +44,13 @@ def apply_new_configs(
     ctx: RequestContext, resource_type: int, resource_name: str, new: dict[str, str], validate_only: bool
 ) -> None:
     """Validate ``new`` (the full desired dynamic set) and store the difference."""
-    known = TOPIC_CONFIGS if resource_type == TOPIC_RESOURCE else BROKER_CONFIGS
+    on_topic = resource_type == TOPIC_RESOURCE
     # Kafka refuses a bad broker value as an invalid request, a bad topic value as an invalid config.
-    invalid = ErrorCode.INVALID_CONFIG if resource_type == TOPIC_RESOURCE else ErrorCode.INVALID_REQUEST
+    invalid = ErrorCode.INVALID_CONFIG if on_topic else ErrorCode.INVALID_REQUEST
     for name, value in new.items():
-        if name not in known:
+        if not (is_topic_config(name) if on_topic else name in BROKER_CONFIGS):
             raise ConfigError(
-                ErrorCode.INVALID_CONFIG,
-                f"Unknown {'topic' if known is TOPIC_CONFIGS else 'broker'} config name: {name}",
+                ErrorCode.INVALID_CONFIG, f"Unknown {'topic' if on_topic else 'broker'} config name: {name}"
             )
         if resource_type == BROKER_RESOURCE and BROKER_CONFIGS[name].read_only:
             raise ConfigError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({name})")

@@ -20,9 +20,8 @@ from kafkalike.log.errors import LogError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import NewTopic, OperationTooLarge
-from kafkalike.server.config import TOPIC_CONFIGS
 from kafkalike.server.context import RequestContext
-from kafkalike.server.handlers.describe_configs import topic_config_entry
+from kafkalike.server.handlers.describe_configs import topic_config_entry, topic_config_names
 from kafkalike.server.registry import handles
 
 log = logging.getLogger("kafkalike.create_topics")
@@ -126,7 +125,7 @@ def _created(
             {k: entry[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
             for entry in (
                 topic_config_entry(ctx.broker.config, asked.configs, name, False, False)
-                for name in sorted(TOPIC_CONFIGS)
+                for name in topic_config_names(asked.configs)
             )
         ]
     return {

@@ -19,6 +19,7 @@ from kafkalike.server.config import (
     BROKER_CONFIGS,
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
+    INTERNAL_TOPIC_CONFIGS,
     TOPIC_CONFIG,
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -52,7 +53,10 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
         if topic is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="Topic does not exist")
             return result
-        entries = [topic_config_entry(config, topic.configs, name, synonyms, docs) for name in sorted(TOPIC_CONFIGS)]
+        entries = [
+            topic_config_entry(config, topic.configs, name, synonyms, docs)
+            for name in topic_config_names(topic.configs)
+        ]
     elif resource.resource_type == BROKER_RESOURCE:
         if resource.resource_name not in ("", str(ctx.broker.node_id)):
             result.update(
@@ -100,10 +104,16 @@ def _entry(
     }
 
 
+def topic_config_names(overrides: Mapping[str, str]) -> list[str]:
+    """The configs a topic lists, sorted: every public one, and the internal ones it sets (as Kafka,
+    which lists an internal config only among the topic's own)."""
+    return sorted([*TOPIC_CONFIGS, *(name for name in INTERNAL_TOPIC_CONFIGS if name in overrides)])
+
+
 def topic_config_entry(
     config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool, docs: bool
 ) -> dict[str, Any]:
-    type_, broker_name, _fixed, doc = TOPIC_CONFIGS[name]
+    type_, broker_name, _fixed, doc = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS[name]
     chain: Chain = []
     if name in overrides:
         chain.append((name, overrides[name], TOPIC_CONFIG))

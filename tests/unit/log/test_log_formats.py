@@ -70,3 +70,15 @@ def test_config_from_and_to_kafka_properties() -> None:
         LogConfig(segment_bytes=1 << 31)
     with pytest.raises(ValueError):
         LogConfig(message_timestamp_type="Whenever")
+
+
+def test_internal_segment_bytes_wins_over_segment_bytes() -> None:
+    """Kafka's segmentSize(): internal.segment.bytes when set, else segment.bytes; unset (None)
+    leaves segment.bytes in charge."""
+    both = LogConfig.from_properties({"segment.bytes": "1048576", "internal.segment.bytes": "1024"})
+    assert both.segment_bytes == 1024
+    assert (
+        LogConfig.from_properties({"segment.bytes": "1048576", "internal.segment.bytes": None}).segment_bytes == 1 << 20
+    )
+    with pytest.raises(ValueError):
+        LogConfig.from_properties({"internal.segment.bytes": "13"})
