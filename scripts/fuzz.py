@@ -121,6 +121,7 @@ def run_atheris(name: str, args: argparse.Namespace) -> int:
     executions, started = 0, time.monotonic()
     found: dict[str, str] = {}  # crash file -> where it was raised
     runs_left, repeats = args.runs, 0
+    coverage: list[tuple[str, str]] = []  # libFuzzer's last count of covered edges and features
     while len(found) < args.max_crashes and repeats < MAX_REPEATS:
         seconds = int(deadline - time.monotonic())
         if (runs_left is None and seconds < 1) or (runs_left is not None and runs_left <= 0):
@@ -142,6 +143,7 @@ def run_atheris(name: str, args: argparse.Namespace) -> int:
         )
         ran = _executions(child.stdout)
         executions += ran
+        coverage = re.findall(r" cov: (\d+) ft: (\d+)", child.stdout)[-1:] or coverage
         if runs_left is not None:
             runs_left -= max(ran, 1)
         if child.returncode == 0:
@@ -162,7 +164,8 @@ def run_atheris(name: str, args: argparse.Namespace) -> int:
         print(f"replay: {fuzz.replay_command(name, Path(artifact.group(1)))}")
     elapsed = time.monotonic() - started
     rate = executions / elapsed if elapsed else 0.0
-    print(f"{name}: {executions} executions, {rate:.0f}/s, {len(found)} distinct crashes (atheris)")
+    edges = f", coverage {coverage[0][0]} edges / {coverage[0][1]} features" if coverage else ""
+    print(f"{name}: {executions} executions, {rate:.0f}/s, {len(found)} distinct crashes (atheris){edges}")
     return len(found)
 
 

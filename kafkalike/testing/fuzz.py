@@ -34,6 +34,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import crc32c
+
 from kafkalike.protocol import compression
 from kafkalike.protocol import records as rec
 from kafkalike.protocol.api import RequestHeader, decode_request, encode_request
@@ -176,6 +178,47 @@ def _check_one_batch(blob: bytes, pos: int, header: rec.RecordBatchHeader) -> No
 
 def check_records(data: bytes) -> None:
     check_record_blob(data)
+
+
+def check_record_bodies(data: bytes) -> None:
+    """The records inside a batch whose header and CRC are right, compressed as byte 0 says.
+
+    Byte 0: codec (bits 0-2, so 5-7 are unknown codecs) and attributes bits 3-6 (timestamp type,
+    transactional, control, delete horizon); byte 1: the record count; byte 2: the last offset
+    delta; the rest: the record bytes, which the codec compresses before the header goes on."""
+    if len(data) < 3:
+        return
+    codec = data[0] & 0x07
+    body = data[3:]
+    if codec in compression.CODEC_NAMES:
+        body = compression.compress(codec, body)
+    check_record_blob(framed_batch(data[0] & 0x7F, data[1], data[2], body))
+
+
+def framed_batch(attributes: int, records_count: int, last_offset_delta: int, body: bytes) -> bytes:
+    """A v2 batch header with a correct length and CRC around ``body``, whatever the fields say."""
+    header = bytearray(rec.BATCH_HEADER_SIZE)
+    struct.pack_into(
+        ">qiibIhiqqqhii",
+        header,
+        0,
+        0,
+        rec.BATCH_HEADER_SIZE - rec.LOG_OVERHEAD + len(body),
+        -1,
+        rec.CURRENT_MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        1_700_000_000_000,
+        1_700_000_000_000,
+        -1,
+        -1,
+        -1,
+        records_count,
+    )
+    batch = header + body
+    struct.pack_into(">I", batch, rec.CRC_OFFSET, crc32c.crc32c(memoryview(batch)[rec.CRC_START :]))
+    return bytes(batch)
 
 
 # -- compression -----------------------------------------------------------------------------------
@@ -327,6 +370,7 @@ TARGETS: dict[str, Target] = {
         Target("framing", check_framing, 4096, "FrameSplitter against a reference split"),
         Target("requests", check_request, 4096, "decode_request for every registered API and version"),
         Target("records", check_records, 8192, "batches, records, legacy message sets, control records"),
+        Target("record_bodies", check_record_bodies, 8192, "records behind a right header and CRC, every codec"),
         Target("compression", check_compression, 4096, "every codec's decoder, and round trips"),
         Target("request_path", check_request_path, 4096, "frames into a running broker over loopback"),
     )
@@ -425,6 +469,17 @@ def record_seeds() -> list[bytes]:
     return seeds
 
 
+def record_body_seeds() -> list[bytes]:
+    """The records of the seed batches, uncompressed, for every codec."""
+    out = []
+    for batch in record_seeds()[:7]:
+        ((pos, header),) = rec.iter_batches(batch)
+        body = rec.batch_payload(batch, pos, header)
+        flags = header.attributes & 0x78
+        out += [bytes([codec | flags, header.records_count, header.last_offset_delta]) + body for codec in range(5)]
+    return out
+
+
 def compression_seeds() -> list[bytes]:
     payload = rec.build_batch([rec.Record(value=b"x" * 40)])[rec.BATCH_HEADER_SIZE :] * 3
     return [bytes([codec]) + compression.compress(codec, payload) for codec in range(5)] + [
@@ -455,6 +510,7 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "framing": framing_seeds,
     "requests": request_seeds,
     "records": record_seeds,
+    "record_bodies": record_body_seeds,
     "compression": compression_seeds,
     "request_path": request_path_seeds,
 }

@@ -25,7 +25,14 @@ from kafkalike.testing import fuzz
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fuzz" / "corpus"
 # Inputs per target: a few seconds in all on a shared machine (the request path goes through sockets).
-SHORT_RUN_INPUTS = {"framing": 3000, "requests": 3000, "records": 3000, "compression": 2000, "request_path": 600}
+SHORT_RUN_INPUTS = {
+    "framing": 3000,
+    "requests": 3000,
+    "records": 3000,
+    "record_bodies": 2000,
+    "compression": 2000,
+    "request_path": 600,
+}
 
 
 @pytest.fixture(autouse=True)
