@@ -36,14 +36,20 @@ from typing import Any
 
 import crc32c
 
+from kafkalike.group import consumer_records
+from kafkalike.group import records as group_records
+from kafkalike.group.classic import subscription_topics
+from kafkalike.log.coordinator_log import RecordError, encode_versioned
 from kafkalike.protocol import compression
 from kafkalike.protocol import records as rec
 from kafkalike.protocol.api import RequestHeader, decode_request, encode_request
+from kafkalike.protocol.codec import schema
 from kafkalike.protocol.errors import FrameError, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
-from kafkalike.protocol.spec import FieldSpec, MessageSpec, api_specs
+from kafkalike.protocol.spec import FieldSpec, MessageSpec, api_specs, load_specs
 from kafkalike.server.registry import load_handlers
 from kafkalike.testing.broker import InProcessBroker
+from kafkalike.txn import records as txn_records
 
 # Decompression is bounded far below the broker's default so that bombs cost milliseconds here.
 MAX_UNCOMPRESSED_BYTES = 1024 * 1024
@@ -221,6 +227,38 @@ def framed_batch(attributes: int, records_count: int, last_offset_delta: int, bo
     return bytes(batch)
 
 
+# -- what clients put in group requests and the coordinator topics --------------------------------
+
+CONSUMER_PROTOCOL_SPECS = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
+
+
+def check_consumer_protocol(data: bytes) -> None:
+    """JoinGroup and SyncGroup carry these as opaque bytes; the broker reads a subscription's topics.
+
+    ``subscription_topics`` never raises; the decoders raise ProtocolError or nothing."""
+    topics = subscription_topics(data)
+    if topics is not None and not all(isinstance(t, str) for t in topics):
+        raise Finding(f"subscription topics {topics!r}")
+    for name in CONSUMER_PROTOCOL_SPECS:
+        versions = load_specs()[name].versions
+        for version in range(versions.low, (versions.high or versions.low) + 1):
+            _allowed(schema(name, "message", version).decode, data[2:])
+
+
+def check_coordinator_records(data: bytes) -> None:
+    """A key and value in ``__consumer_offsets`` or ``__transaction_state``, which a producer can write.
+
+    Byte 0 bit 0: a null value; byte 1: the key length; then the key, then the value. Every
+    loader's decoder returns a record, None, or raises RecordError (logged and skipped)."""
+    if len(data) < 2:
+        return
+    key = data[2 : 2 + data[1]]
+    value = None if data[0] & 1 else data[2 + data[1] :]
+    for decode in (group_records.decode_record, consumer_records.decode_record, txn_records.decode_record):
+        with contextlib.suppress(RecordError):
+            decode(key, value)
+
+
 # -- compression -----------------------------------------------------------------------------------
 
 
@@ -371,6 +409,8 @@ TARGETS: dict[str, Target] = {
         Target("requests", check_request, 4096, "decode_request for every registered API and version"),
         Target("records", check_records, 8192, "batches, records, legacy message sets, control records"),
         Target("record_bodies", check_record_bodies, 8192, "records behind a right header and CRC, every codec"),
+        Target("consumer_protocol", check_consumer_protocol, 2048, "subscriptions and assignments in group requests"),
+        Target("coordinator_records", check_coordinator_records, 2048, "group and transaction records as loaded"),
         Target("compression", check_compression, 4096, "every codec's decoder, and round trips"),
         Target("request_path", check_request_path, 4096, "frames into a running broker over loopback"),
     )
@@ -480,6 +520,42 @@ def record_body_seeds() -> list[bytes]:
     return out
 
 
+def _sample_of(name: str, version: int, rng: random.Random) -> bytes:
+    message = load_specs()[name].messages["message"]
+    return schema(name, "message", version).encode(sample_message(message, message.fields, version, rng))
+
+
+def consumer_protocol_seeds() -> list[bytes]:
+    rng = random.Random(20261202)
+    out = []
+    for name in CONSUMER_PROTOCOL_SPECS:
+        versions = load_specs()[name].versions
+        for version in range(versions.low, (versions.high or versions.low) + 1):
+            out.append(struct.pack(">h", version) + _sample_of(name, version, rng))
+    return out
+
+
+def coordinator_record_seeds() -> list[bytes]:
+    """Every key and value type of the coordinator topics, at each value version."""
+    rng = random.Random(20261203)
+    specs = load_specs()
+    out = []
+    for name in sorted(n for n in specs if n.endswith("Key") and n[:-3] + "Value" in specs):
+        key_spec, value_spec = specs[name], specs[name[:-3] + "Value"]
+        key_version = key_spec.versions.low  # a key's version says which record it is
+        key = encode_versioned(
+            name,
+            key_version,
+            sample_message(key_spec.messages["message"], key_spec.messages["message"].fields, key_version, rng),
+        )
+        high = value_spec.versions.high if value_spec.versions.high is not None else value_spec.versions.low
+        for version in range(value_spec.versions.low, high + 1):
+            value = struct.pack(">h", version) + _sample_of(value_spec.name, version, rng)
+            out.append(bytes([0, len(key)]) + key + value)
+        out.append(bytes([1, len(key)]) + key)
+    return out
+
+
 def compression_seeds() -> list[bytes]:
     payload = rec.build_batch([rec.Record(value=b"x" * 40)])[rec.BATCH_HEADER_SIZE :] * 3
     return [bytes([codec]) + compression.compress(codec, payload) for codec in range(5)] + [
@@ -511,6 +587,8 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "requests": request_seeds,
     "records": record_seeds,
     "record_bodies": record_body_seeds,
+    "consumer_protocol": consumer_protocol_seeds,
+    "coordinator_records": coordinator_record_seeds,
     "compression": compression_seeds,
     "request_path": request_path_seeds,
 }

@@ -30,6 +30,8 @@ SHORT_RUN_INPUTS = {
     "requests": 3000,
     "records": 3000,
     "record_bodies": 2000,
+    "consumer_protocol": 1000,
+    "coordinator_records": 2000,
     "compression": 2000,
     "request_path": 600,
 }
