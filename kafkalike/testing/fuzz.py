@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import random
 import socket
 import struct
@@ -36,9 +37,10 @@ from typing import Any
 
 import crc32c
 
-from kafkalike.group import consumer_records
+from kafkalike.group import GroupConfig, GroupCoordinator, LogGroupStore, consumer_records
 from kafkalike.group import records as group_records
 from kafkalike.group.classic import subscription_topics
+from kafkalike.log import LogConfig, MemoryLogDirectory, PartitionLog
 from kafkalike.log.coordinator_log import RecordError, encode_versioned
 from kafkalike.protocol import compression
 from kafkalike.protocol import records as rec
@@ -49,7 +51,9 @@ from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.protocol.spec import FieldSpec, MessageSpec, api_specs, load_specs
 from kafkalike.server.registry import load_handlers
 from kafkalike.testing.broker import InProcessBroker
+from kafkalike.txn import TransactionCoordinator, TxnConfig
 from kafkalike.txn import records as txn_records
+from kafkalike.txn.store import LogTxnStore
 
 # Decompression is bounded far below the broker's default so that bombs cost milliseconds here.
 MAX_UNCOMPRESSED_BYTES = 1024 * 1024
@@ -257,6 +261,24 @@ def check_coordinator_records(data: bytes) -> None:
     for decode in (group_records.decode_record, consumer_records.decode_record, txn_records.decode_record):
         with contextlib.suppress(RecordError):
             decode(key, value)
+    # And loaded as a broker loads it at start-up, into coordinators that then take over.
+    groups = GroupCoordinator(GroupConfig(offsets_topic_partitions=1), LogGroupStore(_memory_log), random.Random(0))
+    groups.replay(key, value, _LOAD_MS)
+    groups.on_loaded(_LOAD_MS)
+    groups.poll(_LOAD_MS + 3_600_000)
+    txns = TransactionCoordinator(
+        TxnConfig(state_log_partitions=1), LogTxnStore(_memory_log), itertools.count().__next__
+    )
+    txns.replay(key, value)
+    txns.on_loaded(_LOAD_MS)
+    txns.poll(_LOAD_MS + 3_600_000)
+
+
+_LOAD_MS = 1_700_000_000_000
+
+
+def _memory_log(partition: int) -> tuple[PartitionLog, int]:
+    return PartitionLog.open(MemoryLogDirectory(f"fuzz-{partition}"), LogConfig(), _LOAD_MS), 0
 
 
 # -- compression -----------------------------------------------------------------------------------
