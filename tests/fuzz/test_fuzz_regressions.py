@@ -6,14 +6,22 @@ below pin down what the fixed code does with each.
 
 from __future__ import annotations
 
+import logging
 import struct
 import zlib
 from pathlib import Path
 
 import pytest
 
+from kafkalike.log import LogConfig, MemoryLogDirectory, PartitionLog
+from kafkalike.log.coordinator_log import RecordError
 from kafkalike.protocol import records as rec
 from kafkalike.testing import fuzz
+from kafkalike.txn import TransactionCoordinator, TxnConfig
+from kafkalike.txn import records as txn_records
+from kafkalike.txn.metadata import TxnTransit
+from kafkalike.txn.state import TxnState
+from kafkalike.txn.store import LogTxnStore
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 CASES = sorted(p for p in REGRESSIONS.glob("*/*") if p.is_file())
@@ -50,3 +58,34 @@ def test_legacy_offsets_further_apart_than_an_int32_are_renumbered() -> None:
     kept = rec.convert_legacy_to_v2(_legacy(10, b"a") + _legacy(10 + 2**31 - 1, b"b"))
     ((_, kept_header),) = rec.iter_batches(kept)
     assert (kept_header.base_offset, kept_header.last_offset_delta) == (10, 2**31 - 1)
+
+
+def _transit(producer_id: int, producer_epoch: int, state: TxnState) -> TxnTransit:
+    return TxnTransit(producer_id, -1, -1, producer_epoch, -1, 60_000, state, frozenset({("t", 0)}), 1, 2)
+
+
+@pytest.mark.parametrize(("producer_id", "producer_epoch"), [(7, -32768), (7, -1), (-2594073385365313792, 0)])
+def test_transaction_records_no_transition_could_write_are_skipped_on_load(
+    producer_id: int, producer_epoch: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the coordinator_records target: a PrepareCommit record with a negative producer id
+    or epoch was loaded, and completing it raised IllegalTransition out of ``on_loaded``."""
+    key, value = txn_records.state_record("g", _transit(producer_id, producer_epoch, TxnState.PREPARE_COMMIT))
+    with pytest.raises(RecordError, match="producer id"):
+        txn_records.decode_record(key, value)
+    coordinator = TransactionCoordinator(TxnConfig(state_log_partitions=1), LogTxnStore(_memory_log), lambda: 1)
+    with caplog.at_level(logging.WARNING, "kafkalike.txn"):
+        coordinator.replay(key, value)
+    coordinator.on_loaded(1_000)
+    assert "g" not in coordinator.txns
+    assert "skipping an unreadable record in the transaction state topic" in caplog.text
+
+
+def test_dead_transactions_keep_their_negative_epoch() -> None:
+    key, value = txn_records.state_record("g", _transit(7, -1, TxnState.DEAD))
+    loaded = txn_records.decode_record(key, value)
+    assert loaded is not None and loaded.transit is not None and loaded.transit.producer_epoch == -1
+
+
+def _memory_log(partition: int) -> tuple[PartitionLog, int]:
+    return PartitionLog.open(MemoryLogDirectory(f"txn-{partition}"), LogConfig(), 0), 0
