@@ -33,7 +33,8 @@ SHORT_RUN_INPUTS = {
     "consumer_protocol": 1000,
     "coordinator_records": 2000,
     "compression": 2000,
-    "request_path": 600,
+    "request_path": 400,
+    "request_stream": 200,
 }
 
 

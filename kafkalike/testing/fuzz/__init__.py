@@ -10,8 +10,9 @@ invariant; anything it raises is a finding. The invariants:
 - what clients hand the group and transaction coordinators (``consumer_protocol``,
   ``coordinator_records``): decoded, or refused with ``ProtocolError`` / ``RecordError``, and a
   record loaded at start-up never breaks the coordinator that loads it.
-- the request path (``request_path``): a frame sent to a running broker gets an answer or a
-  closed connection within a bound, and the broker logs no error or traceback. Only requests
+- the request path (``request_path``, ``request_stream``): a frame sent to a running broker gets
+  an answer or a closed connection within a bound, a connection that ends is closed, and the
+  broker logs no error or traceback. Only requests
   that may wait by design (Fetch up to its max wait, JoinGroup and SyncGroup for the rest of
   their group) are let off the bound.
 
@@ -32,7 +33,7 @@ from kafkalike.testing.fuzz.engine import (
     run_one,
     save_crash,
 )
-from kafkalike.testing.fuzz.request_path import RequestPath, check_request_path, stop_request_path
+from kafkalike.testing.fuzz.request_path import RequestPath, check_request_path, check_request_stream, stop_request_path
 from kafkalike.testing.fuzz.seeds import SEED_DIR_FOR, SEEDS, read_corpus, write_seeds
 from kafkalike.testing.fuzz.targets import (
     BROKEN_PATTERN,
@@ -62,6 +63,7 @@ TARGETS: dict[str, Target] = {
         Target("coordinator_records", check_coordinator_records, 2048, "group and transaction records as loaded"),
         Target("compression", check_compression, 4096, "every codec's decoder, and round trips"),
         Target("request_path", check_request_path, 4096, "frames into a running broker over loopback"),
+        Target("request_stream", check_request_stream, 4096, "a raw byte stream into a running broker, then its end"),
     )
 }
 # Not run by default: it exists to show that a run catches what it should.
@@ -96,6 +98,7 @@ __all__ = [
     "check_records",
     "check_request",
     "check_request_path",
+    "check_request_stream",
     "framed_batch",
     "mutate",
     "mutation_run",

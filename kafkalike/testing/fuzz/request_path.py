@@ -9,7 +9,7 @@ import time
 from kafkalike.protocol.api import RequestHeader, encode_request
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.testing.broker import InProcessBroker
-from kafkalike.testing.fuzz.targets import Finding
+from kafkalike.testing.fuzz.targets import Finding, reference_frames
 
 SENTINEL_CORRELATION_ID = 0x5E471E1
 API_VERSIONS_V0 = encode_request(RequestHeader(18, 0, SENTINEL_CORRELATION_ID, "fuzz-sentinel"), {})
@@ -103,6 +103,49 @@ class RequestPath:
                 return None
             splitter.feed(data)
 
+    def check_stream(self, data: bytes) -> None:
+        """Byte 0 sets the size of the pieces the rest is sent in, on a connection of its own,
+        which then ends: the broker answers at most the whole frames in it, then closes."""
+        broker = self.start()
+        errors_before = len(broker.logged_errors)
+        stream, step = data[1:], 1 + (data[0] if data else 0)
+        frames, _ = reference_frames(stream, broker.config.get_int("socket.request.max.bytes"))
+        waits = any(_api_key(f) in WAITING_APIS for f in frames)
+        deadline = time.monotonic() + (self.waiting_s if waits else self.bound_s)
+        answers = 0
+        with socket.create_connection((broker.host, broker.port), timeout=self.bound_s) as sock:
+            try:
+                for start in range(0, len(stream), step):
+                    sock.sendall(stream[start : start + step])
+                sock.shutdown(socket.SHUT_WR)
+                answers = _count_until_closed(sock, deadline)
+            except TimeoutError:
+                if not waits:
+                    raise Finding(f"the connection was not closed within {self.bound_s} s of its end") from None
+            except OSError:
+                pass  # reset by the broker: a close
+        if answers > len(frames):
+            raise Finding(f"{answers} answers to {len(frames)} frames")
+        new_errors = broker.logged_errors[errors_before:]
+        if new_errors:
+            raise Finding("the broker logged:\n" + "\n".join(new_errors))
+
+
+def _count_until_closed(sock: socket.socket, deadline: float) -> int:
+    splitter = FrameSplitter()
+    answers = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        data = sock.recv(1 << 16)
+        if not data:
+            return answers
+        splitter.feed(data)
+        while splitter.next_frame() is not None:
+            answers += 1
+
 
 def _api_key(frame: bytes) -> int | None:
     return struct.unpack_from(">h", frame)[0] if len(frame) >= 2 else None
@@ -115,6 +158,10 @@ def check_request_path(data: bytes) -> None:
     _REQUEST_PATH.check(data)
 
 
+def check_request_stream(data: bytes) -> None:
+    _REQUEST_PATH.check_stream(data)
+
+
 def stop_request_path() -> None:
-    """Stop the broker ``check_request_path`` started, if it did."""
+    """Stop the broker ``check_request_path`` or ``check_request_stream`` started, if one did."""
     _REQUEST_PATH.stop()

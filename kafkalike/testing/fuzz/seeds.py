@@ -177,6 +177,18 @@ def request_path_seeds() -> list[bytes]:
     return produce + request_seeds()
 
 
+def request_stream_seeds() -> list[bytes]:
+    """Requests back to back, whole, cut short, and behind a large or negative size prefix."""
+    frames = [struct.pack(">i", len(f)) + f for f in request_path_seeds()[:4]]
+    stream = b"".join(frames)
+    return [
+        b"\xff" + stream,
+        b"\x00" + stream[:-3],
+        b"\x07" + frames[0] + struct.pack(">i", 200_000) + bytes(100),
+        b"\x10" + frames[1] + struct.pack(">i", -1) + frames[2],
+    ]
+
+
 SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "framing": framing_seeds,
     "requests": request_seeds,
@@ -186,6 +198,7 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "coordinator_records": coordinator_record_seeds,
     "compression": compression_seeds,
     "request_path": request_path_seeds,
+    "request_stream": request_stream_seeds,
 }
 
 

@@ -59,7 +59,7 @@ def _allowed(fn: Callable[..., object], *args: Any, **kwargs: Any) -> object:
 # -- framing ---------------------------------------------------------------------------------------
 
 
-def _reference_frames(stream: bytes, max_frame_bytes: int) -> tuple[list[bytes], bool]:
+def reference_frames(stream: bytes, max_frame_bytes: int) -> tuple[list[bytes], bool]:
     """The whole frames in ``stream``, and whether a size prefix after them is out of range."""
     frames: list[bytes] = []
     pos = 0
@@ -82,7 +82,7 @@ def check_framing(data: bytes, splitter_type: type[FrameSplitter] = FrameSplitte
     max_frame_bytes = int.from_bytes(data[0:2], "big") * (FRAMING_MAX_FRAME_BYTES >> 16)
     step, direct = 1 + data[2] % 61, bool(data[2] & 0x80)
     stream = data[3:]
-    expected, bad_size = _reference_frames(stream, max_frame_bytes)
+    expected, bad_size = reference_frames(stream, max_frame_bytes)
     splitter = splitter_type(max_frame_bytes)
     got: list[bytes] = []
     consumed = 0
