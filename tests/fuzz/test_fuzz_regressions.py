@@ -16,7 +16,9 @@ import pytest
 from kafkalike.log import LogConfig, MemoryLogDirectory, PartitionLog
 from kafkalike.log.coordinator_log import RecordError
 from kafkalike.protocol import records as rec
-from kafkalike.testing import fuzz
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.testing import InProcessBroker, fuzz
+from kafkalike.testing.wire_client import WireClient
 from kafkalike.txn import TransactionCoordinator, TxnConfig
 from kafkalike.txn import records as txn_records
 from kafkalike.txn.metadata import TxnTransit
@@ -89,3 +91,26 @@ def test_dead_transactions_keep_their_negative_epoch() -> None:
 
 def _memory_log(partition: int) -> tuple[PartitionLog, int]:
     return PartitionLog.open(MemoryLogDirectory(f"txn-{partition}"), LogConfig(), 0), 0
+
+
+def test_a_join_listing_one_protocol_twice_completes_and_the_broker_lives() -> None:
+    """Found by the request_path target: the name counted twice for one member looked supported by
+    two members of a group of one, so no protocol was a candidate, and the ValueError from the
+    vote, raised in the group coordinator's timer, stopped the broker's event loop."""
+    join = {
+        "group_id": "dup-protocols",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"a"}, {"name": "range", "metadata": b"b"}],
+        "reason": None,
+    }
+    with InProcessBroker() as broker, WireClient(broker.host, broker.port) as client:
+        first = client.request(11, 7, join)
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        joined = client.request(11, 7, {**join, "member_id": first.member_id})
+        assert (joined.error_code, joined.protocol_name, joined.leader) == (0, "range", first.member_id)
+        assert client.request(18, 0, {}).error_code == 0
+        assert broker.running and not broker.logged_errors
