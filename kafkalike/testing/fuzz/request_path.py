@@ -35,6 +35,9 @@ class RequestPath:
         self.inputs = 0
 
     def start(self) -> InProcessBroker:
+        """The broker, started anew if an earlier input stopped it (that input was the finding)."""
+        if self.broker is not None and not self.broker.running:
+            self.stop()
         if self.broker is None:
             self.broker = InProcessBroker(seed_topics={FUZZ_TOPIC: 2}).start()
         return self.broker
@@ -66,7 +69,7 @@ class RequestPath:
             self._disconnect()
             if not waits:
                 raise Finding(f"no answer and no close within {self.bound_s} s") from None
-            return
+            answers = None
         except OSError:  # reset by the broker: a close
             self._disconnect()
             answers = None
@@ -76,11 +79,7 @@ class RequestPath:
             raise Finding(f"answer carries correlation id {answers[0][:4].hex()}, the request {data[4:8].hex()}")
         if data[4:8] == struct.pack(">i", SENTINEL_CORRELATION_ID):
             self._disconnect()  # its answer may have been taken for the sentinel's
-        new_errors = broker.logged_errors[errors_before:]
-        if new_errors:
-            raise Finding("the broker logged:\n" + "\n".join(new_errors))
-        if not broker.running:
-            raise Finding("the broker stopped")
+        _check_broker(broker, errors_before)
 
     def _read_answers(self, deadline: float) -> list[bytes] | None:
         """The answers up to the sentinel's, or None when the broker closed the connection first."""
@@ -126,9 +125,15 @@ class RequestPath:
                 pass  # reset by the broker: a close
         if answers > len(frames):
             raise Finding(f"{answers} answers to {len(frames)} frames")
-        new_errors = broker.logged_errors[errors_before:]
-        if new_errors:
-            raise Finding("the broker logged:\n" + "\n".join(new_errors))
+        _check_broker(broker, errors_before)
+
+
+def _check_broker(broker: InProcessBroker, errors_before: int) -> None:
+    new_errors = broker.logged_errors[errors_before:]
+    if new_errors:
+        raise Finding("the broker logged:\n" + "\n".join(new_errors))
+    if not broker.running:
+        raise Finding("the broker stopped")
 
 
 def _count_until_closed(sock: socket.socket, deadline: float) -> int:
