@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Coverage-guided fuzzing of kafkalike's parsers and request path (targets: kafkalike/testing/fuzz.py).
+"""Coverage-guided fuzzing of kafkalike's parsers and request path (targets: kafkalike/testing/fuzz/).
 
     scripts/fuzz.py --minutes 5                       # every target, 5 minutes each, with atheris
     scripts/fuzz.py --minutes 30 --target records     # one target
@@ -90,8 +90,7 @@ def run_mutation(name: str, args: argparse.Namespace) -> int:
     target = fuzz.target(name)
     runs = args.runs if args.runs is not None else 10**12
     deadline = time.monotonic() + args.minutes * 60
-    stats = fuzz.RunStats(crashes=[])
-    assert stats.crashes is not None
+    stats = fuzz.RunStats()
     batch_seed = args.seed
     while stats.executions < runs and time.monotonic() < deadline and len(stats.crashes) < args.max_crashes:
         part = fuzz.mutation_run(
@@ -100,7 +99,7 @@ def run_mutation(name: str, args: argparse.Namespace) -> int:
         batch_seed += 1
         stats.executions += part.executions
         stats.seconds += part.seconds
-        stats.crashes += part.crashes or []
+        stats.crashes += part.crashes
     fuzz.stop_request_path()
     for crash in stats.crashes:
         path = fuzz.save_crash(crash, args.work_dir / "crashes")

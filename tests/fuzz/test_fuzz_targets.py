@@ -50,7 +50,7 @@ def seeds(name: str) -> list[bytes]:
 
 def report(stats: fuzz.RunStats, tmp_path: Path) -> str:
     lines = []
-    for crash in stats.crashes or []:
+    for crash in stats.crashes:
         path = fuzz.save_crash(crash, tmp_path)
         lines.append(f"{crash.error}replay: {fuzz.replay_command(crash.target, path)}")
     return "\n".join(lines)

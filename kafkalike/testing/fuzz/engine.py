@@ -7,7 +7,7 @@ import random
 import time
 import traceback
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalike.testing.fuzz.targets import Target
@@ -57,7 +57,7 @@ class Crash:
 class RunStats:
     executions: int = 0
     seconds: float = 0.0
-    crashes: list[Crash] | None = None
+    crashes: list[Crash] = field(default_factory=list)
 
     @property
     def per_second(self) -> float:
@@ -79,8 +79,7 @@ def mutation_run(
     """The seeds, then ``inputs`` mutations of the seeds and of what came before; deterministic per ``rng_seed``."""
     rng = random.Random(rng_seed)
     pool = list(seeds)
-    stats = RunStats(crashes=[])
-    assert stats.crashes is not None
+    stats = RunStats()
     start = time.perf_counter()
     for data in _inputs(pool, rng, inputs, t.max_len):
         stats.executions += 1
