@@ -130,13 +130,13 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        self.supported_protocols.update(name for name, _ in member.protocols)
+        self.supported_protocols.update(_names(member.protocols))
         self.pending_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> ClassicMember | None:
         member = self.members.pop(member_id, None)
         if member is not None:
-            self.supported_protocols.subtract(name for name, _ in member.protocols)
+            self.supported_protocols.subtract(_names(member.protocols))
             if member.group_instance_id is not None:
                 self.static_members.pop(member.group_instance_id, None)
         if self.leader_id == member_id:
@@ -148,9 +148,9 @@ class ClassicGroup:
     def update_member(
         self, member: ClassicMember, protocols: Protocols, rebalance_timeout_ms: int, session_timeout_ms: int
     ) -> None:
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
+        self.supported_protocols.subtract(_names(member.protocols))
         member.protocols = protocols
-        self.supported_protocols.update(name for name, _ in protocols)
+        self.supported_protocols.update(_names(protocols))
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
 
@@ -294,6 +294,12 @@ class ClassicGroup:
         if self.uses_consumer_protocol and self.subscribed_topics is not None and self.state is GroupState.STABLE:
             return lambda offset: offset.commit_timestamp_ms
         return None
+
+
+def _names(protocols: Protocols) -> set[str]:
+    """The protocol names a member supports, each once: a JoinGroup may list one twice, and a
+    name counted twice for one member would look supported by more members than there are."""
+    return {name for name, _ in protocols}
 
 
 def subscription_topics(metadata: bytes) -> list[str] | None:

@@ -174,6 +174,7 @@ _LEGACY_V0_OVERHEAD = 14  # crc, magic, attributes, key and value lengths
 _LEGACY_V1_OVERHEAD = 22  # and the timestamp
 _LEGACY_CRC_START = 16
 _INT32 = struct.Struct(">i")
+_INT32_MAX = 0x7FFFFFFF
 
 
 def iter_batches(
@@ -689,7 +690,7 @@ def convert_legacy_to_v2(
 ) -> bytes:
     """One v2 batch holding the messages of a magic 0/1 message set, as Kafka up-converts them.
 
-    Offsets are kept when they rise strictly, otherwise renumbered from the first. ``compression``
+    Offsets are kept when they rise strictly within an int32 of the first, otherwise renumbered from it. ``compression``
     defaults to the codec the message set used. Magic 0 messages have no timestamp (-1).
     """
     messages = decode_legacy_message_set(buf, max_uncompressed=max_uncompressed)
@@ -700,7 +701,8 @@ def convert_legacy_to_v2(
         compression = wrapper.compression if wrapper is not None else 0
     offsets = [m.offset for m in messages]
     base_offset = offsets[0]
-    if all(b > a for a, b in itertools.pairwise(offsets)):
+    # An offset delta is an int32: offsets further apart than that are renumbered too.
+    if all(b > a for a, b in itertools.pairwise(offsets)) and offsets[-1] - base_offset <= _INT32_MAX:
         deltas = [o - base_offset for o in offsets]
     else:
         deltas = list(range(len(messages)))

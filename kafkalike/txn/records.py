@@ -82,6 +82,12 @@ def _transit(value: bytes) -> TxnTransit:
         state = TxnState.from_id(v.transaction_status)
     except ValueError as exc:
         raise RecordError(f"TransactionLogValue v{version}: {exc}") from exc
+    # Nothing the coordinator writes has these (its transitions refuse them), and a transaction
+    # loaded with them could never be completed: refused here, the loader logs and skips it.
+    if v.producer_id < 0 or (state is not TxnState.DEAD and v.producer_epoch < 0):
+        raise RecordError(
+            f"TransactionLogValue v{version}: producer id {v.producer_id} epoch {v.producer_epoch} in state {state}"
+        )
     partitions = frozenset((p.topic, pid) for p in (v.transaction_partitions or []) for pid in p.partition_ids)
     return TxnTransit(
         producer_id=v.producer_id,
