@@ -20,7 +20,7 @@ from kafkalike.group import records as group_records
 from kafkalike.group.classic import subscription_topics
 from kafkalike.log import LogConfig, MemoryLogDirectory, PartitionLog
 from kafkalike.log.coordinator_log import RecordError
-from kafkalike.protocol import compression
+from kafkalike.protocol import compression, validation
 from kafkalike.protocol import records as rec
 from kafkalike.protocol.api import decode_request, encode_request
 from kafkalike.protocol.codec import schema
@@ -145,6 +145,32 @@ def check_record_blob(blob: bytes) -> None:
                 _check_one_batch(blob, pos, header)
     _allowed(rec.decode_legacy_message_set, blob, partial_ok=True, max_uncompressed=MAX_UNCOMPRESSED_BYTES)
     _allowed(rec.convert_legacy_to_v2, blob, max_uncompressed=MAX_UNCOMPRESSED_BYTES)
+    check_produce_validation(blob)
+
+
+# Topic settings the produce validator is fuzzed under: the default, and the ones that take
+# other paths (compacted keys, LogAppendTime, a recompressing topic, a narrow timestamp window).
+_VALIDATION_SETTINGS = (
+    validation.TopicSettings(max_uncompressed_bytes=MAX_UNCOMPRESSED_BYTES),
+    validation.TopicSettings(
+        compacted=True, log_append_time=True, compression_type="lz4", max_uncompressed_bytes=MAX_UNCOMPRESSED_BYTES
+    ),
+    validation.TopicSettings(
+        timestamp_before_max_ms=1000, timestamp_after_max_ms=1000, max_uncompressed_bytes=MAX_UNCOMPRESSED_BYTES
+    ),
+)
+
+
+def check_produce_validation(blob: bytes) -> None:
+    """The produce path's record validator: a valid batch or RecordsRefused, nothing else."""
+    for api_version in (3, 8, 12):
+        if validation.request_fault(blob, api_version=api_version, topic_exists=True) is not None:
+            continue
+        for settings in _VALIDATION_SETTINGS:
+            with contextlib.suppress(validation.RecordsRefused):
+                validation.validate_produce_records(
+                    bytearray(blob), settings, now_ms=1_700_000_000_000, api_version=api_version, topic_partition="t-0"
+                )
 
 
 def _check_one_batch(blob: bytes, pos: int, header: rec.RecordBatchHeader) -> None:
