@@ -16,6 +16,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import iter_batches, read_batch_header
 from kafkalike.testing.broker import InProcessBroker
 from kafkalike.testing.hostile_batches import ACCEPTED, CASES, HostileCase, valid_batch
+from kafkalike.testing.wire_client import WireClient
 
 PER_PARTITION = [c for c in CASES if not c.whole_request]
 WHOLE_REQUEST = [c for c in CASES if c.whole_request]
@@ -188,3 +189,23 @@ def test_null_records_are_refused_and_the_other_partition_appended(
         )
     bad, good = sorted(answer.responses[0].partition_responses, key=lambda p: p.index)
     assert (bad.error_code, good.error_code, good.base_offset) == (ErrorCode.INVALID_RECORD, 0, 0)
+
+
+@pytest.mark.parametrize("client_id", ["kafkalike-test", "__admin_client"])
+def test_only_the_admin_client_appends_to_an_internal_topic(client_id: str) -> None:
+    # A broker of its own: what the admin client appends stays out of the session's offsets topic.
+    with InProcessBroker() as broker:
+        with broker.client() as client:  # the offsets topic is made on first use
+            client.request(10, 4, {"key_type": 0, "coordinator_keys": ["internal-check"]})
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 10000,
+            "topic_data": [
+                {"name": "__consumer_offsets", "partition_data": [{"index": 0, "records": valid_batch(now_ms())}]}
+            ],
+        }
+        with WireClient(broker.host, broker.port, client_id=client_id) as client:
+            answer = client.request(0, 9, body).responses[0].partition_responses[0]
+    expected = ErrorCode.NONE if client_id == "__admin_client" else ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert answer.error_code == expected

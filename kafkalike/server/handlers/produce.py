@@ -55,6 +55,9 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 log = logging.getLogger("kafkalike.produce")
+# Kafka's Topic.isInternal names; only its own admin tools (this client id) may append to them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+ADMIN_CLIENT_ID = "__admin_client"
 _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -180,7 +183,7 @@ async def _produce_partition(
             raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
         if ctx.broker.faults.is_paused(topic, index):
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
-        if topic.startswith("__") and topic != "__consumer_offsets":
+        if topic in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
         appended = await _append(ctx, state, checked, transactional_id)
     except ProduceError as exc:
