@@ -3,18 +3,15 @@ Kafka's 10,000-record bound (Metadata auto-creating too many: test_auto_create.p
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 import pytest
 
 from compat_tests.differential.conftest import Pair, assert_same, create_topics_body, topic_spec
-from kafkalike.testing.wire_client import WireClient
 
 pytestmark = pytest.mark.differential
 
 NO_CONFIG_LIST = ("topics[].configs",)
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def test_a_million_partitions_in_one_topic(pair: Pair, name: Callable[[str], str]) -> None:
@@ -75,25 +72,21 @@ def test_create_partitions_past_the_limit(pair: Pair, name: Callable[[str], str]
     }
     ak, kl = pair.both(37, 3, body)
     assert_same(ak, kl)
-    # Which of the others fit depends on the order Kafka takes them in (a Java HashSet's).
-    assert {r.name: r.error_code for r in kl.results}[overflows] == -1
+    # Which topic overflows depends on the order Kafka takes them in (a Java HashSet's of the
+    # names, which here end in a random suffix): one of them does.
+    assert -1 in {r.error_code for r in kl.results}
     # Kafka grows the overflowing topic part of the way (the records that fitted); kafkalike
     # leaves it as it was. Only the answers are compared.
 
 
-def test_just_under_the_limit_is_created(pair: Pair, name: Callable[[str], str]) -> None:
-    """Last in this file: ~10,000 partitions keep both brokers busy for a while after."""
-    topic = name("t")
-    body = create_topics_body([topic_spec(topic, 9999)])
-    # kafkalike makes the 9,999 partitions' files before it answers: give it time on a busy disk.
-    with WireClient(pair.kl.host, pair.kl.port, timeout_s=600) as patient:
-        ak, kl = pair.ak.request(19, 7, body), patient.request(19, 7, body)
-        assert_same(ak, kl, NO_CONFIG_LIST)
-        assert kl.topics[0].error_code == 0
-        # The directories go again, so the rest of the session does not carry them.
-        delete = {"topics": [{"name": topic, "topic_id": ZERO_UUID}], "timeout_ms": 30000}
-        ak, kl = pair.ak.request(20, 6, delete), patient.request(20, 6, delete)
-        assert_same(ak, kl)
+def test_just_under_the_limit_is_accepted(pair: Pair, name: Callable[[str], str]) -> None:
+    """validate_only: both brokers run the same bounds without making 9,999 partitions (which
+    would hold tens of thousands of descriptors and keep both busy for the rest of the session;
+    tests/server/test_bulk_topic_changes.py creates the largest operation on kafkalike)."""
+    body = create_topics_body([topic_spec(name("t"), 9999)], validate_only=True)
+    ak, kl = pair.both(19, 7, body)
+    assert_same(ak, kl, NO_CONFIG_LIST)
+    assert kl.topics[0].error_code == 0
 
 
 def _assert_unknown(pair: Pair, names: list[str]) -> None:

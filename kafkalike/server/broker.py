@@ -275,8 +275,11 @@ class Broker:
     def broker_config_problem(self, resource_name: str, dynamic: Mapping[str, str]) -> str | None:
         """``log_config_problem`` for every topic, were ``dynamic`` the broker resource's dynamic
         configs (``""``: the cluster-wide defaults)."""
-        from kafkalike.server.connection_configs import socket_server_problem
+        from kafkalike.server.connection_configs import dynamic_listener_problem, socket_server_problem
 
+        listener_problem = dynamic_listener_problem(dict(dynamic))
+        if listener_problem is not None:
+            return listener_problem
         trial = BrokerConfig(self.config.explicit)
         trial.dynamic_default = dict(self.config.dynamic_default if resource_name else dynamic)
         trial.dynamic_broker = dict(dynamic if resource_name else self.config.dynamic_broker)

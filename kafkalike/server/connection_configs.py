@@ -23,8 +23,8 @@ def parse_per_ip_overrides(text: str) -> dict[str, int]:
     overrides: dict[str, int] = {}
     for pair in re.split(r"\s*,\s*", text) if text else []:
         host, sep, count = pair.rpartition(":")
-        if not sep:
-            raise ValueError(f"{pair!r} is not host:count")
+        if not sep:  # Java's substring(0, lastIndexOf(":")) fails with these words
+            raise ValueError(f"begin 0, end -1, length {len(pair)}")
         try:
             overrides[host.strip()] = int(count.strip())
         except ValueError:
@@ -67,3 +67,18 @@ def socket_server_problem(config: BrokerConfig) -> str | None:
             "responses from timing out"
         )
     return None
+
+
+def dynamic_listener_problem(dynamic: dict[str, str] | None) -> str | None:
+    """What Kafka's listener reconfiguration refuses of a dynamic ``max.connections`` (the static
+    value may be 0, a dynamic one must be positive), in its words; or None."""
+    value = (dynamic or {}).get("max.connections")
+    try:
+        if value is None or int(value) > 0:
+            return None
+    except ValueError:
+        return None  # the type check answers a value that is no number
+    return (
+        "Invalid value org.apache.kafka.common.config.ConfigException: "
+        f"Invalid max.connections {int(value)} for configuration Invalid dynamic configuration"
+    )
