@@ -78,7 +78,12 @@ AUTO_CREATE_QUEUE = 64
 
 
 def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random id as Kafka's ``Uuid.randomUuid`` makes one: never starting with "-", which a
+    command line (``kafka-storage format -t ID``) would read as an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def now_ms() -> int:

@@ -115,7 +115,9 @@ class ApacheKafkaProcess:
         )
         java = java_executable()
         jvm = [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", self._classpath()]
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: "-..." would read as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         formatted = subprocess.run(
             [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
             capture_output=True,

@@ -74,7 +74,13 @@ def test_accept_survives_running_out_of_descriptors(tmp_path: Path) -> None:
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
         assert answered(waiting[1])
         assert answers(first)
-    assert not broker.logged_errors()
+    # Out of descriptors, a background checkpoint may fail too: a storage error, logged and
+    # retried (tests/server/test_disk_errors.py); anything else logged as an error is a failure.
+    assert [line for line in broker.logged_errors() if not is_descriptor_storage_error(line)] == []
+
+
+def is_descriptor_storage_error(line: str) -> bool:
+    return "kafkalike.log.storage: storage error:" in line and "EMFILE" in line
 
 
 def says_once_per_episode(output: list[str]) -> bool:
@@ -93,6 +99,13 @@ def answered(sock: socket.socket) -> bool:
 
 def api_versions_frame() -> bytes:
     return encode_request(RequestHeader(18, 3, 1, "t"), API_VERSIONS_BODY)
+
+
+def test_only_descriptor_storage_errors_are_let_through() -> None:
+    ok = "ERROR kafkalike.log.storage: storage error: checkpoint write in /d failed: EMFILE (Too many open files)"
+    assert is_descriptor_storage_error(ok)
+    assert not is_descriptor_storage_error("ERROR kafkalike.log.storage: storage error: append failed: EIO")
+    assert not is_descriptor_storage_error("ERROR kafkalike.connection: handler for API 18 v3 failed (EMFILE)")
 
 
 def test_the_once_per_episode_check_catches_a_repeated_warning() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 import trio
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
@@ -253,3 +254,14 @@ async def test_versions_below_the_advertised_range_get_unsupported_version(runni
     assert acls.error_code == ErrorCode.UNSUPPORTED_VERSION
     # The connection is still usable afterwards.
     assert (await client.request(18, 3, {})).error_code == 0
+
+
+def test_a_new_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    from kafkalike.server import broker as broker_module
+
+    # 0xF8... encodes to "-" first in URL-safe base64: that one is drawn again, as Kafka's Uuid does.
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" + bytes(15))])
+    monkeypatch.setattr(broker_module.uuid, "uuid4", lambda: next(drawn))
+    assert broker_module._new_cluster_id() == "AQAAAAAAAAAAAAAAAAAAAA"
