@@ -3,6 +3,7 @@
 The inputs are random bytes, random bodies behind a valid header, and valid frames of every
 request (and response) version with bytes flipped, inserted, deleted or overwritten with
 boundary values (0x00, 0x7f, 0x80, 0xff runs that make lengths negative, huge or endless).
+The valid frames come from the fuzz seeds' sampler (``kafkalike.testing.fuzz.seeds.sample_message``).
 Accepted requests must re-encode to a stable canonical form.
 
 ``KAFKALIKE_HYPOTHESIS_PROFILE=thorough`` runs 20,000 examples per test.
@@ -14,54 +15,19 @@ import contextlib
 import os
 import random
 import struct
-import uuid
 from functools import cache
-from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.errors import ProtocolError
-from kafkalike.protocol.spec import FieldSpec, MessageSpec, api_specs
+from kafkalike.protocol.spec import api_specs
+from kafkalike.testing.fuzz.seeds import sample_message
 
 settings.register_profile("fuzz-fast", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fuzz-thorough", settings.get_profile("fuzz-fast"), max_examples=20_000)
 PROFILE = settings.get_profile("fuzz-" + os.environ.get("KAFKALIKE_HYPOTHESIS_PROFILE", "fast"))
-
-INT_WIDTHS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint16": 16, "uint32": 32}
-
-
-def sample(message: MessageSpec, fields: tuple[FieldSpec, ...], version: int, rng: random.Random) -> dict[str, Any]:
-    """A valid value with every field present at ``version`` set, nulls sprinkled in."""
-    out: dict[str, Any] = {}
-    for f in fields:
-        if version not in f.versions:
-            continue
-        if version in f.nullable and rng.random() < 0.2:
-            out[f.name] = None
-            continue
-        items = [element(message, f, version, rng) for _ in range(rng.randint(1, 2))]
-        out[f.name] = items if f.is_array else items[0]
-    return out
-
-
-def element(message: MessageSpec, f: FieldSpec, version: int, rng: random.Random) -> Any:
-    type_ = f.element_type
-    if f.is_struct:
-        return sample(message, f.fields or message.structs[type_].fields, version, rng)
-    if type_ in INT_WIDTHS:
-        bits = INT_WIDTHS[type_]
-        return rng.randrange(2**bits) if type_.startswith("u") else rng.randrange(-(2 ** (bits - 1)), 2 ** (bits - 1))
-    if type_ == "bool":
-        return rng.random() < 0.5
-    if type_ == "float64":
-        return rng.random()
-    if type_ == "uuid":
-        return uuid.UUID(int=rng.getrandbits(128))
-    if type_ == "string":
-        return rng.choice(["t", "topic-é", "グループ", ""])
-    return rng.randbytes(rng.randint(0, 12))
 
 
 @cache
@@ -71,7 +37,7 @@ def request_corpus() -> list[bytes]:
     for spec in api_specs().values():
         message = spec.request
         for version in range(spec.versions.low, (spec.versions.high or 0) + 1):
-            body = sample(message, message.fields, version, rng)
+            body = sample_message(message, message.fields, version, rng)
             header = RequestHeader(spec.key or 0, version, rng.randrange(2**31), rng.choice(["c", None, "клиент"]))
             frames.append(encode_request(header, body)[4:])
     return frames
@@ -84,7 +50,7 @@ def response_corpus() -> list[tuple[int, int, bytes]]:
     for spec in api_specs().values():
         message = spec.response
         for version in range(spec.versions.low, (spec.versions.high or 0) + 1):
-            body = sample(message, message.fields, version, rng)
+            body = sample_message(message, message.fields, version, rng)
             frames.append((spec.key or 0, version, encode_response(spec.key or 0, version, 7, body)[4:]))
     return frames
 
