@@ -5,7 +5,7 @@ No networking and no clock: callers pass ``now_ms``. The broker talks to ``LogMa
 """
 
 from kafkalike.log.cleaner import CleanableLog, LogCleaner
-from kafkalike.log.compaction import CleanerStats, batch_has_null_key
+from kafkalike.log.compaction import CleanerStats
 from kafkalike.log.config import LogConfig
 from kafkalike.log.epoch_cache import LeaderEpochCache
 from kafkalike.log.errors import (
@@ -78,5 +78,4 @@ __all__ = [
     "TransactionIndex",
     "UnknownProducerId",
     "Verdict",
-    "batch_has_null_key",
 ]

@@ -4,8 +4,9 @@ Pure functions over batch bytes; ``cleaner.py`` feeds them batches in log order 
 return. The rules, as Kafka applies them:
 
 - a data record survives when it holds the newest offset the ``OffsetMap`` has for its key, or lies
-  beyond what the map covers; keyless records never survive (they cannot be produced to a compacted
-  topic, see ``batch_has_null_key``);
+  beyond what the map covers; keyless records never survive (produce validation refuses them on a
+  compacted topic, so only a topic made compacted later holds any; ``CleanerStats.invalid_messages``
+  counts them);
 - a tombstone (null value) survives until its batch's delete horizon: the first clean that keeps it
   rewrites the batch with ``base_timestamp`` = now + delete.retention.ms and the DELETE_HORIZON
   attribute bit (KIP-534); a later clean after that time drops it;
@@ -75,15 +76,6 @@ def control_kind(batch: Buffer, header: RecordBatchHeader) -> ControlKind:
     if type_id == ControlRecordType.COMMIT:
         return ControlKind.COMMIT
     return ControlKind.OTHER
-
-
-def batch_has_null_key(buf: Buffer, pos: int, header: RecordBatchHeader) -> bool:
-    """True when a data batch holds a record without a key, which a compacted topic refuses with
-    INVALID_RECORD as Kafka's broker does. Decodes (and decompresses) the batch, so call it only for
-    compacted topics; control batches never count."""
-    if header.is_control:
-        return False
-    return any(record.key is None for record in decode_records(buf, pos, header))
 
 
 def delete_horizon_ms(header: RecordBatchHeader) -> int | None:

@@ -18,9 +18,9 @@ from test_cleaner_support import (
     rows,
 )
 
-from kafkalike.log import LogCleaner, LogConfig, LogManager, batch_has_null_key
+from kafkalike.log import LogCleaner, LogConfig, LogManager
 from kafkalike.log.cleaner import CLEANER_OFFSET_CHECKPOINT, cleanable
-from kafkalike.protocol.records import DELETE_HORIZON_MASK, Record, build_batch, build_end_txn_marker, read_batch_header
+from kafkalike.protocol.records import DELETE_HORIZON_MASK
 
 
 def fill(storage: Storage, count: int = 200, keys: int = 17) -> tuple[object, list[Row]]:
@@ -138,15 +138,6 @@ def test_keyless_records_are_dropped_and_counted(tmp_path: Path) -> None:
     stats = LogCleaner().clean_log(log, 10)
     assert stats.invalid_messages == 1
     assert rows(log) == [(1, b"k", b"v"), (2, b"k2", b"v2"), (3, b"t", b"t")]
-
-
-def test_batch_has_null_key() -> None:
-    keyed = build_batch([Record(key=b"a", value=b"1"), Record(key=b"b", value=None)], compression=1)
-    keyless = build_batch([Record(key=b"a", value=b"1"), Record(key=None, value=b"2")], compression=4)
-    marker = build_end_txn_marker(commit=True, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=0)
-    assert not batch_has_null_key(keyed, 0, read_batch_header(keyed))
-    assert batch_has_null_key(keyless, 0, read_batch_header(keyless))
-    assert not batch_has_null_key(marker, 0, read_batch_header(marker))
 
 
 # ---- tombstones ---------------------------------------------------------------------------------
