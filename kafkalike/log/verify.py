@@ -4,9 +4,12 @@ For every partition directory (``<topic>-<partition>/``, or the one directory gi
 
 - every batch of every ``.log`` segment: framing (a v2 header whose length fits the file), CRC-32C,
   offsets rising across batches and segments and inside the segment's offset range, and the
-  record structure (lengths, varints, headers, record count), decompressing compressed batches
-  with the same bound the broker uses; a segment whose framing breaks is not walked further
-  (recovery would cut it there: the problem says how many bytes that would drop);
+  record structure (lengths, varints, headers, record count) read by produce validation's record
+  walk as produce stored the batch: a compressed batch decompressed with the bound the broker uses
+  and read field by field, as Kafka reads one it keeps as it came, so the record lengths inside it
+  are not checked (Kafka accepts a batch whose lengths lie there); a segment whose framing breaks
+  is not walked further (recovery would cut it there: the problem says how many bytes that would
+  drop);
 - the ``.index`` entries (rising, each at the start of a batch whose last offset it names), the
   ``.timeindex`` entries (rising, inside the segment, no timestamp above what the batches up to
   the entry's offset hold) and the ``.txnindex`` entries (rising, inside the segment);
@@ -42,8 +45,8 @@ from kafkalike.log.partition_log import PARTITION_METADATA
 from kafkalike.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from kafkalike.log.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_header
 from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
-from kafkalike.protocol.errors import ProtocolError
-from kafkalike.protocol.records import BATCH_HEADER_SIZE, RecordBatchHeader, batch_crc_ok, decode_records
+from kafkalike.protocol.records import BATCH_HEADER_SIZE, RecordBatchHeader, batch_crc_ok
+from kafkalike.protocol.validation import RecordsRefused, check_stored_batch
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -80,11 +83,12 @@ class Report:
 
 
 def check_records(buf: memoryview, position: int, header: RecordBatchHeader) -> str | None:
-    """Why the batch's records do not parse, or None. The one call site of the record walk, so a
-    faster validator can take its place."""
+    """Why the records of the batch at ``position`` do not read, or None: produce validation's
+    record walk over the batch as it is stored (``check_stored_batch``), so what produce accepted
+    passes here and one definition of a well-formed batch serves both."""
     try:
-        decode_records(buf, position, header)
-    except ProtocolError as exc:
+        check_stored_batch(buf[position : position + header.size], header)
+    except RecordsRefused as exc:
         return str(exc)
     return None
 

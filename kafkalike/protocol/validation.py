@@ -145,6 +145,23 @@ def validate_produce_records(
     return _validate_records(batch, header, settings, now_ms, topic_partition)
 
 
+# What a stored batch is read with: no topic policy (key, timestamp range) applies any more.
+_STORED = TopicSettings(timestamp_after_max_ms=LONG_MAX)
+
+
+def check_stored_batch(batch: memoryview, header: RecordBatchHeader) -> None:
+    """The records of a batch already in a log (``batch`` holds it alone, its CRC checked), read
+    with the walk produce validation reads them with, as produce stored them: an uncompressed batch
+    record by record, lengths checked; a compressed one as the decompressed stream Kafka keeps,
+    field by field (its record lengths unread). Raises ``RecordsRefused`` with the walk's reason
+    for the first fault. The header checks of a produced batch do not apply: the log holds
+    control batches, and batches that compaction emptied or thinned."""
+    if header.compression not in _compression.CODEC_NAMES:
+        raise RecordsRefused(ErrorCode.UNKNOWN_SERVER_ERROR, f"unknown compression codec {header.compression}")
+    mode = _walk.MODE_BUFFER if header.compression == _compression.NONE else _walk.MODE_STREAM_PARTIAL
+    _walk_batch(batch, header, _STORED, 0, mode)
+
+
 _UNEXPECTED = "The server experienced an unexpected error when processing the request."
 
 
@@ -446,6 +463,7 @@ __all__ = [
     "TopicSettings",
     "ValidBatch",
     "check_request_records",
+    "check_stored_batch",
     "request_fault",
     "validate_produce_records",
 ]
