@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,14 +33,27 @@ def make_config(tmp_path: Path, **overrides: str) -> BrokerConfig:
     return BrokerConfig(values)
 
 
-@pytest.fixture
-async def running(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[RunningBroker]:
-    broker = Broker(make_config(tmp_path))
+@asynccontextmanager
+async def serving(tmp_path: Path, **overrides: str) -> AsyncIterator[RunningBroker]:
+    """A broker on a loopback port with ``overrides`` (``make_config``'s), serving until the block
+    ends; then its clients are closed and it is closed. Again on the same ``tmp_path``: a restart."""
+    broker = Broker(make_config(tmp_path, **overrides))
     broker.open()
-    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    running = RunningBroker(broker, host, port)
-    yield running
-    for client in running.clients:
-        await client.aclose()
-    nursery.cancel_scope.cancel()
-    broker.close()
+    try:
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+            running = RunningBroker(broker, host, port)
+            try:
+                yield running
+            finally:
+                for client in running.clients:
+                    await client.aclose()
+                nursery.cancel_scope.cancel()
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[RunningBroker]:
+    async with serving(tmp_path) as running:
+        yield running

@@ -8,8 +8,6 @@ import logging
 import select
 import struct
 import tracemalloc
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -17,34 +15,17 @@ import trio
 import trio.testing
 
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import Broker
 from kafkalike.server.config import BrokerConfig, validate_value
 from kafkalike.server.connection import IdleConnections, _Socket
 from kafkalike.server.faults import Fault
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_config_docs import BROKER, DYNAMIC_BROKER, _describe, _set
 from tests.server.test_zero_copy_paths import batches, create, produce_body
 
 API_VERSIONS = 18
 PRODUCE = 0
 METADATA = 3
-
-
-@asynccontextmanager
-async def broker_with(tmp_path: Path, **configs: str) -> AsyncIterator[RunningBroker]:
-    broker = Broker(make_config(tmp_path, **configs))
-    broker.open()
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        running = RunningBroker(broker, host, port)
-        try:
-            yield running
-        finally:
-            for client in running.clients:
-                await client.aclose()
-            nursery.cancel_scope.cancel()
-            broker.close()
 
 
 async def answers(client: AsyncWireClient) -> bool:
@@ -109,7 +90,7 @@ async def test_a_frame_announcing_100_mib_costs_what_arrived(running: RunningBro
 
 
 async def test_a_frame_above_socket_request_max_bytes_closes_the_connection(tmp_path: Path) -> None:
-    async with broker_with(tmp_path, socket_request_max_bytes="1000") as running:
+    async with serving(tmp_path, socket_request_max_bytes="1000") as running:
         async with await trio.open_tcp_stream(running.host, running.port) as stream:
             await stream.send_all(struct.pack(">i", 1001) + b"x" * 100)
             assert await closed_by_broker(stream)
@@ -123,7 +104,7 @@ async def test_max_connections_per_ip_closes_the_next_connection(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "kafkalike.listener")
-    async with broker_with(tmp_path, max_connections_per_ip="2") as running:
+    async with serving(tmp_path, max_connections_per_ip="2") as running:
         first, second = await running.client(), await running.client()
         assert await answers(first) and await answers(second)
         async with await trio.open_tcp_stream(running.host, running.port) as third:
@@ -147,7 +128,7 @@ async def test_max_connections_per_ip_closes_the_next_connection(
 
 async def test_per_ip_overrides(tmp_path: Path) -> None:
     configs = {"max_connections_per_ip": "1", "max_connections_per_ip_overrides": "127.0.0.2:3, localhost:0"}
-    async with broker_with(tmp_path, **configs) as running:
+    async with serving(tmp_path, **configs) as running:
         # localhost resolves to 127.0.0.1: no connection from there at all.
         async with await trio.open_tcp_stream(running.host, running.port) as refused:
             assert await closed_by_broker(refused)
@@ -162,7 +143,7 @@ async def test_per_ip_overrides(tmp_path: Path) -> None:
 
 
 async def test_max_connections_waits_for_a_slot(tmp_path: Path) -> None:
-    async with broker_with(tmp_path, max_connections="2") as running:
+    async with serving(tmp_path, max_connections="2") as running:
         first, second = await running.client(), await running.client()
         assert await answers(first) and await answers(second)
         # Kafka's acceptor waits for a free slot: the third connection is not accepted (it waits
@@ -182,7 +163,7 @@ async def test_max_connections_waits_for_a_slot(tmp_path: Path) -> None:
 
 
 async def test_raising_max_connections_at_run_time_lets_waiting_connections_in(tmp_path: Path) -> None:
-    async with broker_with(tmp_path, max_connections="1") as running:
+    async with serving(tmp_path, max_connections="1") as running:
         first = await running.client()
         assert await answers(first)
         second = await running.client()
@@ -199,7 +180,7 @@ async def test_raising_max_connections_at_run_time_lets_waiting_connections_in(t
 async def test_idle_connection_is_closed_after_connections_max_idle_ms(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with broker_with(tmp_path) as running:  # Kafka's default: 10 minutes
+    async with serving(tmp_path) as running:  # Kafka's default: 10 minutes
         idle, busy = await running.client(), await running.client()
         assert await answers(idle) and await answers(busy)
         started = trio.current_time()
@@ -223,7 +204,7 @@ async def test_idle_connection_is_closed_after_connections_max_idle_ms(
 async def test_negative_connections_max_idle_ms_keeps_idle_connections(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with broker_with(tmp_path, connections_max_idle_ms="-1") as running:
+    async with serving(tmp_path, connections_max_idle_ms="-1") as running:
         idle = await running.client()
         assert await answers(idle)
         await trio.sleep(3600)
@@ -270,7 +251,7 @@ async def test_queued_max_request_bytes_makes_large_requests_wait(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     limits = {"socket_request_max_bytes": "300000", "queued_max_request_bytes": "300000"}
-    async with broker_with(tmp_path, **limits) as running:
+    async with serving(tmp_path, **limits) as running:
         await create(await running.client(), "big", 1)
         records = batches(40, 5000, 1)  # ~200 KB requests: two fit at once (the pool is not strict)
         running.broker.faults.add(Fault(PRODUCE, delay_s=1.0))  # each one is handled for a while
@@ -288,7 +269,7 @@ async def test_queued_max_request_bytes_makes_large_requests_wait(
 async def test_without_queued_max_request_bytes_requests_do_not_wait(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with broker_with(tmp_path, socket_request_max_bytes="300000") as running:
+    async with serving(tmp_path, socket_request_max_bytes="300000") as running:
         await create(await running.client(), "big", 1)
         running.broker.faults.add(Fault(PRODUCE, delay_s=1.0))
         started = trio.current_time()
@@ -301,7 +282,7 @@ async def test_a_request_waiting_in_its_handler_holds_memory_only_if_it_is_a_pro
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     limits = {"socket_request_max_bytes": "300000", "queued_max_request_bytes": "300000"}
-    async with broker_with(tmp_path, **limits) as running:
+    async with serving(tmp_path, **limits) as running:
         pool = running.broker.request_memory
         assert pool is not None
         await create(await running.client(), "big", 1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,28 +13,12 @@ from kafkalike.protocol.codec import Message, schema
 from kafkalike.protocol.errors import ErrorCode as E
 from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, make_config, serving
 from tests.server.test_broker_basics import _create
 
 FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 10, 11, 12, 13, 14, 15, 16
 OFFSET_COMMIT, OFFSET_FETCH, DELETE_GROUPS, OFFSET_DELETE = 8, 9, 42, 47
 FAST = {"group_initial_rebalance_delay_ms": "100", "offsets_topic_num_partitions": "5"}
-
-
-@asynccontextmanager
-async def serving(tmp_path: Path, **overrides: str) -> AsyncIterator[RunningBroker]:
-    broker = Broker(make_config(tmp_path, **overrides))
-    broker.open()
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        running = RunningBroker(broker, host, port)
-        try:
-            yield running
-        finally:
-            for client in running.clients:
-                await client.aclose()
-            nursery.cancel_scope.cancel()
-    broker.close()
 
 
 async def connect(running: RunningBroker, client_id: str) -> AsyncWireClient:

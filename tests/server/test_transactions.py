@@ -4,8 +4,7 @@ APIs, transactional produce, read_committed fetches, transactional offsets, rest
 from __future__ import annotations
 
 import heapq
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,10 @@ from kafkalike.group import OFFSETS_TOPIC
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode as E
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
 from kafkalike.txn import TRANSACTION_STATE_TOPIC
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker
+from tests.server.conftest import serving as serving_with
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, INIT_PID = 0, 1, 2, 9, 10, 22
@@ -27,20 +26,9 @@ DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
 SMALL = {"transaction_state_log_num_partitions": "3", "offsets_topic_num_partitions": "3"}
 
 
-@asynccontextmanager
-async def serving(tmp_path: Path, **overrides: str) -> AsyncIterator[RunningBroker]:
-    broker = Broker(make_config(tmp_path, **{**SMALL, **overrides}))
-    broker.open()
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        running = RunningBroker(broker, host, port)
-        try:
-            yield running
-        finally:
-            for client in running.clients:
-                await client.aclose()
-            nursery.cancel_scope.cancel()
-    broker.close()
+def serving(tmp_path: Path, **overrides: str) -> AbstractAsyncContextManager[RunningBroker]:
+    """The shared broker context, with few coordinator partitions unless ``overrides`` say otherwise."""
+    return serving_with(tmp_path, **{**SMALL, **overrides})
 
 
 class Producer:
