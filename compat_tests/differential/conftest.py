@@ -13,6 +13,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,11 +184,12 @@ def wait_ready(side: Side, topic: str, partitions: int, timeout_s: float = 30.0)
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="session")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    work = tmp_path_factory.mktemp("differential")
-    ak = ApacheKafkaProcess(Path(AK_LIB), work / "apache-kafka", SETTINGS)
-    kl = BrokerProcess(work / "kafkalike", [f"{k}={v}" for k, v in SETTINGS.items()])
+@contextmanager
+def running_pair(work: Path, settings: Mapping[str, str], name: str = "differential") -> Iterator[Pair]:
+    """Both brokers with the same ``settings``, data under ``work``, stopped when the block ends;
+    ``name`` names their logs, which scripts/compat.py keeps with its own."""
+    ak = ApacheKafkaProcess(Path(AK_LIB), work / "apache-kafka", settings)
+    kl = BrokerProcess(work / "kafkalike", [f"{k}={v}" for k, v in settings.items()])
     ak.start()
     try:
         kl.start()
@@ -204,10 +206,16 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
                 kl.stop()
     finally:
         ak.stop()
-        if LOG_DIR:  # scripts/compat.py keeps both brokers' logs with its own
+        if LOG_DIR:
             Path(LOG_DIR).mkdir(parents=True, exist_ok=True)
-            (Path(LOG_DIR) / "differential-apache-kafka.log").write_text("".join(ak.output))
-            (Path(LOG_DIR) / "differential-kafkalike.log").write_text("".join(kl.output))
+            (Path(LOG_DIR) / f"{name}-apache-kafka.log").write_text("".join(ak.output))
+            (Path(LOG_DIR) / f"{name}-kafkalike.log").write_text("".join(kl.output))
+
+
+@pytest.fixture(scope="session")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with running_pair(tmp_path_factory.mktemp("differential"), SETTINGS) as pair:
+        yield pair
 
 
 @pytest.fixture

@@ -5,40 +5,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB, Pair, Side, assert_same
-from kafkalike.testing.apache_kafka import ApacheKafkaProcess
-from kafkalike.testing.process import BrokerProcess
-from kafkalike.testing.wire_client import WireClient
+from compat_tests.differential.conftest import SETTINGS, Pair, Side, assert_same, running_pair
 
 pytestmark = pytest.mark.differential
 
 
 @pytest.fixture(scope="module")
 def auto_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    settings = {"auto.create.topics.enable": "true", "num.partitions": "1"}
-    work = tmp_path_factory.mktemp("differential-auto")
-    ak = ApacheKafkaProcess(Path(AK_LIB), work / "apache-kafka", settings)
-    kl = BrokerProcess(work / "kafkalike", [f"{k}={v}" for k, v in settings.items()])
-    ak.start()
-    try:
-        kl.start()
-        try:
-            pair = Pair(
-                Side("Apache Kafka", ak.host, ak.port, WireClient(ak.host, ak.port)),
-                Side("kafkalike", kl.host, kl.port, WireClient(kl.host, kl.port)),
-            )
-            yield pair
-            pair.ak.client.close()
-            pair.kl.client.close()
-        finally:
-            kl.stop()
-    finally:
-        ak.stop()
+    settings = {**SETTINGS, "auto.create.topics.enable": "true"}
+    with running_pair(tmp_path_factory.mktemp("differential-auto"), settings, "differential-auto") as pair:
+        yield pair
 
 
 def _metadata(names: list[str]) -> dict[str, Any]:
