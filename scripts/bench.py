@@ -90,6 +90,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     if sum([args.reference == "kafka", bool(args.bootstrap), bool(args.baseline_tree)]) > 1:
         parser.error("--reference=kafka, --bootstrap and --baseline-tree each name a reference; pick one")
+    if args.baseline_tree and not (args.baseline_tree / "kafkalike" / "__init__.py").is_file():
+        parser.error(f"--baseline-tree {args.baseline_tree} holds no kafkalike package")
     return args
 
 

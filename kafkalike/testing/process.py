@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 READY = re.compile(r"kafkalike ready on (\S+):(\d+)")
@@ -38,11 +38,18 @@ class BrokerProcess:
         port: int = 0,
         ready_timeout_s: float = 60.0,
         args: Iterable[str] = (),
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        """``args``: more ``kafkalike serve`` arguments (``--config FILE`` ...)."""
-        self.data_dir = Path(data_dir)
+        """``args``: more ``kafkalike serve`` arguments (``--config FILE`` ...). ``cwd``: the
+        broker's working directory (this process's by default), which ``python -m`` puts first
+        on the broker's import path; ``env``: variables set for the broker on top of this
+        process's environment (``PYTHONPATH`` names the tree whose kafkalike it runs)."""
+        self.data_dir = Path(data_dir).absolute()  # the same directory whatever ``cwd`` is
         self.overrides = list(overrides)
         self.args = list(args)
+        self.cwd = cwd
+        self.env = dict(env or {})
         self.port = port
         self.ready_timeout_s = ready_timeout_s
         self.proc: subprocess.Popen[str] | None = None
@@ -62,7 +69,8 @@ class BrokerProcess:
         """The output lines from line ``since`` on that report an error or a traceback."""
         return [line for line in self.output[since:] if BROKER_ERROR.search(line)]
 
-    def start(self) -> BrokerProcess:
+    def command(self) -> list[str]:
+        """The broker's command line."""
         args = [
             sys.executable,
             "-m",
@@ -75,9 +83,21 @@ class BrokerProcess:
         ]
         for item in self.overrides:
             args += ["--override", item]
-        args += self.args
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        return args + self.args
+
+    def environment(self) -> dict[str, str]:
+        """The broker's environment: this process's, with ``env`` set."""
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+
+    def start(self) -> BrokerProcess:
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=self.cwd,
+            env=self.environment(),
+        )
         lines: queue.Queue[str | None] = queue.Queue()
         self._drainer = threading.Thread(target=self._drain, args=(self.proc, lines), daemon=True)
         self._drainer.start()

@@ -29,6 +29,8 @@ from kafkalike.testing.process import BrokerProcess
 from kafkalike.testing.wire_client import WireClient
 
 METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False}
+# The checkout this benchmark belongs to: the kafkalike a broker runs unless told another tree.
+THIS_TREE = Path(__file__).resolve().parents[2]
 # The settings both brokers run with (Apache Kafka's defaults otherwise).
 COMMON_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false"}
 # kafka-server-start.sh / kafka-run-class.sh defaults.
@@ -109,18 +111,28 @@ def _files_under(root: Path) -> list[Path]:
 
 
 class KafkalikeBroker(Broker):
-    """``source``: run the kafkalike package of another checkout (e.g. the code before a change),
-    under the name ``name``."""
+    """The kafkalike package of this checkout, or of ``source``, another checkout (e.g. the code
+    before a change), under the name ``name``.
+
+    Each broker starts in its own work directory with ``PYTHONPATH`` naming its tree: ``python -m``
+    puts the working directory first on the import path, so a broker started in a checkout would
+    run that checkout's package whatever ``PYTHONPATH`` says (a baseline measured as this tree).
+    """
 
     name = "kafkalike"
 
     def __init__(
         self, work_dir: Path, overrides: dict[str, str] | None = None, source: Path | None = None, name: str = ""
     ) -> None:
-        self.work_dir = work_dir
+        self.work_dir = work_dir.absolute()
         self.overrides = {**COMMON_OVERRIDES, **(overrides or {})}
-        self.proc = BrokerProcess(work_dir / "data", [f"{k}={v}" for k, v in self.overrides.items()])
-        self.source = source
+        self.tree = (source or THIS_TREE).resolve()
+        self.proc = BrokerProcess(
+            self.work_dir / "data",
+            [f"{k}={v}" for k, v in self.overrides.items()],
+            cwd=self.work_dir,
+            env={"PYTHONPATH": str(self.tree)},
+        )
         self.name = name or self.name
 
     def quiet(self, deadline_s: float = 30.0) -> None:
@@ -136,18 +148,8 @@ class KafkalikeBroker(Broker):
 
     def start(self) -> float:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        saved = os.environ.get("PYTHONPATH")
-        if self.source is not None:  # BrokerProcess passes this process's environment on
-            os.environ["PYTHONPATH"] = str(self.source)
         started = time.monotonic()
-        try:
-            self.proc.start()
-        finally:
-            if self.source is not None:
-                if saved is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
-                    os.environ["PYTHONPATH"] = saved
+        self.proc.start()
         metadata_answer(self.proc.host, self.proc.port, False, started + 60)
         elapsed = time.monotonic() - started
         assert self.proc.proc is not None
