@@ -51,6 +51,7 @@ __all__ = [
     "ConfigType",
     "Scope",
     "config_type",
+    "declared_int",
     "is_topic_config",
     "list_items",
     "synonym_group",
@@ -93,6 +94,14 @@ def synonym_group(name: str) -> tuple[str, ...]:
     """The broker configs that are one setting in different units, finest first
     (``log.retention.ms``, ``.minutes``, ``.hours``); ``(name,)`` for a config that has none."""
     return _SYNONYM_GROUPS.get(name, (name,))
+
+
+def declared_int(name: str) -> int:
+    """The declared default of integer config ``name``, for the settings objects that carry it
+    (``LogConfig``, the coordinators' configs) to default to."""
+    default = DECLARED[name].default_value()
+    assert isinstance(default, int) and not isinstance(default, bool), name
+    return default
 
 
 def is_topic_config(name: str) -> bool:

@@ -218,7 +218,7 @@ class BrokerConfig:
 
     @property
     def log_dirs(self) -> list[Path]:
-        dirs = self.get("log.dirs") or self.get("log.dir") or "./kafkalike-data"
+        dirs = self.get("log.dirs") or self.get("log.dir") or DECLARED["log.dir"].default or ""
         return [Path(d.strip()) for d in dirs.split(",") if d.strip()]
 
     def topic_default(self, name: str) -> str | None:
