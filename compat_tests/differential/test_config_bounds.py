@@ -1,16 +1,18 @@
 """Every declared config at its boundaries, kafkalike against Apache Kafka: the same error code and
 the same error message, word for word.
 
-The configs come from kafkalike's declarations (TOPIC_CONFIGS, BROKER_CONFIGS), so a config added
-there is covered here without more code. The values come from both sides' bounds: kafkalike's
-(``_AT_LEAST``, ``_BETWEEN``, ``_CHOICES``...) and Kafka's own ConfigDef validators, read from the
-jars by ConfigDefOracle.java: min-1, min, max, max+1, a number past the type's range, a word where
-a number belongs, each enum value and a bad one.
+The configs come from kafkalike's declarations (``kafkalike.configs``), so a config added there is
+covered here without more code. The values come from both sides' bounds: kafkalike's validators
+(``Between``, ``OneOf``...) and Kafka's own ConfigDef validators, read from the jars by
+ConfigDefOracle.java: min-1, min, max, max+1, a number past the type's range, a word where a number
+belongs, each enum value and a bad one. Every declared default is Kafka's, where kafkalike does
+not differ on purpose (``OWN_DEFAULTS``).
 
 - topic configs: CreateTopics (validate_only) and IncrementalAlterConfigs on a topic;
 - dynamic broker configs: IncrementalAlterConfigs on the broker resource (validate_only);
-- static broker configs, whose bounds Kafka checks only at start-up: kafkalike's check against
-  what Kafka's ConfigDef says of the same value (no second JVM broker started per value).
+- static broker configs, whose bounds Kafka checks only at start-up, and the configs declared
+  before kafkalike implements them: kafkalike's check against what Kafka's ConfigDef says of the
+  same value (no second JVM broker started per value).
 
 The topic config segment.bytes takes 1048576 and up, as in Kafka 4.1+ (KIP-1030); the 4.0.2 broker
 compared here still takes 14 and up. Below 1048576 the comparison expects kafkalike to refuse with
@@ -23,7 +25,8 @@ from __future__ import annotations
 import re
 import subprocess
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,8 @@ from compat_tests.differential.conftest import (
     refused_since_4_1,
     topic_spec,
 )
-from kafkalike.server import config as declared
+from kafkalike.configs import BROKER_CONFIGS, DECLARED, INTERNAL_SEGMENT_BYTES, TOPIC_CONFIGS, ConfigKey
+from kafkalike.configs.declaration import Between, BetweenOr, OneOf
 from kafkalike.testing.apache_kafka import java_executable
 
 pytestmark = pytest.mark.differential
@@ -56,6 +60,24 @@ DELIBERATE = {
 STATIC_HERE = {"listeners": "Kafka adds and removes listeners at run time; kafkalike binds them once, at start-up"}
 # kafkalike's own configs, which Apache Kafka does not have.
 KAFKALIKE_ONLY = {"cluster.id": "Kafka takes the cluster id from kafka-storage format; kafkalike may take it here"}
+# Declared defaults that differ from Kafka's on purpose, and why.
+SINGLE_NODE = "1, as in the server.properties Kafka ships for a single node (Kafka's built-in default needs 3 brokers)"
+OWN_DEFAULTS = {
+    "node.id": "a single node runs without a configured id, as node 1 (Kafka requires one)",
+    "process.roles": "a node is broker and controller unless told otherwise (Kafka requires the roles)",
+    "listeners": "loopback only unless told otherwise (Kafka listens on every address)",
+    "log.dir": "a directory beside the working directory rather than under /tmp",
+    "offsets.topic.replication.factor": SINGLE_NODE,
+    "transaction.state.log.replication.factor": SINGLE_NODE,
+    "transaction.state.log.min.isr": SINGLE_NODE,
+}
+# Kafka 4.1+'s configs, which the 4.0.2 jars compared here do not declare.
+SINCE_4_1 = {INTERNAL_SEGMENT_BYTES}
+# Values worth trying beyond the bounds, for validators that parse a format.
+FORMAT_VALUES = {
+    "controller.quorum.voters": ["1@localhost:9093,2@[::1]:9094", "1@localhost", "x@h:1", "@h:1", "1@a:1@b:2", "1@"],
+    "controller.quorum.bootstrap.servers": ["localhost:9093,[::1]:9094", "localhost", "h:1,nowhere"],
+}
 
 
 def oracle(lines: Iterable[str]) -> list[str]:
@@ -84,12 +106,26 @@ def _kafka_choices(validator: str) -> list[str]:
     return match.group(1).split(", ") if match else []
 
 
+def _declared_minimum(key: ConfigKey) -> int | None:
+    bounds = key.validator
+    if isinstance(bounds, Between) and isinstance(bounds.minimum, int):
+        return bounds.minimum
+    return bounds.minimum if isinstance(bounds, BetweenOr) else None
+
+
+def _declared_choices(key: ConfigKey) -> tuple[str, ...]:
+    choices = key.validator
+    return choices.choices if isinstance(choices, OneOf) and not choices.any_case else ()
+
+
 def boundary_values(name: str, type_: str, kafka_validator: str) -> list[str]:
     """The values worth trying for one config, from both sides' declared bounds."""
-    values: list[str] = []
+    key = DECLARED[name]
+    values: list[str] = list(FORMAT_VALUES.get(name, ()))
     if type_ in TYPE_LIMITS:
         limit = TYPE_LIMITS[type_]
-        lows = {-limit, declared._AT_LEAST.get(name, -limit)}
+        minimum = _declared_minimum(key)
+        lows = {-limit, -limit if minimum is None else minimum}
         highs = {limit - 1}
         for low, high in _kafka_bounds(kafka_validator):
             lows |= {int(low)} if low else set()
@@ -102,12 +138,13 @@ def boundary_values(name: str, type_: str, kafka_validator: str) -> list[str]:
             values.append(str(number))
         values += ["12abc", "1.5"]
     elif type_ == "double":
-        low, high = declared._BETWEEN.get(name, (0.0, 1.0))
+        bounds = key.validator if isinstance(key.validator, Between) else Between(0.0, 1.0)
+        low, high = float(bounds.minimum or 0.0), float(1.0 if bounds.maximum is None else bounds.maximum)
         values += [str(v) for v in (low - 0.25, low, high, high + 0.25)] + ["0.5x", "NaN"]
     elif type_ == "boolean":
         values += ["true", "false", "TRUE", "yes", ""]
     else:
-        choices = sorted(set(declared._CHOICES.get(name, ())) | set(_kafka_choices(kafka_validator)))
+        choices = sorted(set(_declared_choices(key)) | set(_kafka_choices(kafka_validator)))
         values += [*choices, "bogus", ""]
         if type_ == "list" and choices:
             values += [",".join(choices), f"{choices[0]},bogus", f" {choices[0]} ", f"{choices[0]},{choices[0]}"]
@@ -124,8 +161,8 @@ def _kafka_type(answer: str) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def kafka_declarations() -> dict[tuple[str, str], tuple[str, str]]:
     """(kind, name) -> (Kafka's type, Kafka's validator) for every config kafkalike declares."""
-    asked = [("topic", name) for name in declared.TOPIC_CONFIGS] + [
-        ("broker", name) for name in declared.BROKER_CONFIGS
+    asked = [("topic", name) for name in TOPIC_CONFIGS] + [
+        ("broker", name) for name, key in DECLARED.items() if key.on_broker
     ]
     answers = oracle(f"{kind}\t{name}" for kind, name in asked)
     return {key: _kafka_type(answer) for key, answer in zip(asked, answers, strict=True)}
@@ -134,7 +171,7 @@ def kafka_declarations() -> dict[tuple[str, str], tuple[str, str]]:
 def _cases(kind: str, kafka: dict[tuple[str, str], tuple[str, str]], name: str, found: list[str]) -> list[str]:
     """The values to try; a config whose declaration differs from Kafka's is a difference too."""
     ak_type, validator = kafka[(kind, name)]
-    ours = declared.config_type(name)
+    ours = DECLARED[name].type
     if ak_type == "?":
         found.append(f"{name}: Apache Kafka declares no such {kind} config")
         return []
@@ -206,7 +243,7 @@ def alter_body(resource_type: int, resource_name: str, config: str, value: str) 
     }
 
 
-@pytest.mark.parametrize("config", sorted(declared.TOPIC_CONFIGS))
+@pytest.mark.parametrize("config", sorted(TOPIC_CONFIGS))
 def test_a_topic_config_at_its_bounds(
     pair: Pair, topic: str, name: Callable[[str], str], kafka_declarations: Any, config: str
 ) -> None:
@@ -222,8 +259,12 @@ def test_a_topic_config_at_its_bounds(
     assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
 
 
-DYNAMIC_BROKER_CONFIGS = sorted(n for n, d in declared.BROKER_CONFIGS.items() if not d.read_only)
-STATIC_BROKER_CONFIGS = sorted(n for n, d in declared.BROKER_CONFIGS.items() if d.read_only and n not in KAFKALIKE_ONLY)
+DYNAMIC_BROKER_CONFIGS = sorted(n for n, d in BROKER_CONFIGS.items() if d.dynamic)
+# Checked by their declaration alone: the read-only ones, and those kafkalike does not implement yet
+# (which a broker refuses as unknown whatever their value).
+STATIC_BROKER_CONFIGS = sorted(
+    n for n, d in DECLARED.items() if d.on_broker and (not d.dynamic or not d.implemented) and n not in KAFKALIKE_ONLY
+)
 
 
 @pytest.mark.parametrize("config", DYNAMIC_BROKER_CONFIGS)
@@ -243,7 +284,7 @@ def test_static_broker_configs_at_their_bounds(kafka_declarations: Any) -> None:
     cases = [(n, value) for n in STATIC_BROKER_CONFIGS for value in _cases("broker", kafka_declarations, n, found)]
     answers = oracle(f"broker\t{name}\t{value}" for name, value in cases)
     for (name, value), ak in zip(cases, answers, strict=True):
-        kl = declared.validate_value(name, value) or "ok"
+        kl = DECLARED[name].validate(value) or "ok"
         if kl != ak:
             found.append(f"{name}={value!r}: Apache Kafka {ak!r}, kafkalike {kl!r}")
     assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
@@ -296,8 +337,9 @@ def test_a_difference_is_reported() -> None:
 
 def test_which_broker_configs_are_dynamic(pair: Pair) -> None:
     """The split this file relies on (dynamic: altered at run time; static: checked at start-up)
-    is Kafka's: DescribeConfigs' read_only flag for every broker config kafkalike declares."""
-    names = sorted(n for n in declared.BROKER_CONFIGS if n not in KAFKALIKE_ONLY)
+    is Kafka's: DescribeConfigs' read_only flag for every broker config kafkalike declares, against
+    the declaration and (for the configs kafkalike implements) against kafkalike's answer."""
+    names = sorted(n for n, d in DECLARED.items() if d.on_broker and n not in KAFKALIKE_ONLY)
     body = {
         "resources": [{"resource_type": BROKER, "resource_name": "1", "configuration_keys": names}],
         "include_synonyms": False,
@@ -308,8 +350,66 @@ def test_which_broker_configs_are_dynamic(pair: Pair) -> None:
     kl_flags = {c.name: c.read_only for c in kl.results[0].configs}
     expected = {n: True if n in STATIC_HERE else ak_flags.get(n) for n in names}
     found = [
+        f"{n}: Apache Kafka read_only={ak_flags.get(n)}, declared dynamic={DECLARED[n].dynamic}"
+        for n in names
+        if (not DECLARED[n].dynamic) != expected[n]
+    ]
+    found += [
         f"{n}: Apache Kafka read_only={ak_flags.get(n)}, kafkalike {kl_flags.get(n)}"
         for n in names
-        if kl_flags.get(n) != expected[n]
+        if DECLARED[n].implemented and kl_flags.get(n) != expected[n]
     ]
+    assert set(kl_flags) == {n for n in names if DECLARED[n].implemented}, "kafkalike lists what it implements"
     assert not found, "\n".join(found)
+
+
+def _kafka_default(key: ConfigKey) -> str:
+    """The default as the oracle prints Kafka's: ``<null>`` for none."""
+    return "<null>" if key.default is None else key.default
+
+
+def default_differences(declared: Mapping[str, ConfigKey]) -> list[str]:
+    """Each declaration's default against Kafka's ConfigDef (the topic one for topic configs, the
+    broker one for broker configs, both for a config of both); the differences kept on purpose
+    (``OWN_DEFAULTS``) must still be differences."""
+    asked = [
+        (kind, name)
+        for name, key in sorted(declared.items())
+        if name not in KAFKALIKE_ONLY and name not in SINCE_4_1
+        for kind in ("topic", "broker")
+        if (key.on_topic if kind == "topic" else key.on_broker)
+    ]
+    answers = oracle(f"default\t{kind}\t{name}" for kind, name in asked)
+    found = []
+    for (kind, name), kafka in zip(asked, answers, strict=True):
+        ours = _kafka_default(declared[name])
+        if name in OWN_DEFAULTS:
+            if ours == kafka:
+                found.append(f"{name}: expected kafkalike's default to differ ({OWN_DEFAULTS[name]}); both {ours!r}")
+        elif ours != kafka:
+            found.append(f"{kind} {name}: Apache Kafka's default {kafka!r}, declared {ours!r}")
+    return found
+
+
+def test_every_declared_default_is_kafkas() -> None:
+    found = default_differences(DECLARED)
+    assert not found, "\n".join(found)
+
+
+def test_a_default_unlike_kafkas_is_reported() -> None:
+    """Negative controls: the oracle's defaults in each form, a declared default Kafka does not
+    have, and a deliberate difference that stopped differing."""
+    asked = [("topic", "retention.ms"), ("broker", "log.retention.ms"), ("broker", "node.id")]
+    asked += [("broker", "process.roles"), ("broker", "no.such.config")]
+    answers = oracle(f"default\t{kind}\t{name}" for kind, name in asked)
+    assert answers == ["604800000", "<null>", "<required>", "<required>", "?"]
+    planted = {
+        "retention.ms": replace(DECLARED["retention.ms"], default="1"),
+        "log.dir": replace(DECLARED["log.dir"], default="/tmp/kafka-logs"),
+        "message.max.bytes": DECLARED["message.max.bytes"],
+    }
+    assert default_differences(planted) == [
+        "log.dir: expected kafkalike's default to differ (a directory beside the working directory rather "
+        "than under /tmp); both '/tmp/kafka-logs'",
+        "topic retention.ms: Apache Kafka's default '604800000', declared '1'",
+    ]

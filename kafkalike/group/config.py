@@ -4,29 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-INT_MAX = 2**31 - 1
+from kafkalike.configs import INT_MAX, declared_int
+
+__all__ = ["INT_MAX", "GroupConfig"]
 
 
 @dataclass(frozen=True)
 class GroupConfig:
     # group.min.session.timeout.ms / group.max.session.timeout.ms: JoinGroup's session timeout
     # must lie in between (INVALID_SESSION_TIMEOUT otherwise).
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
+    min_session_timeout_ms: int = declared_int("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = declared_int("group.max.session.timeout.ms")
     # group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits
     # for more members, extended while they keep coming, up to the rebalance timeout.
-    initial_rebalance_delay_ms: int = 3000
-    # group.max.size
-    max_size: int = INT_MAX
+    initial_rebalance_delay_ms: int = declared_int("group.initial.rebalance.delay.ms")
+    max_size: int = declared_int("group.max.size")
     # How long a new member's first JoinGroup may stay parked (Kafka: 5 minutes, fixed).
     new_member_join_timeout_ms: int = 300_000
     # offsets.retention.minutes, in ms, and offsets.retention.check.interval.ms.
-    offsets_retention_ms: int = 7 * 24 * 3_600_000
-    offsets_retention_check_interval_ms: int = 600_000
+    offsets_retention_ms: int = declared_int("offsets.retention.minutes") * 60_000
+    offsets_retention_check_interval_ms: int = declared_int("offsets.retention.check.interval.ms")
     # offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
-    offset_metadata_max_bytes: int = 4096
+    offset_metadata_max_bytes: int = declared_int("offset.metadata.max.bytes")
     # offsets.topic.num.partitions (or the partition count of an existing offsets topic).
-    offsets_topic_partitions: int = 50
+    offsets_topic_partitions: int = declared_int("offsets.topic.num.partitions")
 
     def __post_init__(self) -> None:
         if self.offsets_topic_partitions < 1:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from kafkalike.configs import DECLARED, declared_int, list_items
 from kafkalike.group.assignors import (
     ASSIGNORS,
     Assignment,
@@ -42,7 +43,6 @@ from kafkalike.group.assignors import (
     PartitionAssignorError,
     assignors_from_config,
 )
-from kafkalike.group.config import INT_MAX
 from kafkalike.group.consumer_api import ConsumerHeartbeatRequest, ConsumerHeartbeatResult, TopicPartitions
 from kafkalike.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -77,13 +77,12 @@ RETRY_BACKOFF_MS = 500
 @dataclass(frozen=True)
 class ConsumerGroupConfig:
     # group.consumer.heartbeat.interval.ms: what members are told to heartbeat at.
-    heartbeat_interval_ms: int = 5000
+    heartbeat_interval_ms: int = declared_int("group.consumer.heartbeat.interval.ms")
     # group.consumer.session.timeout.ms: a member that does not heartbeat for this long is fenced.
-    session_timeout_ms: int = 45000
-    # group.consumer.max.size
-    max_size: int = INT_MAX
+    session_timeout_ms: int = declared_int("group.consumer.session.timeout.ms")
+    max_size: int = declared_int("group.consumer.max.size")
     # group.consumer.assignors: the server assignors members may ask for; the first is the default.
-    assignors: tuple[str, ...] = ("uniform", "range")
+    assignors: tuple[str, ...] = tuple(list_items(DECLARED["group.consumer.assignors"].default or ""))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "assignors", assignors_from_config(self.assignors))

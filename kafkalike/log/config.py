@@ -1,7 +1,8 @@
 """Per-topic log configuration, with Kafka's names and defaults.
 
-Field names are Kafka's topic config keys with dots turned into underscores, so ``from_properties``
-and ``to_properties`` can translate CreateTopics/AlterConfigs/DescribeConfigs payloads one to one.
+Each field names the topic config it holds (``config`` in the field's metadata) and takes that
+config's declared default (``kafkalike.configs``), so ``from_properties`` and ``to_properties``
+translate CreateTopics/AlterConfigs/DescribeConfigs payloads one to one.
 """
 
 from __future__ import annotations
@@ -10,48 +11,62 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
+from kafkalike.configs import DECLARED, INT_MAX, INTERNAL_SEGMENT_BYTES, LONG_MAX, MIN_SEGMENT_BYTES, ConfigType
+from kafkalike.configs.log import CLEANUP_POLICIES, TIMESTAMP_TYPES
 
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-# cleanup.policy is a list of these, in any order, repeats allowed; empty: neither, the log is
-# kept whole (Kafka accepts all of these).
-CLEANUP_POLICIES = ("compact", "delete")
-# The smallest topic segment.bytes (and broker log.segment.bytes) Kafka 4.1+ accepts (KIP-1030).
-# LogConfig itself takes anything from 14 up: tests build tiny segments directly, and a topic
-# gets them through internal.segment.bytes, which has no such floor.
-MIN_SEGMENT_BYTES = 1 << 20
-# Kafka's internal topic config for tiny segments in tests; when set it wins over segment.bytes.
-INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
+# Re-exported: the log modules have always found these here. MIN_SEGMENT_BYTES is the floor
+# topics may set; LogConfig itself takes anything from 14 up (tests build tiny segments directly,
+# and a topic gets them through internal.segment.bytes, which has no such floor).
+__all__ = [
+    "CLEANUP_POLICIES",
+    "INTERNAL_SEGMENT_BYTES",
+    "INT_MAX",
+    "LONG_MAX",
+    "MIN_SEGMENT_BYTES",
+    "TIMESTAMP_TYPES",
+    "LogConfig",
+]
+
+
+def _declared(name: str) -> Any:
+    """A field holding config ``name``, defaulting to its declared default (a list config, such
+    as cleanup.policy, as its comma-separated text)."""
+    key = DECLARED[name]
+    default = key.default if key.type == ConfigType.LIST else key.default_value()
+    return dataclasses.field(default=default, metadata={"config": name})
 
 
 @dataclass(frozen=True)
 class LogConfig:
     """Settings one partition log obeys; immutable so a reconfiguration swaps the whole object."""
 
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
-    retention_bytes: int = -1  # -1: no size limit
-    flush_interval_messages: int = LONG_MAX  # Long.MAX_VALUE: leave flushing to the OS
-    flush_interval_ms: int | None = None  # None: no time-based flush
-    index_interval_bytes: int = 4096
-    segment_index_bytes: int = 10 * 1024 * 1024
-    file_delete_delay_ms: int = 60_000
-    max_message_bytes: int = 1_048_588
-    message_timestamp_type: str = "CreateTime"
-    # Kafka 4.x defaults; read by produce validation (protocol/validation.py).
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = 3_600_000
-    compression_type: str = "producer"
-    cleanup_policy: str = "delete"
+    segment_bytes: int = _declared("segment.bytes")
+    segment_ms: int = _declared("segment.ms")
+    retention_ms: int = _declared("retention.ms")  # -1: keep forever
+    retention_bytes: int = _declared("retention.bytes")  # -1: no size limit
+    flush_interval_messages: int = _declared("flush.messages")  # Long.MAX_VALUE: leave flushing to the OS
+    # None: no time-based flush (what flush.ms's default, Long.MAX_VALUE, means).
+    flush_interval_ms: int | None = dataclasses.field(default=None, metadata={"config": "flush.ms"})
+    index_interval_bytes: int = _declared("index.interval.bytes")
+    segment_index_bytes: int = _declared("segment.index.bytes")
+    file_delete_delay_ms: int = _declared("file.delete.delay.ms")
+    max_message_bytes: int = _declared("max.message.bytes")
+    message_timestamp_type: str = _declared("message.timestamp.type")
+    # Read by produce validation (protocol/validation.py).
+    message_timestamp_before_max_ms: int = _declared("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _declared("message.timestamp.after.max.ms")
+    compression_type: str = _declared("compression.type")
+    cleanup_policy: str = _declared("cleanup.policy")
     # A broker setting in Kafka (producer.id.expiration.ms); per log here because the log owns the state.
-    producer_id_expiration_ms: int = 86_400_000
-    # Log compaction (cleanup.policy=compact), read by ``cleaner.py``.
-    delete_retention_ms: int = 86_400_000  # how long tombstones and empty-txn markers outlive their first clean
-    min_cleanable_dirty_ratio: float = 0.5  # dirty bytes / cleanable bytes before a log is worth cleaning
-    min_compaction_lag_ms: int = 0  # a segment is cleaned only once its newest record is this old
-    max_compaction_lag_ms: int = LONG_MAX  # a dirty segment this old is cleaned whatever the ratio
+    producer_id_expiration_ms: int = _declared("producer.id.expiration.ms")
+    # Log compaction (cleanup.policy=compact), read by ``cleaner.py``: how long tombstones and
+    # empty-txn markers outlive their first clean; dirty bytes / cleanable bytes before a log is
+    # worth cleaning; a segment is cleaned only once its newest record is min lag old, and a dirty
+    # segment max lag old is cleaned whatever the ratio.
+    delete_retention_ms: int = _declared("delete.retention.ms")
+    min_cleanable_dirty_ratio: float = _declared("min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: int = _declared("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _declared("max.compaction.lag.ms")
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_bytes > INT_MAX:
@@ -113,7 +128,7 @@ class LogConfig:
         base = base or cls()
         changes: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
-            key = _property_name(field.name)
+            key = field.metadata["config"]
             if key not in props:
                 continue
             raw = props[key]
@@ -136,16 +151,5 @@ class LogConfig:
             value = getattr(self, field.name)
             if field.name == "flush_interval_ms" and value is None:
                 value = LONG_MAX
-            out[_property_name(field.name)] = str(value)
+            out[field.metadata["config"]] = str(value)
         return out
-
-
-_KAFKA_NAMES = {
-    "flush_interval_messages": "flush.messages",
-    "flush_interval_ms": "flush.ms",
-    "max_message_bytes": "max.message.bytes",
-}
-
-
-def _property_name(field_name: str) -> str:
-    return _KAFKA_NAMES.get(field_name, field_name.replace("_", "."))

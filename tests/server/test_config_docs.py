@@ -4,7 +4,6 @@ the values a log could not run with, refused before they are stored."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,9 @@ from typing import Any
 import pytest
 import trio
 
+from kafkalike.configs import BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import Broker
-from kafkalike.server.config import BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import RunningBroker, make_config
 from tests.server.test_broker_basics import _create
@@ -23,7 +22,7 @@ TOPIC, BROKER = 2, 4
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
 SET, DELETE = 0, 1
 DOCS = {name: d.doc for name, d in BROKER_CONFIGS.items()}
-TOPIC_DOCS = {name: entry[3] for name, entry in TOPIC_CONFIGS.items()}
+TOPIC_DOCS = {name: d.doc for name, d in TOPIC_CONFIGS.items()}
 
 
 async def _describe(
@@ -64,16 +63,7 @@ def _synonyms(entry: Any) -> list[tuple[str, str | None, int]]:
 
 
 # -- documentation --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", sorted(DOCS.keys() | TOPIC_DOCS.keys()))
-def test_every_config_has_a_short_description(name: str) -> None:
-    for docs in (DOCS, TOPIC_DOCS):
-        if name in docs:
-            doc = docs[name]
-            assert doc.strip() and doc == doc.strip() and doc.endswith("."), repr(doc)
-            assert len(re.split(r"(?<=[.;])\s+(?=[A-Z])", doc)) <= 2, "one or two sentences"
-            assert "<" not in doc, "plain text, no markup"
+# (every declaration's own text is checked in tests/unit/configs/test_declarations.py)
 
 
 @pytest.mark.parametrize("version", [3, 4])

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.configs import BROKER_CONFIGS, is_topic_config, validate_value
 from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.config import BROKER_CONFIGS, is_topic_config, validate_value
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -52,7 +52,7 @@ def apply_new_configs(
             raise ConfigError(
                 ErrorCode.INVALID_CONFIG, f"Unknown {'topic' if on_topic else 'broker'} config name: {name}"
             )
-        if resource_type == BROKER_RESOURCE and BROKER_CONFIGS[name].read_only:
+        if resource_type == BROKER_RESOURCE and not BROKER_CONFIGS[name].dynamic:
             raise ConfigError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({name})")
         problem = validate_value(name, value)
         if problem is not None:

@@ -12,23 +12,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.configs import BROKER_CONFIGS, INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigKey, ConfigType
 from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.config import (
-    BROKER_CONFIGS,
-    DEFAULT_CONFIG,
-    DYNAMIC_DEFAULT_BROKER_CONFIG,
-    INTERNAL_TOPIC_CONFIGS,
-    TOPIC_CONFIG,
-    TOPIC_CONFIGS,
-    BrokerConfig,
-)
+from kafkalike.server.config import DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, TOPIC_CONFIG, BrokerConfig
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 BROKER_LOGGER_RESOURCE = 8
-_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8, "password": 9}
+# DescribeConfigs' config_type numbers (v3+).
+_WIRE_TYPES = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+    ConfigType.CLASS: 8,
+    ConfigType.PASSWORD: 9,
+}
 
 Chain = list[tuple[str, str | None, int]]
 
@@ -82,25 +86,19 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
 
 
 def _entry(
-    name: str,
-    value: str | None,
-    chain: Chain,
-    type_: str,
-    read_only: bool,
-    synonyms: bool,
-    doc: str | None,
+    key: ConfigKey, value: str | None, chain: Chain, read_only: bool, synonyms: bool, docs: bool
 ) -> dict[str, Any]:
     source = chain[0][2] if chain else DEFAULT_CONFIG  # Kafka: the strongest synonym's source
     return {
-        "name": name,
+        "name": key.name,
         "value": value,
         "read_only": read_only,
         "is_default": source == DEFAULT_CONFIG,
         "config_source": source,
-        "is_sensitive": type_ == "password",
+        "is_sensitive": key.sensitive,
         "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in chain] if synonyms else [],
-        "config_type": _TYPES.get(type_, 0),
-        "documentation": doc,
+        "config_type": _WIRE_TYPES[key.type],
+        "documentation": (key.doc or None) if docs else None,
     }
 
 
@@ -113,28 +111,28 @@ def topic_config_names(overrides: Mapping[str, str]) -> list[str]:
 def topic_config_entry(
     config: BrokerConfig, overrides: dict[str, str], name: str, synonyms: bool, docs: bool
 ) -> dict[str, Any]:
-    type_, broker_name, _fixed, doc = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS[name]
+    key = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS[name]
     chain: Chain = []
     if name in overrides:
         chain.append((name, overrides[name], TOPIC_CONFIG))
-    if broker_name is not None:
-        chain += config.synonyms(broker_name)
+    if key.follows is not None:
+        chain += config.synonyms(key.follows)
     # A topic-only config (no broker-level synonym) lists no default synonym, as Apache Kafka does.
     # The value the topic's log runs with, even where no synonym names where it comes from.
     value = overrides[name] if name in overrides else config.topic_default(name)
-    return _entry(name, value, chain, type_, False, synonyms, doc if docs else None)
+    return _entry(key, value, chain, False, synonyms, docs)
 
 
 def _broker_entry(config: BrokerConfig, name: str, synonyms: bool, docs: bool) -> dict[str, Any]:
-    d = BROKER_CONFIGS[name]
+    key = BROKER_CONFIGS[name]
     chain = config.synonyms(name)
     value = chain[0][1] if chain else config.get(name)
-    return _entry(name, value, chain, d.type, d.read_only, synonyms, d.doc if docs else None)
+    return _entry(key, value, chain, not key.dynamic, synonyms, docs)
 
 
 def _default_entry(config: BrokerConfig, name: str, synonyms: bool, docs: bool) -> dict[str, Any]:
-    d = BROKER_CONFIGS.get(name)
+    # AlterConfigs stores only broker configs; a name no longer declared is shown as a plain string.
+    key = BROKER_CONFIGS.get(name) or ConfigKey(name, ConfigType.STRING, None, "", dynamic=True)
     value = config.dynamic_default[name]
     chain: Chain = [(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
-    type_, read_only, doc = (d.type, d.read_only, d.doc) if d else ("string", False, "")
-    return _entry(name, value, chain, type_, read_only, synonyms, (doc or None) if docs else None)
+    return _entry(key, value, chain, not key.dynamic, synonyms, docs)

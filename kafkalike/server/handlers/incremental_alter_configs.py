@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.configs import TOPIC_CONFIGS, ConfigType, config_type
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.config import config_type
 from kafkalike.server.context import RequestContext
 from kafkalike.server.handlers.alter_configs import ConfigError, apply_new_configs, current_configs
 from kafkalike.server.registry import handles
@@ -52,13 +52,11 @@ def _apply(ctx: RequestContext, configs: dict[str, str], op: Message) -> None:
     elif kind == DELETE:
         configs.pop(name, None)
     elif kind in (APPEND, SUBTRACT):
-        if config_type(name) != "list":
+        if config_type(name) != ConfigType.LIST:
             verb = "append" if kind == APPEND else "subtract"
             raise ConfigError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
         base = configs.get(name)
         if base is None:
-            from kafkalike.server.config import TOPIC_CONFIGS
-
             base = ctx.broker.config.topic_default(name) if name in TOPIC_CONFIGS else ctx.broker.config.get(name)
         items = [v for v in (base or "").split(",") if v]
         given = [v for v in (value or "").split(",") if v]

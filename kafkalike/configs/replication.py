@@ -1,0 +1,119 @@
+"""Replication (Kafka's ReplicationConfigs): replication factors, in-sync replicas, leader election
+and the follower fetcher. Replication factor 1 is all kafkalike has today: the follower and
+leader-balancing settings are declared with Kafka's facts for the replica layer to read and not
+implemented yet (see ``ConfigKey.implemented``)."""
+
+from __future__ import annotations
+
+from kafkalike.configs.declaration import ConfigKey, ConfigType, Scope, at_least
+
+REPLICATION = (
+    ConfigKey(
+        "default.replication.factor",
+        ConfigType.INT,
+        "1",
+        "The replication factor of topics created automatically or with -1 as their replication factor.",
+    ),
+    ConfigKey(
+        "min.insync.replicas",
+        ConfigType.INT,
+        "1",
+        "How many in-sync replicas must have a write before a produce with acks=all succeeds; "
+        "fewer make such produces fail.",
+        at_least(1),
+        scope=Scope.BOTH,
+        dynamic=True,
+    ),
+    ConfigKey(
+        "unclean.leader.election.enable",
+        ConfigType.BOOLEAN,
+        "false",
+        "Whether a replica that is not in sync may become leader as a last resort, at the risk of losing data.",
+        scope=Scope.BOTH,
+        dynamic=True,
+    ),
+    ConfigKey(
+        "replica.lag.time.max.ms",
+        ConfigType.LONG,
+        "30000",
+        "How long, in milliseconds, a follower may go without fetching up to the leader's log end before "
+        "it is removed from the in-sync replicas.",
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.socket.timeout.ms",
+        ConfigType.INT,
+        "30000",
+        "How long, in milliseconds, a follower's fetch request may wait for its answer.",
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.fetch.max.bytes",
+        ConfigType.INT,
+        "1048576",
+        "How many bytes a follower asks for per partition in one fetch; a larger first batch is still returned.",
+        at_least(0),
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.fetch.wait.max.ms",
+        ConfigType.INT,
+        "500",
+        "How long, in milliseconds, the leader may hold a follower's fetch while too little data is there.",
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.fetch.min.bytes",
+        ConfigType.INT,
+        "1",
+        "How many bytes the leader waits for before it answers a follower's fetch.",
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.fetch.backoff.ms",
+        ConfigType.INT,
+        "1000",
+        "How long, in milliseconds, a follower waits after a failed fetch before it fetches again.",
+        at_least(0),
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.fetch.response.max.bytes",
+        ConfigType.INT,
+        "10485760",
+        "How many bytes a follower asks for in one whole fetch answer.",
+        at_least(0),
+        implemented=False,
+    ),
+    ConfigKey(
+        "num.replica.fetchers",
+        ConfigType.INT,
+        "1",
+        "How many fetchers a broker runs per source broker to replicate its partitions.",
+        dynamic=True,
+        implemented=False,
+    ),
+    ConfigKey(
+        "replica.high.watermark.checkpoint.interval.ms",
+        ConfigType.LONG,
+        "5000",
+        "How often, in milliseconds, the high watermarks of the partitions are written to disk.",
+        implemented=False,
+    ),
+    ConfigKey(
+        "auto.leader.rebalance.enable",
+        ConfigType.BOOLEAN,
+        "true",
+        "Whether the controller moves leadership back to each partition's preferred replica when brokers "
+        "lead too many partitions that are not theirs.",
+        implemented=False,
+    ),
+    ConfigKey(
+        "leader.imbalance.check.interval.seconds",
+        ConfigType.LONG,
+        "300",
+        "How often, in seconds, the controller checks whether leadership needs rebalancing.",
+        at_least(1),
+        implemented=False,
+    ),
+)
