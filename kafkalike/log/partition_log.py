@@ -55,6 +55,7 @@ from kafkalike.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
     PreparedRoll,
+    keeps_index_files_open,
     parse_header,
     segment_name,
 )
@@ -546,14 +547,20 @@ class PartitionLog(RetentionMixin):
             "" if index.file_open else segment_name(active.base_offset, suffix)
             for index, suffix in ((active.offset_index, INDEX_SUFFIX), (active.time_index, TIME_INDEX_SUFFIX))
         ]
-        return PreparedRoll(self.directory, self._log_end_offset, self.producer_state.snapshot_bytes(), old_indexes)
+        return PreparedRoll(
+            self.directory,
+            self._log_end_offset,
+            self.producer_state.snapshot_bytes(),
+            old_indexes,
+            keeps_index_files_open(self.config),
+        )
 
     def complete_roll(self, prepared: PreparedRoll, now_ms: int) -> LogSegment | None:
         """The last third of ``roll``, once ``prepared.create`` succeeded: the new segment
         becomes the active one. None when the log moved on meanwhile (closed, an append or a
         roll of its own at the log end): then ``prepared.discard()`` is the caller's to run."""
         base = prepared.base_offset
-        if self._closed or self._log_end_offset != base or prepared.file is None or self._bases[-1] == base:
+        if self._closed or self._log_end_offset != base or prepared.files is None or self._bases[-1] == base:
             prepared.remove_on_discard = not self._closed and base not in self._bases
             return None
         active = self.active_segment
@@ -568,8 +575,8 @@ class PartitionLog(RetentionMixin):
         except OSError:
             prepared.discard()  # the roll is tried again from scratch (its files made anew)
             raise
-        segment = LogSegment(self.directory, base, self.config, prepared.file, now_ms)
-        prepared.file = None
+        segment = LogSegment.from_files(self.directory, base, self.config, prepared.files, now_ms)
+        prepared.files = None
         self.segments.append(segment)
         self._bases.append(base)
         self._dir_changes += 1  # the next flush syncs the directory, making the new names durable

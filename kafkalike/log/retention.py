@@ -78,18 +78,19 @@ class RetentionMixin:
             deleted += self._delete_segments(over_size, now_ms, syncs)
         return deleted
 
-    def delete_records_before(self, offset: int, *, now_ms: int) -> int:
+    def delete_records_before(self, offset: int, *, now_ms: int, syncs: Syncs = IMMEDIATE) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark)
-        and drop the segments now wholly below it. Returns the new log start offset."""
+        and drop the segments now wholly below it. Returns the new log start offset. ``syncs``
+        may defer the file work, as ``apply_retention``'s."""
         self._ensure_open()
         if offset > self._high_watermark or offset < 0:
             raise OffsetOutOfRange(offset, self._log_start_offset, self._high_watermark)
         if offset > self._log_start_offset:
-            self._move_log_start(offset)
+            self._move_log_start(offset, defer=isinstance(syncs, DeferredSyncs))
             if self.swapping:  # the files go with a later retention round
                 return self._log_start_offset
             try:
-                self._delete_log_start_breached(now_ms)
+                self._delete_log_start_breached(now_ms, syncs)
             except OSError as exc:
                 # The records are deleted (the log start moved); retention removes their files later.
                 reporter.report("segment deletion in", self.directory.path, exc, now_ms)

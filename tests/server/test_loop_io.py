@@ -1,6 +1,6 @@
 """Nothing blocks the event loop: a broker on a data directory, driven through rolls, retention
 by size and by time, compaction, group commits, a transaction, topic creation and deletion and a
-clean shutdown, makes no blocking file-system call on its loop's thread (the checker of
+clean shutdown (and flushes, DeleteRecords, an aborted transaction), makes no blocking file-system call on its loop's thread (the checker of
 kafkalike.testing.loop_blocking, whose negative control is in tests/testing/test_loop_blocking.py).
 
 Start-up (``Broker.open``, before the broker serves anyone) is left out. The coordinator and
@@ -105,6 +105,15 @@ async def _drive(client: AsyncWireClient) -> None:
                 break
             await trio.sleep(0.02)
 
+    # Every append flushed (flush.messages=1), past index.interval.bytes and a roll; DeleteRecords.
+    durable = {"flush_messages": "1", "index_interval_bytes": "100", "internal_segment_bytes": "2048"}
+    assert (await _create(client, "durable", file_delete_delay_ms="0", **durable)).error_code == 0
+    for _ in range(12):
+        _ok(await client.request(0, 9, _produce_body("durable", 0, build_batch([Record(value=b"d" * 300)]))))
+    body = {"topics": [{"name": "durable", "partitions": [{"partition_index": 0, "offset": 8}]}], "timeout_ms": 5000}
+    trimmed = (await client.request(21, 2, body)).topics[0].partitions[0]
+    assert (trimmed.error_code, trimmed.low_watermark) == (0, 8)
+
     # A consumer group's commit, and a transaction.
     found = await client.request(10, 4, {"key_type": 0, "coordinator_keys": ["g"]})
     assert found.coordinators[0].error_code == 0
@@ -115,6 +124,9 @@ async def _drive(client: AsyncWireClient) -> None:
     await producer.add("rolling", 0)
     assert (await producer.send("rolling", 0, b"in a transaction")).error_code == 0
     assert await producer.end(commit=True) == 0
+    await producer.add("rolling", 0)
+    assert (await producer.send("rolling", 0, b"aborted")).error_code == 0
+    assert await producer.end(commit=False) == 0
 
     # Topics created, written and deleted.
     assert (await _create(client, "temporary", 3)).error_code == 0

@@ -131,3 +131,17 @@ def test_the_epoch_checkpoint_left_by_an_append_is_written_by_the_next_flush(tmp
     log.complete_flush(ticket, 0)
     assert (directory / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n"
     assert not log.epoch_cache.unwritten and log.recovery_point == 1
+
+
+def test_a_log_that_flushes_often_keeps_a_new_segments_index_files_open(tmp_path: Path) -> None:
+    """So its flushes (on the event loop) write index entries without opening a file; a log
+    left to the OS keeps one descriptor per segment."""
+    flushing = PartitionLog.open(tmp_path / "f-0", replace(SMALL, flush_interval_messages=1), 0)
+    lazy = PartitionLog.open(tmp_path / "l-0", SMALL, 0)
+    for log in (flushing, lazy):
+        _fill(log, 3)  # a roll
+        assert len(log.segments) == 2
+    active = flushing.active_segment
+    assert active.offset_index.file_open and active.time_index.file_open
+    assert not flushing.segments[0].offset_index.file_open  # closed at the roll
+    assert not lazy.active_segment.offset_index.file_open and not lazy.active_segment.time_index.file_open
