@@ -188,6 +188,10 @@ class OffsetIndex:
     def adopt_file(self, file: SegmentFile) -> None:
         self._io.adopt(file)
 
+    def open_file(self) -> None:
+        """Open the file now (it is otherwise opened at the first write)."""
+        self._io.file()
+
 
 class TimeIndex:
     """``%020d.timeindex``: 12-byte entries, ``int64 timestamp`` then ``int32 offset - base_offset``.
@@ -286,3 +290,7 @@ class TimeIndex:
 
     def adopt_file(self, file: SegmentFile) -> None:
         self._io.adopt(file)
+
+    def open_file(self) -> None:
+        """Open the file now (it is otherwise opened at the first write)."""
+        self._io.file()

@@ -239,6 +239,10 @@ class PartitionLog(RetentionMixin):
         # The log cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint entry, which
         # LogManager loads and saves); None: never cleaned, everything from the log start is dirty.
         self.cleaner_checkpoint: int | None = None
+        if keeps_index_files_open(config) and directory.on_disk:
+            # Opened here (at start-up, or on the thread making the partition), not by a flush.
+            self.active_segment.offset_index.open_file()
+            self.active_segment.time_index.open_file()
 
     # ---- opening ------------------------------------------------------------------------------
 

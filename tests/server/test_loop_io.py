@@ -137,27 +137,48 @@ async def _drive(client: AsyncWireClient) -> None:
     assert deleted.responses[0].error_code == 0
 
 
-async def test_a_broker_on_a_data_dir_makes_no_blocking_file_call_on_its_event_loop(tmp_path: Path) -> None:
-    broker = Broker(
-        make_config(
-            tmp_path,
-            log_retention_check_interval_ms="20",
-            log_cleaner_backoff_ms="20",
-            offsets_topic_num_partitions="2",
-            transaction_state_log_num_partitions="2",
-        )
-    )
-    broker.open()
-    with LoopBlockingCalls(roots=[tmp_path]) as calls:
+async def _after_restart(client: AsyncWireClient) -> None:
+    """Reads of segments loaded at start-up, appends that flush and roll."""
+    for topic in ("rolling", "compacted", "durable"):
+        readable = await _partition(client, topic, await _log_start(client, topic))
+        assert readable.error_code == 0 and readable.records
+    for _ in range(4):
+        _ok(await client.request(0, 9, _produce_body("durable", 0, build_batch([Record(value=b"d" * 300)]))))
+        _ok(await client.request(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"r" * 300)]))))
+
+
+async def _serve_checked(broker: Broker, calls: LoopBlockingCalls, drive: Any) -> None:
+    with calls:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
             client = await AsyncWireClient.connect(host, port)
             try:
-                await _drive(client)
+                await drive(client)
             finally:
                 await client.aclose()
             nursery.cancel_scope.cancel()
         await broker.aclose()
 
+
+async def test_a_broker_on_a_data_dir_makes_no_blocking_file_call_on_its_event_loop(tmp_path: Path) -> None:
+    def configured() -> Broker:
+        broker = Broker(
+            make_config(
+                tmp_path,
+                log_retention_check_interval_ms="20",
+                log_cleaner_backoff_ms="20",
+                offsets_topic_num_partitions="2",
+                transaction_state_log_num_partitions="2",
+            )
+        )
+        broker.open()  # start-up, before anyone is served: not checked
+        return broker
+
+    calls = LoopBlockingCalls(roots=[tmp_path])
+    await _serve_checked(configured(), calls, _drive)
     calls.check(allow=ALLOWED)
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+    restarted = LoopBlockingCalls(roots=[tmp_path])
+    await _serve_checked(configured(), restarted, _after_restart)
+    restarted.check(allow=ALLOWED)
