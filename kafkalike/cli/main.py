@@ -117,7 +117,7 @@ async def run_broker(
                     nursery.cancel_scope.cancel()
                     break
     finally:
-        broker.close()
+        await broker.aclose()
         log.info("kafkalike stopped; logs flushed")
 
 

@@ -6,7 +6,9 @@ Driving it
     now_ms)`` (or ``cleaner.work(logs, now_ms, max_bytes=...)``) in a loop: each call reads about
     ``max_bytes`` (1 MiB by default) and returns True while there is more to do, so the task
     yields to others and calls again; on False it waits ``log.cleaner.backoff.ms`` (Kafka: 15 s).
-    Nothing here locks: call it from the task that appends to the logs, between appends.
+    Nothing here locks: call it from the task that appends to the logs, between appends. Where
+    a step needs the disk (a cleaned file made, synced, swapped in) the pass stops and
+    ``take_syncs`` hands that work to the caller for a worker thread.
 
 Choosing a log (LogCleanerManager.grabFilthiestCompactedLog)
     For each compacted log: the first dirty offset is its ``cleaner_checkpoint`` (reset to the log
@@ -41,6 +43,7 @@ import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from kafkalike.log.compaction import (
     BatchFilter,
@@ -55,7 +58,7 @@ from kafkalike.log.config import INT_MAX, LogConfig
 from kafkalike.log.errors import CorruptLogError
 from kafkalike.log.loader import CLEANED_SUFFIX
 from kafkalike.log.offset_map import OffsetMap, entries_for_buffer
-from kafkalike.log.partition_log import PartitionLog
+from kafkalike.log.partition_log import PartitionLog, SegmentSwap
 from kafkalike.log.segment import LOG_SUFFIX, LogSegment, parse_header, segment_name
 from kafkalike.log.storage import DeferredSyncs, LogDirectory, SegmentFile
 from kafkalike.log.storage_errors import reporter
@@ -188,15 +191,47 @@ def group_segments(
     return groups
 
 
+class DiskJob(Protocol):
+    """Disk work a cleaning pass stops for, for its caller to ``run`` on a worker thread (when
+    true: there is a disk behind it) before the pass goes on; ``discard`` if it never runs."""
+
+    def __bool__(self) -> bool: ...
+
+    def run(self) -> None: ...
+
+    def discard(self) -> None: ...
+
+
+class _CreateCleaned:
+    """The creation of a group's ``.cleaned`` file (a leftover of the same name removed first)."""
+
+    def __init__(self, directory: LogDirectory, name: str) -> None:
+        self.directory = directory
+        self.name = name
+        self.file: SegmentFile | None = None
+
+    def __bool__(self) -> bool:
+        return self.directory.on_disk
+
+    def run(self) -> None:
+        self.directory.delete(self.name)
+        self.file = self.directory.open_file(self.name, create=True)
+
+    def discard(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
 class _GroupWriter:
     """The ``%020d.log.cleaned`` file a group is cleaned into, with its indexes kept in memory
     until the swap (the index files' plain names still belong to the old segment)."""
 
-    def __init__(self, directory: LogDirectory, base_offset: int, config: LogConfig, mtime_ms: int) -> None:
+    def __init__(
+        self, directory: LogDirectory, name: str, file: SegmentFile, base_offset: int, config: LogConfig, mtime_ms: int
+    ) -> None:
         self.directory = directory
-        self.name = segment_name(base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
-        directory.delete(self.name)
-        file = directory.open_file(self.name, create=True)
+        self.name = name
         # The cleaned segment keeps its sources' age (Kafka copies the last one's mtime).
         self.segment = LogSegment(directory, base_offset, config, file, mtime_ms)
         self.mtime_ms = mtime_ms
@@ -252,9 +287,11 @@ class _CleaningPass:
         self._watched = {id(s): (s, s.size) for s in self.log.segments if s.base_offset < self.upper}
         self._writer: _GroupWriter | None = None
         self._steps = self._run()
-        # The fsync of a cleaned file, due before its swap: ``LogCleaner.take_syncs`` hands it
-        # to the caller (for a worker thread); the next step runs it here if nobody took it.
-        self.pending_syncs: DeferredSyncs | None = None
+        # Disk work due before the pass goes on (a cleaned file's creation or fsync, a swap):
+        # ``LogCleaner.take_syncs`` hands it to the caller (for a worker thread); the next step
+        # runs it here if nobody took it.
+        self.pending_syncs: DiskJob | None = None
+        self._swap: SegmentSwap | None = None  # handed out, not yet completed
 
     def still_valid(self) -> bool:
         log = self.log
@@ -273,7 +310,7 @@ class _CleaningPass:
             syncs.run()
         done = 0
         for step in self._steps:
-            if isinstance(step, DeferredSyncs):
+            if not isinstance(step, int):
                 if max_bytes is None or not step:
                     step.run()
                     continue
@@ -288,13 +325,19 @@ class _CleaningPass:
         if self.pending_syncs is not None:
             self.pending_syncs.discard()
             self.pending_syncs = None
+        swap, self._swap = self._swap, None
+        if swap is not None:
+            if swap.ran:  # the files are swapped: so must the segments be
+                self.log.complete_swap(swap, self.now_ms)
+            else:
+                swap.discard()
         self._steps.close()
         if self._writer is not None:
             self._writer.discard()
             self._writer = None
         self.stats.aborted = True
 
-    def _run(self) -> Generator[int | DeferredSyncs, None, None]:
+    def _run(self) -> Generator[int | DiskJob, None, None]:
         yield from self._build_offset_map()
         end = self.map.latest_offset + 1
         self.stats.end_offset = end
@@ -372,14 +415,14 @@ class _CleaningPass:
 
     # ---- 2. and 3. cleaning and swapping a group ----------------------------------------------
 
-    def _clean_group(self, group: list[LogSegment], batch_filter: BatchFilter) -> Iterator[int | DeferredSyncs]:
+    def _clean_group(self, group: list[LogSegment], batch_filter: BatchFilter) -> Iterator[int | DiskJob]:
         batch_filter.last_records = {
             pid: (e.batches[-1].last_offset if e.batches else None, e.epoch)
             for pid, e in self.log.producer_state.producers.items()
         }
         last_nonempty = max((i for i, s in enumerate(group) if s.size), default=-1)
         if len(group) > 1:
-            self._writer = self._open_writer(group)
+            self._writer = yield from self._open_writer(group)
         for i, segment in enumerate(group):
             unchanged_end = 0
             for pos, header, batch in read_batches(segment.file, 0, segment.size):
@@ -390,7 +433,7 @@ class _CleaningPass:
                     unchanged_end = pos + header.size
                 else:
                     if self._writer is None:  # a lone segment's first change: copy what came before
-                        self._writer = self._open_writer(group)
+                        self._writer = yield from self._open_writer(group)
                         yield from self._writer.copy(segment, unchanged_end)
                     if out is not None:
                         self._writer.add(out, header if out is batch else read_batch_header(out, 0))
@@ -398,16 +441,32 @@ class _CleaningPass:
         if self._writer is not None:
             yield self._writer.finish()  # the cleaned file's fsync, maybe on a worker thread
             writer, self._writer = self._writer, None
-            self._swap(writer, group)
+            yield from self._swap_in(writer, group)
 
-    def _open_writer(self, group: list[LogSegment]) -> _GroupWriter:
-        return _GroupWriter(self.log.directory, group[0].base_offset, self.config, group[-1].last_modified_ms)
+    def _open_writer(self, group: list[LogSegment]) -> Generator[DiskJob, None, _GroupWriter]:
+        base = group[0].base_offset
+        create = _CreateCleaned(self.log.directory, segment_name(base, LOG_SUFFIX + CLEANED_SUFFIX))
+        try:
+            yield create  # made on a worker thread
+        except GeneratorExit:  # the pass was dropped: the file is the loader's to remove
+            create.discard()
+            raise
+        if create.file is None:
+            create.run()  # nobody ran it (the pass is being run to its end)
+        assert create.file is not None
+        file, create.file = create.file, None
+        return _GroupWriter(self.log.directory, create.name, file, base, self.config, group[-1].last_modified_ms)
 
-    def _swap(self, writer: _GroupWriter, group: list[LogSegment]) -> None:
+    def _swap_in(self, writer: _GroupWriter, group: list[LogSegment]) -> Iterator[DiskJob]:
         self.stats.bytes_written += writer.bytes_written
         if self.fault is not None:
             self.fault("cleaned")
-        self.log.replace_segments(writer.segment, group, self.now_ms, on_step=self.fault)
+        swap = self._swap = self.log.prepare_swap(writer.segment, group, on_step=self.fault)
+        yield swap  # its renames and syncs on a worker thread
+        if not swap.ran:
+            swap.run()
+        self._swap = None
+        self.log.complete_swap(swap, self.now_ms)
         for old in group:
             del self._watched[id(old)]
         self._watched[id(writer.segment)] = (writer.segment, writer.segment.size)
@@ -494,9 +553,10 @@ class LogCleaner:
         assert stats is not None
         return stats
 
-    def take_syncs(self) -> DeferredSyncs | None:
-        """The fsync the pass in progress needs before it continues (``work`` stopped for it):
-        the caller runs it, on a worker thread, then calls ``work`` again; on failure ``abort``."""
+    def take_syncs(self) -> DiskJob | None:
+        """The disk work the pass in progress needs before it continues (``work`` stopped for
+        it: a cleaned file's creation or fsync, or a swap's renames and syncs): the caller runs
+        it, on a worker thread, then calls ``work`` again; on failure ``abort``."""
         current = self._pass
         if current is None or current.pending_syncs is None:
             return None

@@ -30,7 +30,11 @@ class LeaderEpochCache:
         # the loader then cuts the old entries to the recovered log, or rebuilds them from it.
         self.changes = 0
         self.synced_changes = 0
-        self.unwritten = False  # a rewrite failed (the disk): the file may hold older entries
+        # The file may hold older entries: a rewrite failed (the disk), or was left (``defer``)
+        # for the log's next flush to write, on a worker thread. ``modifications`` counts every
+        # change, so that flush knows whether what it wrote is still the latest.
+        self.unwritten = False
+        self.modifications = 0
 
     @classmethod
     def load(cls, directory: LogDirectory) -> tuple[LeaderEpochCache, bool]:
@@ -61,8 +65,9 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int | None:
         return self._epochs[-1] if self._epochs else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns True when the cache changed.
+        With ``defer`` the checkpoint is left for the log's next flush (``unwritten``).
 
         Like Kafka, entries that would break monotonicity (a same-or-later epoch, or a start offset
         at or past the new one) are dropped first: they belong to a leader whose log was truncated.
@@ -77,6 +82,9 @@ class LeaderEpochCache:
             self._offsets.pop()
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
+        if defer:
+            self._defer()
+            return True
         try:
             self._persist()
         except OSError:
@@ -116,15 +124,19 @@ class LeaderEpochCache:
             del self._offsets[keep:]
             self._persist_later_on_error()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Forget epochs wholly below ``start_offset``; the one covering it now starts there."""
+    def truncate_from_start(self, start_offset: int, *, defer: bool = False) -> None:
+        """Forget epochs wholly below ``start_offset``; the one covering it now starts there.
+        With ``defer`` the checkpoint is left for the log's next flush (``unwritten``)."""
         floor = bisect_right(self._offsets, start_offset) - 1
         if floor < 0 or (floor == 0 and self._offsets[0] == start_offset):
             return
         del self._epochs[:floor]
         del self._offsets[:floor]
         self._offsets[0] = start_offset
-        self._persist_later_on_error()
+        if defer:
+            self._defer()
+        else:
+            self._persist_later_on_error()
 
     def clear(self) -> None:
         self._epochs.clear()
@@ -132,9 +144,25 @@ class LeaderEpochCache:
         self._persist_later_on_error()
 
     def write_if_behind(self) -> None:
-        """Rewrite the checkpoint if a rewrite failed since (the log's flush calls this first)."""
+        """Rewrite the checkpoint if a rewrite failed or was deferred since (the log's flush
+        calls this first, or ``checkpoint_bytes`` for a write on a worker thread)."""
         if self.unwritten:
             self._persist()
+
+    def checkpoint_bytes(self) -> bytes:
+        return format_epoch_checkpoint(self.entries())
+
+    def written_durably(self, modifications: int) -> None:
+        """A flush wrote ``checkpoint_bytes()`` of ``modifications`` durably (a worker thread)."""
+        if modifications == self.modifications and self.unwritten:
+            self.unwritten = False
+            self.changes += 1
+            self.synced_changes = self.changes
+
+    def _defer(self) -> None:
+        if self._directory is not None:
+            self.modifications += 1
+            self.unwritten = True
 
     def _persist_later_on_error(self) -> None:
         # A checkpoint left with entries beyond the log's ends is harmless: the loader cuts them
@@ -145,6 +173,7 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         if self._directory is None:
             return
+        self.modifications += 1
         try:
             self._directory.write_document(
                 LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint(self.entries()), durable=False

@@ -37,6 +37,18 @@ class _IndexFile:
             self._file = self._opener()
         return self._file
 
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
+    def adopt(self, file: SegmentFile) -> None:
+        """Use ``file``, opened elsewhere (a worker thread) on this index's file, unless one is
+        open already: then ``file`` is closed."""
+        if self._file is None:
+            self._file = file
+        else:
+            file.close()
+
     def write_pending(self) -> None:
         if self.pending:
             self.file().append(self.pending)
@@ -169,6 +181,17 @@ class OffsetIndex:
     def abandon(self) -> None:
         self._io.abandon()
 
+    @property
+    def file_open(self) -> bool:
+        return self._io.is_open
+
+    def adopt_file(self, file: SegmentFile) -> None:
+        self._io.adopt(file)
+
+    def open_file(self) -> None:
+        """Open the file now (it is otherwise opened at the first write)."""
+        self._io.file()
+
 
 class TimeIndex:
     """``%020d.timeindex``: 12-byte entries, ``int64 timestamp`` then ``int32 offset - base_offset``.
@@ -260,3 +283,14 @@ class TimeIndex:
 
     def abandon(self) -> None:
         self._io.abandon()
+
+    @property
+    def file_open(self) -> bool:
+        return self._io.is_open
+
+    def adopt_file(self, file: SegmentFile) -> None:
+        self._io.adopt(file)
+
+    def open_file(self) -> None:
+        """Open the file now (it is otherwise opened at the first write)."""
+        self._io.file()

@@ -559,14 +559,17 @@ class LogManager:
             self._checkpoint(now_ms)
         return more
 
-    def delete_records(self, topic: str, partition: int, offset: int, now_ms: int, *, checkpoint: bool = True) -> int:
+    def delete_records(
+        self, topic: str, partition: int, offset: int, now_ms: int, *, checkpoint: bool = True, syncs: Syncs = IMMEDIATE
+    ) -> int:
         """DeleteRecords, with the new log start offset checkpointed before returning (if the disk
-        takes it), unless ``checkpoint`` is False: the caller writes it (``prepare_checkpoints``)."""
+        takes it), unless ``checkpoint`` is False: the caller writes it (``prepare_checkpoints``).
+        ``syncs`` may defer the renames and unlinks of the files (``apply_retention``)."""
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is None:
             raise KeyError(tp)
-        start = log.delete_records_before(offset, now_ms=now_ms)
+        start = log.delete_records_before(offset, now_ms=now_ms, syncs=syncs)
         if checkpoint:
             self._checkpoint(now_ms)
         return start

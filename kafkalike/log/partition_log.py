@@ -47,7 +47,18 @@ from kafkalike.log.producer_state import (
     parse_control_marker,
 )
 from kafkalike.log.retention import RetentionMixin
-from kafkalike.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_header, segment_name
+from kafkalike.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    PreparedRoll,
+    keeps_index_files_open,
+    parse_header,
+    segment_name,
+)
 from kafkalike.log.storage import IMMEDIATE, DeferredSyncs, FileLogDirectory, LogDirectory, SegmentFile, Syncs
 from kafkalike.log.storage_errors import describe, reporter
 from kafkalike.log.txn_index import AbortedTxn, collect_aborted, retained_aborts
@@ -78,6 +89,16 @@ class FlushTicket(NamedTuple):
     messages: int  # unflushed messages it covers (when ``whole``)
     whole: bool  # the target was the log end
     truncations: int  # the log's truncation count when prepared
+    epoch_rewrite: int | None = None  # the epoch cache's modification count it writes the checkpoint of
+
+
+class RollNeeded(Exception):
+    """Raised by ``PartitionLog.append(defer_roll=True)`` before it changed anything: the
+    append needs a new segment at ``base_offset`` first."""
+
+    def __init__(self, base_offset: int) -> None:
+        super().__init__(f"a new segment at offset {base_offset} is needed first")
+        self.base_offset = base_offset
 
 
 class AppendResult(NamedTuple):
@@ -126,6 +147,60 @@ class TimestampAndOffset(NamedTuple):
     offset: int
 
 
+class SegmentSwap:
+    """The disk steps of a compaction swap (``PartitionLog.replace_segments``), run between
+    ``prepare_swap`` and ``complete_swap``, on a worker thread when there is a disk. It touches
+    the new segment (no one else sees it yet) and the names of the old ones; their files stay
+    open for reads meanwhile, and retention leaves the log alone until ``complete_swap``."""
+
+    def __init__(
+        self, log: PartitionLog, new: LogSegment, old: list[LogSegment], on_step: Callable[[str], None] | None
+    ) -> None:
+        self.log = log
+        self.directory = log.directory
+        self.new = new
+        self.old = list(old)
+        self._step = on_step or (lambda _name: None)
+        self.ran = False
+
+    def __bool__(self) -> bool:
+        """Whether there is disk work (for a worker thread) in it."""
+        return self.directory.on_disk
+
+    def run(self) -> None:
+        directory, new, step = self.directory, self.new, self._step
+        base = new.base_offset
+        retained = retained_aborts(new, self.old)  # before the old index files are renamed away
+        swap = segment_name(base, LOG_SUFFIX + SWAP_SUFFIX)
+        directory.rename(segment_name(base, LOG_SUFFIX + CLEANED_SUFFIX), swap, new.file)
+        directory.sync()
+        step("swap")
+        for n, segment in enumerate(self.old):
+            for suffix in SEGMENT_SUFFIXES:
+                name = segment_name(segment.base_offset, suffix)
+                if directory.exists(name):
+                    # Only the name moves: the data file's descriptor serves reads meanwhile.
+                    directory.rename(name, name + DELETED_SUFFIX, segment.file if suffix == LOG_SUFFIX else None)
+            step(f"deleted-{n}")
+        directory.sync()  # the old names must be gone for good before the swap loses its suffix
+        directory.rename(swap, segment_name(base, LOG_SUFFIX), new.file)
+        step("renamed")
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # fresh files: the old ones went with old[0]
+            directory.delete(segment_name(base, suffix))
+            directory.open_file(segment_name(base, suffix), create=True).close()
+        new.txn_index.rewrite(retained)
+        new.time_index.maybe_append(new.max_timestamp, new.offset_of_max_timestamp)
+        new.flush()
+        new.on_become_inactive()
+        directory.sync()
+        self.ran = True
+        step("done")
+
+    def discard(self) -> None:
+        """Not run after all: retention may touch the log again."""
+        self.log.swapping = False
+
+
 class PartitionLog(RetentionMixin):
     """See the module docstring for the directory layout."""
 
@@ -156,12 +231,18 @@ class PartitionLog(RetentionMixin):
         self._truncations = 0  # a flush prepared before a truncation must not move the recovery point
         self._stop_cache: tuple[int, int, int] | None = None  # (offset, segment index, position)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.roll_for_retention = False  # see ``apply_retention``
+        self.swapping = False  # a compaction swap's disk steps are under way (``prepare_swap``)
         self._closed = False
         # Why writes are refused (an append that could not be undone), or None.
         self._offline: str | None = None
         # The log cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint entry, which
         # LogManager loads and saves); None: never cleaned, everything from the log start is dirty.
         self.cleaner_checkpoint: int | None = None
+        if keeps_index_files_open(config) and directory.on_disk:
+            # Opened here (at start-up, or on the thread making the partition), not by a flush.
+            self.active_segment.offset_index.open_file()
+            self.active_segment.time_index.open_file()
 
     # ---- opening ------------------------------------------------------------------------------
 
@@ -244,6 +325,7 @@ class PartitionLog(RetentionMixin):
         log_append_time: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         syncs: Syncs = IMMEDIATE,
+        defer_roll: bool = False,
     ) -> AppendResult:
         """Append validated v2 batches, assigning offsets in place; header work only, one write.
 
@@ -265,6 +347,10 @@ class PartitionLog(RetentionMixin):
         ``DeferredSyncs``: then its fsyncs are left there and the result's ``flush`` is set; the
         caller runs them (off the event loop) and calls ``complete_append`` before it
         acknowledges the append.
+
+        With ``defer_roll`` an append that needs a new segment raises RollNeeded instead,
+        having changed nothing: the caller rolls (``prepare_roll``, the files made off the event
+        loop, ``complete_roll``) and appends again.
         """
         self._ensure_open()
         if self._offline is not None:
@@ -301,10 +387,14 @@ class PartitionLog(RetentionMixin):
             # here leaves the log as it was (a roll that failed half-way is tried again).
             segment = self.active_segment
             if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
+                if defer_roll:
+                    raise RollNeeded(self._log_end_offset)
                 segment = self.roll(now_ms)
             latest = self.epoch_cache.latest_epoch
             if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-                self.epoch_cache.assign(leader_epoch, first_offset)  # before the data, as Kafka's append
+                # Before the data, as Kafka's append; with deferred syncs written by the next flush
+                # (off the loop), which comes before any of the data counts as flushed.
+                self.epoch_cache.assign(leader_epoch, first_offset, defer=self._defers(syncs))
             segment.append(buf, assigned, now_ms)
         except OSError as exc:
             raise self._storage_error("append to", exc, now_ms) from exc
@@ -371,6 +461,14 @@ class PartitionLog(RetentionMixin):
             self._go_offline(result.first_offset, f"{describe(error)}, with later appends in the way of undoing it")
         raise self._storage_error("flush of", error, now_ms) from error
 
+    def _defers(self, syncs: Syncs) -> bool:
+        """Whether ``syncs`` takes this log's file work to a worker thread."""
+        return isinstance(syncs, DeferredSyncs) and self.directory.on_disk
+
+    def storage_error(self, operation: str, exc: OSError, now_ms: int) -> KafkaStorageError:
+        """The error a caller raises for a disk failure of this log's (reported once a minute)."""
+        return self._storage_error(operation, exc, now_ms)
+
     def _storage_error(self, operation: str, exc: OSError, now_ms: int) -> KafkaStorageError:
         reporter.report(operation, self.directory.path, exc, now_ms)
         return KafkaStorageError(f"{operation} {self.directory.path} failed: {describe(exc)}")
@@ -430,16 +528,62 @@ class PartitionLog(RetentionMixin):
 
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end offset (a no-op on an empty active segment)."""
+        prepared = self.prepare_roll()
+        if prepared is None:
+            return self.active_segment
+        prepared.create()
+        segment = self.complete_roll(prepared, now_ms)
+        assert segment is not None  # nothing ran in between
+        return segment
+
+    def prepare_roll(self) -> PreparedRoll | None:
+        """The first third of ``roll``: what its disk work needs (``PreparedRoll.create``, which
+        may run on a worker thread), or None when the active segment is empty at the log end.
+
+        The snapshot is the producer state at the roll offset; at a roll not durable, so the
+        append waits for no fsync (Kafka flushes that snapshot in the background too): a torn
+        one fails its CRC at load and is dropped."""
         self._ensure_open()
         active = self.active_segment
         if active.size == 0 and active.base_offset == self._log_end_offset:
-            return active
-        active.on_become_inactive()
-        segment = LogSegment.create(self.directory, self._log_end_offset, self.config, now_ms)
+            return None
+        old_indexes = [
+            "" if index.file_open else segment_name(active.base_offset, suffix)
+            for index, suffix in ((active.offset_index, INDEX_SUFFIX), (active.time_index, TIME_INDEX_SUFFIX))
+        ]
+        return PreparedRoll(
+            self.directory,
+            self._log_end_offset,
+            self.producer_state.snapshot_bytes(),
+            old_indexes,
+            keeps_index_files_open(self.config),
+        )
+
+    def complete_roll(self, prepared: PreparedRoll, now_ms: int) -> LogSegment | None:
+        """The last third of ``roll``, once ``prepared.create`` succeeded: the new segment
+        becomes the active one. None when the log moved on meanwhile (closed, an append or a
+        roll of its own at the log end): then ``prepared.discard()`` is the caller's to run."""
+        base = prepared.base_offset
+        if self._closed or self._log_end_offset != base or prepared.files is None or self._bases[-1] == base:
+            prepared.remove_on_discard = not self._closed and base not in self._bases
+            return None
+        active = self.active_segment
+        offset_file, time_file = prepared.old_index_files
+        prepared.old_index_files = []
+        if offset_file is not None:
+            active.offset_index.adopt_file(offset_file)
+        if time_file is not None:
+            active.time_index.adopt_file(time_file)
+        try:
+            active.on_become_inactive()  # its last index entries go into the files opened for it
+        except OSError:
+            prepared.discard()  # the roll is tried again from scratch (its files made anew)
+            raise
+        segment = LogSegment.from_files(self.directory, base, self.config, prepared.files, now_ms)
+        prepared.files = None
         self.segments.append(segment)
-        self._bases.append(segment.base_offset)
+        self._bases.append(base)
         self._dir_changes += 1  # the next flush syncs the directory, making the new names durable
-        self._take_snapshot(self._log_end_offset, durable=False)
         return segment
 
     def replace_segments(
@@ -453,42 +597,47 @@ class PartitionLog(RetentionMixin):
         here the loader finishes the swap), each old segment -> ``.deleted`` ("deleted-<n>"),
         ``.swap`` -> ``.log`` ("renamed"), and the index files last ("done"; a missing one is
         rebuilt). ``on_step(name)`` runs after each step, for fault-injection tests.
+
+        In three parts, so the broker can run the disk steps on a worker thread: ``prepare_swap``
+        (here), ``SegmentSwap.run`` (anywhere), ``complete_swap`` (here: the segment list).
         """
+        swap = self.prepare_swap(new, old, on_step)
+        swap.run()
+        self.complete_swap(swap, now_ms)
+
+    def prepare_swap(
+        self, new: LogSegment, old: list[LogSegment], on_step: Callable[[str], None] | None = None
+    ) -> SegmentSwap:
+        """Check the swap and hold retention off ``old`` until ``complete_swap``."""
         self._ensure_open()
         first = self.segments.index(old[0])
         if self.segments[first : first + len(old)] != old or new.base_offset != old[0].base_offset:
             raise ValueError("replace_segments needs consecutive live segments starting at the new one's base")
-        step = on_step or (lambda _name: None)
-        base = new.base_offset
-        retained = retained_aborts(new, old)  # before the old index files are renamed away
-        swap = segment_name(base, LOG_SUFFIX + SWAP_SUFFIX)
-        self.directory.rename(segment_name(base, LOG_SUFFIX + CLEANED_SUFFIX), swap, new.file)
-        self.directory.sync()
-        step("swap")
-        for n, segment in enumerate(old):
-            self._schedule_delete(segment, now_ms)
-            step(f"deleted-{n}")
-        self.directory.sync()  # the old names must be gone for good before the swap loses its suffix
-        self.directory.rename(swap, segment_name(base, LOG_SUFFIX), new.file)
-        step("renamed")
-        self.segments[first : first + len(old)] = [new]
-        self._bases[first : first + len(old)] = [base]
-        self._stop_cache = None
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # fresh files: the old ones went with old[0]
-            self.directory.delete(segment_name(base, suffix))
-            self.directory.open_file(segment_name(base, suffix), create=True).close()
-        new.txn_index.rewrite(retained)
-        new.time_index.maybe_append(new.max_timestamp, new.offset_of_max_timestamp)
-        new.flush()
-        new.on_become_inactive()
-        self.directory.sync()
-        step("done")
+        self.swapping = True
+        return SegmentSwap(self, new, old, on_step)
 
-    def _take_snapshot(self, offset: int, *, durable: bool = True) -> None:
-        """At a roll not ``durable``, so the append waits for no fsync (Kafka flushes that
-        snapshot in the background too): a torn one fails its CRC at load and is dropped."""
+    def complete_swap(self, swap: SegmentSwap, now_ms: int) -> None:
+        """After ``swap.run()`` (or its failure: then the log stays as it is, and the loader sorts
+        out the files at the next start): the new segment replaces the old ones in the list."""
+        self.swapping = False
+        if self._closed or not swap.ran:
+            return
+        old, new = swap.old, swap.new
+        first = self.segments.index(old[0]) if old[0] in self.segments else -1
+        if first < 0 or self.segments[first : first + len(old)] != old:
+            log.warning("%s: the segments a compaction swapped out changed meanwhile", self.directory.path)
+            return
+        for segment in old:
+            segment.mark_deleted(renamed=True)
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
+        self.segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [new.base_offset]
+        self._stop_cache = None
+
+    def _take_snapshot(self, offset: int) -> None:
+        """Durably (at close; a roll's is written by ``PreparedRoll.create``)."""
         name = segment_name(offset, SNAPSHOT_SUFFIX)
-        self.directory.write_document(name, self.producer_state.snapshot_bytes(), durable=durable)
+        self.directory.write_document(name, self.producer_state.snapshot_bytes())
 
     # ---- flushing -----------------------------------------------------------------------------
 
@@ -504,7 +653,13 @@ class PartitionLog(RetentionMixin):
         self._ensure_open()
         target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
         epochs = self.epoch_cache
-        epochs.write_if_behind()
+        epoch_rewrite: int | None = None
+        if epochs.unwritten and self._defers(syncs):
+            # Written whole and durably on the worker thread; ``complete_flush`` records it.
+            syncs.write_document(self.directory, LEADER_EPOCH_CHECKPOINT, epochs.checkpoint_bytes())
+            epoch_rewrite = epochs.modifications
+        else:
+            epochs.write_if_behind()
         epochs_behind = epochs.changes > epochs.synced_changes
         directory_behind = epochs_behind or self._dir_changes > self._dir_changes_synced
         if target > self.recovery_point or directory_behind:
@@ -524,6 +679,7 @@ class PartitionLog(RetentionMixin):
             self._unflushed_messages if whole else 0,
             whole,
             self._truncations,
+            epoch_rewrite,
         )
 
     def complete_flush(self, ticket: FlushTicket, now_ms: int | None) -> None:
@@ -532,6 +688,8 @@ class PartitionLog(RetentionMixin):
             return
         self._dir_changes_synced = max(self._dir_changes_synced, ticket.dir_changes)
         self.epoch_cache.synced_changes = max(self.epoch_cache.synced_changes, ticket.epoch_changes)
+        if ticket.epoch_rewrite is not None:
+            self.epoch_cache.written_durably(ticket.epoch_rewrite)
         if ticket.truncations != self._truncations:
             return  # the log was cut since: offsets below the target may hold bytes written after the sync
         self.recovery_point = max(self.recovery_point, min(ticket.target, self._log_end_offset))

@@ -17,8 +17,9 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from kafkalike.log.config import INT_MAX, LogConfig
+from kafkalike.log.config import INT_MAX, LONG_MAX, LogConfig
 from kafkalike.log.index import IndexCorrupt, OffsetIndex, TimeIndex
+from kafkalike.log.producer_state import SNAPSHOT_SUFFIX
 from kafkalike.log.storage import IMMEDIATE, LogDirectory, SegmentFile, Syncs
 from kafkalike.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex, TxnIndexCorrupt
 from kafkalike.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, batch_crc_ok
@@ -121,10 +122,106 @@ def records_in_headers(file: SegmentFile, start: int, end: int) -> int:
     return records
 
 
+class SegmentFiles(NamedTuple):
+    """A new segment's open files: its data file, and its index files when kept open."""
+
+    log: SegmentFile
+    offset_index: SegmentFile | None = None
+    time_index: SegmentFile | None = None
+
+    def close(self) -> None:
+        for file in self:
+            if file is not None:
+                file.close()
+
+
+def keeps_index_files_open(config: LogConfig) -> bool:
+    """Whether a new segment keeps its index files open: when its log flushes by message count
+    or time, so those flushes, on the event loop, never have to open one (at a roll, a worker
+    thread writes and closes them); otherwise they stay closed, one descriptor per segment."""
+    return config.flush_interval_messages != LONG_MAX or config.flush_interval_ms is not None
+
+
+def create_segment_files(directory: LogDirectory, base_offset: int, *, keep_index_files: bool) -> SegmentFiles:
+    """A new segment's files, empty. Touches only files named by ``base_offset``, so it may run
+    on a worker thread while the log is used on the event loop."""
+    for suffix in SEGMENT_SUFFIXES:
+        directory.delete(segment_name(base_offset, suffix))  # stale files from a crashed roll
+    file = directory.open_file(segment_name(base_offset, LOG_SUFFIX), create=True)
+    indexes: list[SegmentFile] = []
+    try:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # Present from the start, as Kafka's are, so the directory always looks complete.
+            indexes.append(directory.open_file(segment_name(base_offset, suffix), create=True))
+    except OSError:
+        # EMFILE or ENOSPC: the roll is tried again from scratch, without a leaked descriptor.
+        SegmentFiles(file, *indexes).close()
+        raise
+    if not keep_index_files:
+        SegmentFiles(indexes[0], indexes[1]).close()
+        return SegmentFiles(file)
+    return SegmentFiles(file, indexes[0], indexes[1])
+
+
+class PreparedRoll:
+    """The disk work of a roll, to run on a worker thread between ``PartitionLog.prepare_roll``
+    and ``complete_roll`` (both on the event loop, which alone changes the log).
+
+    ``create`` makes the new segment's files, opens the index files of the segment becoming
+    inactive (its last index entries are written into them at the roll), and writes the
+    producer-state snapshot taken at the roll offset. Nothing it touches is in use by the log.
+    """
+
+    def __init__(
+        self, directory: LogDirectory, base_offset: int, snapshot: bytes, old_indexes: list[str], keep_index_files: bool
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.snapshot = snapshot
+        self.old_index_names = old_indexes
+        self.keep_index_files = keep_index_files
+        self.files: SegmentFiles | None = None
+        self.old_index_files: list[SegmentFile | None] = []
+        self.remove_on_discard = False  # set by ``complete_roll`` when no live segment owns the names
+
+    def create(self) -> None:
+        """Thread-safe; on OSError everything it opened is closed again."""
+        try:
+            self.files = create_segment_files(self.directory, self.base_offset, keep_index_files=self.keep_index_files)
+            for name in self.old_index_names:
+                self.old_index_files.append(self.directory.open_file(name, create=True) if name else None)
+            self.directory.write_document(segment_name(self.base_offset, SNAPSHOT_SUFFIX), self.snapshot, durable=False)
+        except OSError:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Close what ``create`` opened (a roll not installed), removing the new segment's files
+        when ``remove_on_discard``. Thread-safe."""
+        if self.files is not None:
+            self.files.close()
+        for file in self.old_index_files:
+            if file is not None:
+                file.close()
+        self.files, self.old_index_files = None, []
+        if self.remove_on_discard:
+            for suffix in SEGMENT_SUFFIXES:
+                self.directory.delete(segment_name(self.base_offset, suffix))
+
+
 class LogSegment:
     """A segment's files and the summary state appends and lookups need (see module docstring)."""
 
-    def __init__(self, directory: LogDirectory, base_offset: int, config: LogConfig, file: SegmentFile, now_ms: int):
+    def __init__(
+        self,
+        directory: LogDirectory,
+        base_offset: int,
+        config: LogConfig,
+        file: SegmentFile,
+        now_ms: int,
+        index_files: tuple[SegmentFile | None, SegmentFile | None] = (None, None),
+    ):
+        """``index_files``: the index files, already open (``create_segment_files``)."""
         self.directory = directory
         self.base_offset = base_offset
         self.file = file
@@ -135,6 +232,11 @@ class LogSegment:
         self.time_index = TimeIndex(
             base_offset, config.segment_index_bytes // TimeIndex.ENTRY_SIZE, self._opener(TIME_INDEX_SUFFIX)
         )
+        offset_file, time_file = index_files
+        if offset_file is not None:
+            self.offset_index.adopt_file(offset_file)
+        if time_file is not None:
+            self.time_index.adopt_file(time_file)
         self.txn_index = TransactionIndex(directory, base_offset)
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -154,17 +256,19 @@ class LogSegment:
 
     @classmethod
     def create(cls, directory: LogDirectory, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        for suffix in SEGMENT_SUFFIXES:
-            directory.delete(segment_name(base_offset, suffix))  # stale files from a crashed roll
-        file = directory.open_file(segment_name(base_offset, LOG_SUFFIX), create=True)
-        try:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                # Present from the start, as Kafka's are, so the directory always looks complete.
-                directory.open_file(segment_name(base_offset, suffix), create=True).close()
-        except OSError:
-            file.close()  # EMFILE or ENOSPC: the roll is tried again from scratch, without a leaked descriptor
-            raise
-        return cls(directory, base_offset, config, file, now_ms)
+        return cls.from_files(
+            directory,
+            base_offset,
+            config,
+            create_segment_files(directory, base_offset, keep_index_files=keeps_index_files_open(config)),
+            now_ms,
+        )
+
+    @classmethod
+    def from_files(
+        cls, directory: LogDirectory, base_offset: int, config: LogConfig, files: SegmentFiles, now_ms: int
+    ) -> LogSegment:
+        return cls(directory, base_offset, config, files.log, now_ms, (files.offset_index, files.time_index))
 
     @classmethod
     def open_existing(cls, directory: LogDirectory, base_offset: int, config: LogConfig) -> LogSegment:
@@ -406,21 +510,25 @@ class LogSegment:
         self.txn_index.release()
         self.file.close()
 
-    def mark_deleted(self) -> None:
-        """Rename to ``*.deleted`` so a restart knows the files are garbage, as Kafka does.
+    def mark_deleted(self, syncs: Syncs = IMMEDIATE, *, renamed: bool = False) -> None:
+        """Rename to ``*.deleted`` so a restart knows the files are garbage, as Kafka does;
+        ``syncs`` may defer the renames to a worker thread.
 
         The data file stays open: a fetch that already holds a range can still sendfile from it
-        until the delayed delete closes it.
+        until the delayed delete closes it. The index files are closed without their pending
+        entries: a ``.deleted`` file is never read again.
         """
-        self.offset_index.release()
-        self.time_index.release()
+        self.offset_index.abandon()
+        self.time_index.abandon()
         self.txn_index.release()
         self.marked_deleted = True
+        if renamed:  # already, by a compaction swap on a worker thread
+            return
         for suffix in SEGMENT_SUFFIXES:
             name = segment_name(self.base_offset, suffix)
             if self.directory.exists(name):
                 file = self.file if suffix == LOG_SUFFIX else None
-                self.directory.rename(name, name + DELETED_SUFFIX, file)
+                syncs.rename(self.directory, name, name + DELETED_SUFFIX, file)
 
     def delete_files(self, syncs: Syncs = IMMEDIATE) -> None:
         """Remove the files, under their ``.deleted`` names once renamed: by then a new segment

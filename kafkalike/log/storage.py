@@ -289,6 +289,18 @@ class LogDirectory(ABC):
         """Where ``name`` lives on disk, for an unlink on a worker thread; None without a disk."""
         return None
 
+    @property
+    def on_disk(self) -> bool:
+        """Whether there are files behind it (work for a worker thread), not memory."""
+        return False
+
+    def prepare_rename(self, old: str, new: str, file: SegmentFile | None = None) -> tuple[str, str] | None:
+        """A ``rename`` to run on a worker thread: record at once that ``file`` (the open handle
+        on ``old``, if any) now lives at ``new``, and return the two paths for the thread's
+        ``os.replace``; without a disk, rename here and return None."""
+        self.rename(old, new, file)
+        return None
+
     @abstractmethod
     def remove_all(self) -> None:
         """Delete the directory and everything in it."""
@@ -320,6 +332,13 @@ class Syncs:
     def unlink(self, directory: LogDirectory, name: str) -> None:
         directory.delete(name)
 
+    def rename(self, directory: LogDirectory, old: str, new: str, file: SegmentFile | None = None) -> None:
+        directory.rename(old, new, file)
+
+    def write_document(self, directory: LogDirectory, name: str, data: bytes) -> None:
+        """Replace a document durably (``LogDirectory.write_document``)."""
+        directory.write_document(name, data)
+
 
 IMMEDIATE = Syncs()
 
@@ -327,19 +346,23 @@ IMMEDIATE = Syncs()
 class DeferredSyncs(Syncs):
     """Blocking disk calls collected on the event loop, to ``run`` on a worker thread.
 
-    Only syscalls on descriptors and paths leave the loop; every change to a log's state stays
-    on it (the caller applies the outcome after ``run`` returns). Storage without a disk gives
-    nothing to collect (its ``sync_descriptor`` and ``sync_path`` are None), so an in-memory
-    log never waits for a thread. Faults a test injects fire here, on the loop, at collection.
+    Only syscalls on descriptors and paths leave the loop (fsyncs, unlinks, renames, and whole
+    documents written through their directory); every change to a log's state stays on it (the
+    caller applies the outcome after ``run`` returns). Storage without a disk gives nothing to
+    collect (its ``sync_descriptor`` and ``sync_path`` are None, ``on_disk`` False), so an
+    in-memory log never waits for a thread. Faults a test injects fire here, on the loop, at
+    collection, except a document's, which fires in ``run``.
     """
 
     def __init__(self) -> None:
         self.descriptors: list[int] = []
         self.directories: list[str] = []
         self.unlinks: list[str] = []
+        self.renames: list[tuple[str, str]] = []
+        self.documents: list[tuple[LogDirectory, str, bytes]] = []
 
     def __bool__(self) -> bool:
-        return bool(self.descriptors or self.directories or self.unlinks)
+        return bool(self.descriptors or self.directories or self.unlinks or self.renames or self.documents)
 
     def file(self, file: SegmentFile) -> None:
         fd = file.sync_descriptor()
@@ -363,13 +386,37 @@ class DeferredSyncs(Syncs):
         else:
             self.unlinks.append(path)
 
+    def write_document(self, directory: LogDirectory, name: str, data: bytes) -> None:
+        if directory.on_disk:
+            self.documents.append((directory, name, data))
+        else:
+            directory.write_document(name, data)
+
+    def rename(self, directory: LogDirectory, old: str, new: str, file: SegmentFile | None = None) -> None:
+        paths = directory.prepare_rename(old, new, file)
+        if paths is not None:
+            self.renames.append(paths)
+
     def run(self) -> None:
-        """On the worker thread: the unlinks, every fsync (files before their directories), and
-        every descriptor closed whatever fails. Raises the first OSError."""
+        """On the worker thread: the renames (each tried; one that fails leaves its file under
+        the old name), the unlinks, the documents, every fsync (files before their directories), and every
+        descriptor closed whatever fails. Raises the first OSError."""
         try:
+            rename_error: OSError | None = None
+            for old, new in self.renames:
+                try:
+                    os.replace(old, new)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    rename_error = rename_error or exc
+            if rename_error is not None:
+                raise rename_error
             for path in self.unlinks:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+            for directory, name, data in self.documents:  # each whole and durable (temp file, rename)
+                directory.write_document(name, data)
             for fd in self.descriptors:
                 os.fsync(fd)
             for path in self.directories:
@@ -468,6 +515,15 @@ class FileLogDirectory(LogDirectory):
 
     def file_path(self, name: str) -> str:
         return self._join(name)
+
+    @property
+    def on_disk(self) -> bool:
+        return True
+
+    def prepare_rename(self, old: str, new: str, file: SegmentFile | None = None) -> tuple[str, str]:
+        if isinstance(file, FileSegmentFile):
+            file.renamed(self._join(new))  # its descriptor stays valid across the rename
+        return self._join(old), self._join(new)
 
     def remove_all(self) -> None:
         shutil.rmtree(self._path, ignore_errors=True)

@@ -33,6 +33,7 @@ from kafkalike.log.cleaner import LogCleaner
 from kafkalike.log.dir_lock import LOCK_FILE_NAME, DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.manager import NewPartition, run_flushes, write_checkpoints
+from kafkalike.log.partition_log import RollNeeded
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
@@ -112,8 +113,9 @@ class PartitionState:
     leader_epoch: int = 0
     # Replaced after every append, so waiters wake once per append without missing one.
     new_data: trio.Event = field(default_factory=trio.Event)
-    # Set while an append waits for its flush's fsync on a worker thread: the next append to
-    # the partition waits for it, so a failed flush can still cut its append off alone.
+    # Set while an append waits for a worker thread (its flush's fsync, or its roll's new
+    # files): the next append to the partition waits for it, so a failed flush can still cut
+    # its append off alone.
     flushing: trio.Event | None = None
 
     def notify(self) -> None:
@@ -589,15 +591,24 @@ class Broker:
         When flush.messages or flush.ms makes the append flush, its fsyncs run on a worker
         thread, and the append counts (high watermark, fetchers woken, the caller's answer)
         only once they succeeded; meanwhile the next append to the partition waits, as Kafka's
-        appends wait for the log's lock. Raises the log's errors (KafkaStorageError when the
-        disk fails, and then nothing was appended)."""
+        appends wait for the log's lock. An append that needs a new segment has its files made
+        on a worker thread first (``_roll``), behind the same wait. Raises the log's errors
+        (KafkaStorageError when the disk fails, and then nothing was appended)."""
         while state.flushing is not None:
             await state.flushing.wait()
         plog = state.log
         syncs = DeferredSyncs()
-        result = plog.append(
-            records, leader_epoch=state.leader_epoch, now_ms=now_ms(), log_append_time=log_append_time, syncs=syncs
+        append = functools.partial(
+            plog.append, records, leader_epoch=state.leader_epoch, log_append_time=log_append_time, syncs=syncs
         )
+        try:
+            # An in-memory log rolls in place: it has no files to make.
+            result = append(now_ms=now_ms(), defer_roll=plog.directory.on_disk)
+        except RollNeeded:
+            await self._roll(state)
+            # Rolled (nothing ran in between): only a log changed meanwhile by another writer
+            # (a transaction marker) can still need a roll, made here then.
+            result = append(now_ms=now_ms())
         if result.flush is not None:
             error: OSError | None = None
             if syncs:
@@ -614,6 +625,28 @@ class Broker:
         plog.high_watermark = plog.log_end_offset
         state.notify()
         return result
+
+    async def _roll(self, state: PartitionState) -> None:
+        """A new active segment for ``state``'s log, its files made on a worker thread while the
+        partition's next append waits (as behind a flush). KafkaStorageError if they cannot be
+        made: then the log is as it was, and the next append tries again."""
+        plog = state.log
+        prepared = plog.prepare_roll()
+        if prepared is None:
+            return
+        done = state.flushing = trio.Event()
+        try:
+            with trio.CancelScope(shield=True):  # the files must be installed or discarded
+                try:
+                    await trio.to_thread.run_sync(prepared.create)
+                    installed = plog.complete_roll(prepared, now_ms())
+                except OSError as exc:
+                    raise plog.storage_error("roll of", exc, now_ms()) from exc
+                if installed is None:
+                    await trio.to_thread.run_sync(prepared.discard)
+        finally:
+            state.flushing = None
+            done.set()
 
     def api_versions(self) -> list[dict[str, Any]]:
         return [
@@ -693,6 +726,7 @@ class Broker:
                 next_retention = trio.current_time() + interval_s
                 unlinks = DeferredSyncs()
                 deleted = self.logs.run_retention(now_ms(), unlinks)
+                deleted += await self._roll_for_retention(unlinks)
                 try:
                     await _off_loop(unlinks.run, bool(unlinks))
                 except OSError as exc:  # the files stay as *.deleted; start-up removes them
@@ -701,6 +735,24 @@ class Broker:
                     log.info("retention deleted %d segment(s)", deleted)
             if self.logs.checkpoint_due(now_ms()) or retention_due:
                 await self.checkpoint_offsets()
+
+    async def _roll_for_retention(self, unlinks: DeferredSyncs) -> int:
+        """Partitions whose every segment retention would delete: the active one too, once a
+        new one is rolled (off the loop, in the partition's append order), as Kafka does."""
+        deleted = 0
+        for state in [s for s in self.partitions.values() if s.log.roll_for_retention]:
+            while state.flushing is not None:
+                await state.flushing.wait()
+            if state.log.closed:  # deleted meanwhile
+                continue
+            try:
+                await self._roll(state)
+                deleted += state.log.apply_retention(now_ms(), unlinks)
+            except KafkaStorageError:  # reported; the segments stay for the next round
+                pass
+            except OSError as exc:
+                reporter.report("retention of", state.log.directory.path, exc, now_ms())
+        return deleted
 
     async def checkpoint_offsets(self) -> None:
         """The log dirs' checkpoint files whose offsets moved, written on a worker thread."""
@@ -714,6 +766,13 @@ class Broker:
         self.logs.close_all()
         for lock in self._dir_locks:
             lock.release()
+
+    async def aclose(self) -> None:
+        """``close`` on a worker thread: its flushes, snapshots and checkpoints block no other
+        task of the loop. Only once the broker has stopped serving (nothing else touches its
+        logs meanwhile); an in-memory broker closes here, having nothing to wait for."""
+        with trio.CancelScope(shield=True):
+            await _off_loop(self.close, not self.logs.memory)
 
 
 def _lock_dirs(paths: list[Path]) -> list[DirLock]:

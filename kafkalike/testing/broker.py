@@ -45,11 +45,14 @@ class ErrorLog(logging.Handler):
         super().__init__(logging.DEBUG)
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         self.records: list[str] = []
-        # Several brokers may run in one process: only records from this broker's loop count.
+        # Several brokers may run in one process: only records from this broker's loop count
+        # (and from a worker thread while it closes the broker).
         self.thread_id: int | None = None
+        self.extra_threads: set[int] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread_id and (record.levelno >= logging.ERROR or record.exc_info):
+        ours = record.thread == self.thread_id or record.thread in self.extra_threads
+        if ours and (record.levelno >= logging.ERROR or record.exc_info):
             self.records.append(self.format(record))
 
 
@@ -183,9 +186,23 @@ class InProcessBroker:
                     nursery.cancel_scope.cancel()
             finally:
                 self._serving = False
-                self.broker.close()
+                if self.broker.logs.memory:
+                    self.broker.close()
+                else:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(self._close_broker)
         finally:
             logger.removeHandler(self._errors)
+
+    def _close_broker(self) -> None:
+        """On a worker thread (the broker no longer serves): what it logs there counts too."""
+        assert self.broker is not None
+        thread = threading.get_ident()
+        self._errors.extra_threads.add(thread)
+        try:
+            self.broker.close()
+        finally:
+            self._errors.extra_threads.discard(thread)
 
     def start(self) -> InProcessBroker:
         """Run the broker in a background thread (for code that is not on trio)."""

@@ -15,8 +15,8 @@ Operations: ``append``, ``flush``, ``truncate``, ``open``, ``read`` (files) and
 when it is a substring of the file's name (``".log"``, ``".snapshot"``, ``"checkpoint"``);
 ``times`` limits how often it fires. A failing append writes nothing, as the storage interface
 promises (the file implementation's own handling of short writes has its own tests). Syncs and
-unlinks collected for a worker thread (``DeferredSyncs``) fail at collection, on the event loop,
-as ``flush``, ``sync`` and ``delete``.
+unlinks and renames collected for a worker thread (``DeferredSyncs``) fail at collection, on the
+event loop, as ``flush``, ``sync``, ``delete`` and ``rename``.
 """
 
 from __future__ import annotations
@@ -198,6 +198,18 @@ class FaultyLogDirectory(LogDirectory):
     def file_path(self, name: str) -> str | None:
         self._faults.check("delete", name, self.path)
         return self.inner.file_path(name)
+
+    @property
+    def on_disk(self) -> bool:
+        return self.inner.on_disk
+
+    def prepare_rename(self, old: str, new: str, file: SegmentFile | None = None) -> tuple[str, str] | None:
+        self._faults.check("rename", old, self.path)
+        inner_file = file.inner if isinstance(file, FaultySegmentFile) else file
+        paths = self.inner.prepare_rename(old, new, inner_file)
+        if isinstance(file, FaultySegmentFile):
+            file.name = new
+        return paths
 
     def remove_all(self) -> None:
         self.inner.remove_all()

@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import trio
+
+from kafkalike.log.storage import DeferredSyncs
+from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import now_ms
@@ -20,6 +24,7 @@ from kafkalike.server.registry import handles
 @handles(21, 0, 2)
 async def handle_delete_records(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     topics = []
+    files = DeferredSyncs()
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
@@ -33,9 +38,14 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Mappin
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     entry["low_watermark"] = ctx.broker.logs.delete_records(
-                        topic.name, part.partition_index, offset, now_ms(), checkpoint=False
+                        topic.name, part.partition_index, offset, now_ms(), checkpoint=False, syncs=files
                     )
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
+    if files:
+        try:  # the segments' renames to .deleted, on a worker thread
+            await trio.to_thread.run_sync(files.run)
+        except OSError as exc:  # the records are deleted (the log start moved); the files go at the next start
+            reporter.report("segment deletion in", str(ctx.broker.data_dir), exc, now_ms())
     await ctx.broker.checkpoint_offsets()  # the new log starts are on disk before the answer, written off the loop
     return {"throttle_time_ms": 0, "topics": topics}

@@ -11,6 +11,8 @@ import pytest
 from test_cleaner_support import CONFIG, latest_per_key, produce, rows
 
 from kafkalike.log import FileLogDirectory, LogCleaner, PartitionLog
+from kafkalike.log.partition_log import SegmentSwap
+from kafkalike.log.storage import DeferredSyncs
 from kafkalike.testing.faulty_storage import DiskFaults
 
 
@@ -34,19 +36,28 @@ def test_a_cleaned_segment_is_synced_by_the_caller_before_its_swap(tmp_path: Pat
     log.high_watermark = log.log_end_offset
     expected = expected_after_cleaning(log, written)
     cleaner = LogCleaner()
-    handed_out = 0
+    handed_out: list[str] = []
     for _ in range(1000):
         if not cleaner.work([log], 1_000, max_bytes=1 << 30):
             break
-        syncs = cleaner.take_syncs()
-        if syncs is not None:
-            assert syncs.descriptors  # the .cleaned file's own descriptor
-            names = log.directory.list_names()
-            assert any(n.endswith(".log.cleaned") for n in names) and not any(n.endswith(".swap") for n in names)
-            syncs.run()
-            handed_out += 1
-    assert handed_out >= 1
+        job = cleaner.take_syncs()
+        if job is None:
+            continue
+        names = log.directory.list_names()
+        cleaned, swapping = (any(n.endswith(suffix) for n in names) for suffix in (".log.cleaned", ".swap"))
+        if isinstance(job, DeferredSyncs):  # the cleaned file's fsync, before its swap
+            assert job.descriptors and cleaned and not swapping
+            handed_out.append("fsync")
+        elif isinstance(job, SegmentSwap):
+            assert cleaned and not swapping
+            handed_out.append("swap")
+        else:  # the cleaned file's creation
+            assert not cleaned
+            handed_out.append("create")
+        job.run()
+    assert handed_out[:3] == ["create", "fsync", "swap"]
     assert rows(log) == expected
+    assert not [n for n in log.directory.list_names() if n.endswith((".cleaned", ".swap"))]
 
 
 def test_a_sync_nobody_took_runs_before_the_swap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
