@@ -30,8 +30,9 @@ from kafkalike.group.offsets import OffsetAndMetadata
 from kafkalike.group.records import CoordinatorRecord, OffsetRecord, RecordError, decode_record, offset_commit_record
 from kafkalike.group.state import GroupState
 from kafkalike.log import AppendOrigin, InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
-from kafkalike.log.coordinator_log import log_batches
+from kafkalike.log.coordinator_log import SyncTracker, log_batches
 from kafkalike.log.producer_state import CONTROL_COMMIT, parse_control_marker
+from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records
 
@@ -129,10 +130,15 @@ class LogTxnOffsetWriter:
     producer-state checks fence an old epoch (INVALID_PRODUCER_EPOCH)."""
 
     def __init__(
-        self, log_for: Callable[[int], tuple[PartitionLog, int]], on_append: Callable[[int], None] | None = None
+        self,
+        log_for: Callable[[int], tuple[PartitionLog, int]],
+        on_append: Callable[[int], None] | None = None,
+        tracker: SyncTracker | None = None,
     ) -> None:
         self._log_for = log_for
         self._on_append = on_append
+        # Given, the flush is left to it (off the event loop) and the caller waits for it.
+        self._tracker = tracker
 
     def append(
         self, partition: int, records: Sequence[CoordinatorRecord], producer_id: int, producer_epoch: int, now_ms: int
@@ -147,6 +153,13 @@ class LogTxnOffsetWriter:
         )
         try:
             plog, epoch = self._log_for(partition)
+            if self._tracker is not None:
+                syncs = DeferredSyncs()
+                result = plog.append(
+                    bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
+                )
+                self._tracker.appended(partition, plog, result.first_offset, syncs)
+                return
             plog.append(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
             plog.flush(now_ms)
         except InvalidProducerEpoch as exc:
