@@ -72,13 +72,23 @@ class Producer:
         return response
 
     async def add(self, topic: str, *partitions: int, version: int = 3) -> Message:
+        """AddPartitionsToTxn, tried again while the previous transaction's markers are still
+        being written (CONCURRENT_TRANSACTIONS), as clients do."""
         body = {
             "v3_and_below_transactional_id": self.txn_id,
             "v3_and_below_producer_id": self.pid,
             "v3_and_below_producer_epoch": self.epoch,
             "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}],
         }
-        return await self.client.request(ADD_PARTITIONS, version, body)
+        for _ in range(50):
+            response = await self.client.request(ADD_PARTITIONS, version, body)
+            errors = {
+                p.partition_error_code for t in response.results_by_topic_v3_and_below for p in t.results_by_partition
+            }
+            if errors != {E.CONCURRENT_TRANSACTIONS}:
+                break
+            await trio.sleep(0.02)
+        return response
 
     async def send(self, topic: str, partition: int, *values: bytes, version: int = 9) -> Message:
         seq = self.sequences.get((topic, partition), 0)
