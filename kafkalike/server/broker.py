@@ -546,6 +546,7 @@ class Broker:
             paths = [p for t in doomed.values() for p in self._forget_partitions(t)]
             # Renamed before the next topic change may reuse the names; deleted after.
             renamed = await trio.to_thread.run_sync(_rename_all, paths)
+            await self.groups.durable()  # the deleted topics' offset tombstones, before the answer
         await trio.to_thread.run_sync(_remove_all, renamed)
         return results
 

@@ -352,6 +352,13 @@ class GroupService:
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
         return self.coordinator.consumer_group_describe(group_ids)
 
+    async def durable(self) -> None:
+        """Until what every partition holds now is durable (or was cut)."""
+        tracker = self.syncs.tracker
+        pending = [a for a in (tracker.log_end(p) for p in tracker.behind()) if a is not None]
+        if pending:
+            await self.syncs.wait(pending)
+
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC and self._coordinator is not None:
             self.coordinator.on_topic_deleted(topic, now_ms())

@@ -239,6 +239,9 @@ class TxnService:
         self.broker = broker
         self._coordinator: TransactionCoordinator | None = None
         self._wakeup = trio.Event()
+        # Replaced after each answer to a job's markers reached the coordinator, so a waiter
+        # (a test looking at a transaction half-way) wakes once per answer without missing one.
+        self.markers_answered = trio.Event()
         self.syncs = CoordinatorSyncs(self._reload, self._state_appended)
         self._offsets_writer = LogTxnOffsetWriter(
             self._offsets_log, on_append=self._offsets_appended, tracker=broker.groups.syncs.tracker
@@ -385,6 +388,8 @@ class TxnService:
             if self._coordinator is not coordinator:
                 return  # reloaded meanwhile: it sends the markers of what it found preparing
             self.coordinator.on_markers_written(job, errors, now_ms())
+            answered, self.markers_answered = self.markers_answered, trio.Event()
+            answered.set()
 
     def _after_call(self, transactional_id: str) -> list[Appended]:
         """After a coordinator call: what the id's partition holds that is not durable yet,
