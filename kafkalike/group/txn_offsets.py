@@ -65,6 +65,16 @@ class PendingTxnOffsets:
         key = (group_id, topic, partition)
         return any(key in self.by_producer.get(p, {}) for p in self.producers_by_group.get(group_id, ()))
 
+    def drop_groups(self, doomed: Callable[[str], bool]) -> None:
+        """Forget the pending offsets of the groups ``doomed`` accepts."""
+        for group_id in [g for g in self.producers_by_group if doomed(g)]:
+            for producer_id in self.producers_by_group.pop(group_id):
+                held = self.by_producer.get(producer_id, {})
+                for key in [k for k in held if k[0] == group_id]:
+                    del held[key]
+                if not held:
+                    self.by_producer.pop(producer_id, None)
+
     def on_regular_commit(self, group_id: str, topic: str, partition: int) -> None:
         """A plain OffsetCommit of the partition was written: it is newer than anything pending."""
         key = (group_id, topic, partition)

@@ -14,9 +14,9 @@ Rules:
   its result, only once they are durable; a later call on the same partition is never durable
   before it. At start-up the topic is read back and replayed.
 - A failed fsync cuts the partition's log back to what is durable; then, as Kafka unloads and
-  reloads a coordinator whose log write failed, the whole group coordinator is rebuilt from
-  ``__consumer_offsets`` (the start-up load), and every call that waited on the cut records,
-  and every parked JoinGroup / SyncGroup, is answered NOT_COORDINATOR (Kafka's answer for a
+  reloads a coordinator partition whose log write failed, that partition's groups are forgotten
+  and replayed from its log, and every call that waited on the cut records, and every parked
+  JoinGroup / SyncGroup of those groups, is answered NOT_COORDINATOR (Kafka's answer for a
   KAFKA_STORAGE_ERROR on a coordinator write): clients find the coordinator again and retry.
 """
 
@@ -150,22 +150,19 @@ class GroupService:
             log.info("replayed %d record(s) of %s in %d ms", records, OFFSETS_TOPIC, now_ms() - start)
 
     def _reload(self, partition: int) -> None:
-        """After a failed fsync cut ``__consumer_offsets-{partition}``: the coordinator rebuilt
-        from the logs as at start-up (transactional offsets too), every parked request answered
-        NOT_COORDINATOR (the new coordinator does not know it)."""
-        log.info("group coordinator reloading after a failed write to %s-%d", OFFSETS_TOPIC, partition)
-        parked, self._waiters = self._waiters, {}
+        """After a failed fsync cut ``__consumer_offsets-{partition}``: the groups of that
+        partition forgotten and replayed from what its log holds now (transactional offsets
+        too), their parked requests answered NOT_COORDINATOR; other partitions' groups go on."""
+        log.info("group coordinator reloading %s-%d after a failed write", OFFSETS_TOPIC, partition)
         self.on_durable(partition)
-        self.open()
-        start = now_ms()
-        topic = self.broker.controller.image.topics.get(OFFSETS_TOPIC)
-        for index in range(topic.partitions if topic else 0):
-            state = self.broker.partitions.get((OFFSETS_TOPIC, index))
-            if state is not None:
-                replay_transactional_offsets(self.coordinator, state.log, start)
-        for waiter in parked.values():
-            waiter.result = None
-            waiter.done.set()
+        coordinator = self.coordinator
+        coordinator.unload_partition(partition)
+        state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
+        if state is not None:
+            now = now_ms()
+            coordinator.load_partition((record for _, record in read_records(state.log)), now)
+            replay_transactional_offsets(coordinator, state.log, now)
+        self._deliver()
         self._wakeup.set()
 
     async def ensure_offsets_topic(self) -> None:
@@ -256,10 +253,8 @@ class GroupService:
         try:
             await waiter.done.wait()
         finally:
-            if self._waiters.get(pending.token) is waiter:  # a reload's coordinator reuses tokens
-                del self._waiters[pending.token]
-        if waiter.result is None:  # the coordinator was reloaded meanwhile
-            return failed
+            self._waiters.pop(pending.token, None)
+        assert waiter.result is not None
         if waiter.pending and not await self.syncs.wait(waiter.pending):
             return failed
         return waiter.result

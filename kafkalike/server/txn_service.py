@@ -18,9 +18,9 @@ Rules:
   only once the PrepareCommit / PrepareAbort they follow is durable. At start-up the topic is
   read back and replayed, and every transaction found in PrepareCommit / PrepareAbort is
   completed before the broker serves anything.
-- A failed fsync cuts the partition's log back to what is durable and the coordinator is
-  rebuilt from ``__transaction_state`` (the start-up load, Kafka's unload and reload of a
-  coordinator whose log write failed); the calls that waited on the cut records are answered
+- A failed fsync cuts the partition's log back to what is durable and that partition's
+  transactional ids are replayed from it (Kafka's unload and reload of a coordinator partition
+  whose log write failed); the calls that waited on the cut records are answered
   NOT_COORDINATOR, as Kafka maps KAFKA_STORAGE_ERROR on that write.
 - A marker appended to a ``__consumer_offsets`` partition also ends the producer's pending
   transactional offsets there (``kafkalike.group.txn_offsets``), and is made durable with the
@@ -298,11 +298,15 @@ class TxnService:
         return records
 
     def _reload(self, partition: int) -> None:
-        """After a failed fsync cut ``__transaction_state-{partition}``: rebuilt from the logs;
-        transactions found preparing get their markers again from the timer task."""
-        log.info("transaction coordinator reloading after a failed write to %s-%d", TRANSACTION_STATE_TOPIC, partition)
+        """After a failed fsync cut ``__transaction_state-{partition}``: its transactional ids
+        forgotten and replayed from what its log holds now; those found preparing get their
+        markers again from the timer task. Other partitions' transactions go on."""
+        log.info("transaction coordinator reloading %s-%d after a failed write", TRANSACTION_STATE_TOPIC, partition)
         self._state_appended(partition)
-        self._load()
+        self.coordinator.unload_partition(partition)
+        state = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, partition))
+        if state is not None:
+            self.coordinator.load_partition(read_records(state.log), now_ms())
         self._wakeup.set()
 
     async def _ensure_state_topic(self) -> None:
@@ -372,22 +376,22 @@ class TxnService:
             self.coordinator.on_markers_written(job, errors, now_ms())
 
     async def _send_markers(self) -> None:
-        """Each job's markers, once the PrepareCommit / PrepareAbort before them is durable
-        (a job whose record was cut is dropped: the reloaded coordinator starts its own)."""
+        """Each job's markers, once the PrepareCommit / PrepareAbort before them is durable; a
+        job whose record was cut (its partition reloaded without it) is dropped."""
         coordinator = self.coordinator
         for job in coordinator.take_marker_jobs():
             prepared = self.syncs.tracker.log_end(coordinator.partition_for(job.transactional_id))
             if prepared is not None and not await self.syncs.wait([prepared]):
                 continue
-            if self._coordinator is not coordinator:
-                return
+            txn = coordinator.txns.get(job.transactional_id)
+            current = txn is not None and (txn.producer_id, txn.producer_epoch) == (job.producer_id, job.producer_epoch)
+            if txn is None or not current or not txn.state.is_preparing:
+                continue  # cut by a reload meanwhile: what it found preparing has jobs of its own
             entry = MarkerEntry(
                 job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
             )
             (errors,) = await write_markers(self.broker, [entry])
-            if self._coordinator is not coordinator:
-                return  # reloaded meanwhile: it sends the markers of what it found preparing
-            self.coordinator.on_markers_written(job, errors, now_ms())
+            coordinator.on_markers_written(job, errors, now_ms())
             answered, self.markers_answered = self.markers_answered, trio.Event()
             answered.set()
 

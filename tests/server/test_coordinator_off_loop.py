@@ -199,7 +199,6 @@ async def test_a_failed_commit_fsync_answers_not_coordinator_reloads_and_the_nex
         broker = running.broker
         plog = broker.partitions[(OFFSETS_TOPIC, 0)].log
         durable_end = plog.log_end_offset
-        coordinator_before = broker.groups.coordinator
         gate = GatedFsync(OFFSETS_TOPIC, failures=1)
         monkeypatch.setattr(os, "fsync", gate.fsync)
         refused, cut_too = Answer(), Answer()
@@ -216,7 +215,6 @@ async def test_a_failed_commit_fsync_answers_not_coordinator_reloads_and_the_nex
             assert committed_error(await cut_too.get()) == E.NOT_COORDINATOR
         assert gate.failed == 1
         assert plog.log_end_offset == durable_end  # cut back to what was durable
-        assert broker.groups.coordinator is not coordinator_before  # reloaded from the log
         assert await fetch_committed(client, "g") == 1  # the commit from before holds, the failed one is gone
         assert await fetch_committed(client, "fresh") == -1
         listed = await client.request(16, 4, {"states_filter": []})
@@ -314,6 +312,33 @@ async def test_a_failed_sync_group_fsync_answers_not_coordinator_and_the_group_f
         assert await fetch_committed(other, "g") == 1
 
 
+async def test_a_failed_fsync_on_one_offsets_partition_leaves_a_join_parked_on_another_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overrides = {"offsets_topic_num_partitions": "2", "group_initial_rebalance_delay_ms": "500"}
+    async with serving(tmp_path, **overrides) as running:
+        client = await running.client()
+        assert (await _create(client, "events")).error_code == 0
+        groups = running.broker.groups
+        assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("b", 1))) == 0
+        parked_partition, cut_partition = groups.coordinator.partition_for("a"), groups.coordinator.partition_for("b")
+        assert parked_partition != cut_partition
+        gate = GatedFsync(f"{OFFSETS_TOPIC}-{cut_partition}/", failures=1)
+        monkeypatch.setattr(os, "fsync", gate.fsync)
+        member, committer = await running.client(), await running.client()
+        joined, refused = Answer(), Answer()
+        async with trio.open_nursery() as nursery:
+            await member.send(JOIN, 7, {**join_body(), "group_id": "a"})  # parked for the rebalance delay
+            nursery.start_soon(joined.receive, member, JOIN, 7)
+            await committer.send(OFFSET_COMMIT, 8, commit_body("b", 2))
+            nursery.start_soon(refused.receive, committer, OFFSET_COMMIT, 8)
+            await gate.wait_entered()
+            gate.release.set()
+            assert committed_error(await refused.get()) == E.NOT_COORDINATOR
+            assert (await joined.get()).error_code == 0  # its partition was not reloaded
+        assert await fetch_committed(client, "b") == 1
+
+
 # -- transactions -----------------------------------------------------------------------------
 
 
@@ -382,13 +407,11 @@ async def test_a_failed_prepare_commit_fsync_answers_not_coordinator_and_a_retry
     async with serving(tmp_path) as running:
         producer = await open_transaction(running)
         other = await running.client()
-        coordinator_before = running.broker.txn.coordinator
         gate = GatedFsync(TRANSACTION_STATE_TOPIC, failures=1)
         gate.release.set()
         monkeypatch.setattr(os, "fsync", gate.fsync)
         assert await producer.end(True) == E.NOT_COORDINATOR
         assert gate.failed == 1
-        assert running.broker.txn.coordinator is not coordinator_before
         state = running.broker.txn.coordinator.txns["txn-1"]
         assert state.state.display_name == "Ongoing"  # reloaded: PrepareCommit was never durable
         assert control_batches(running) == 0
