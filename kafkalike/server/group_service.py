@@ -9,10 +9,10 @@ Rules:
 - The timer task sleeps until the coordinator's next deadline or until woken, then polls.
 - The coordinator's records go to ``__consumer_offsets``, created on first use with
   ``offsets.topic.num.partitions`` compacted partitions (before the call that needs it, as a
-  metadata operation of its own). Each call's appends are fsynced on a worker thread
-  (``CoordinatorSyncs``) and the call is answered, and a parked request it completed handed
-  its result, only once they are durable; a later call on the same partition is never durable
-  before it. At start-up the topic is read back and replayed.
+  metadata operation of its own). Appends are fsynced on a worker thread (``CoordinatorSyncs``);
+  a call is answered, and a parked request it completed handed its result, only once what its
+  group's partition holds is durable (its own records and any written before them), so a
+  later write is never acknowledged before an earlier one. At start-up the topic is replayed.
 - A failed fsync cuts the partition's log back to what is durable; then, as Kafka unloads and
   reloads a coordinator partition whose log write failed, that partition's groups are forgotten
   and replayed from its log, and every call that waited on the cut records, and every parked
