@@ -133,6 +133,25 @@ class QuorumController:
         """Persist records planned by ``plan_topic`` / ``plan_partitions`` (one operation) and apply them."""
         self._commit(records)
 
+    @staticmethod
+    def encode(records: list[dict[str, Any]]) -> list[bytes]:
+        """The metadata log's values for ``records``: the first half of ``commit``, for a caller
+        that persists them itself (off the event loop) and then calls ``apply_durable``."""
+        return [encode_record(r) for r in records]
+
+    def apply_durable(self, records: list[dict[str, Any]]) -> None:
+        """The second half of ``commit``: apply records the caller has made durable."""
+        for r in records:
+            self.image.apply(r)
+
+    def plan_producer_ids(self) -> list[dict[str, Any]]:
+        """The record of a new producer id block when the current one has no id left (else
+        none): committed before ``allocate_producer_id``, which then writes nothing."""
+        if self._next_producer_id < self.image.next_producer_id_block:
+            return []
+        start = max(self._next_producer_id, self.image.next_producer_id_block)
+        return [{"type": "producer_ids", "next_block_start": start + PRODUCER_ID_BLOCK}]
+
     def plan_topic(
         self, name: str, partitions: int, configs: Mapping[str, str]
     ) -> tuple[TopicImage, list[dict[str, Any]]]:
@@ -205,15 +224,12 @@ class QuorumController:
         return self._next_producer_id - 1
 
     def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
-        self._commit(
-            [
-                {
-                    "type": "config",
-                    "resource_type": resource_type,
-                    "resource_name": resource_name,
-                    "name": k,
-                    "value": v,
-                }
-                for k, v in changes.items()
-            ]
-        )
+        self._commit(self.plan_configs(resource_type, resource_name, changes))
+
+    @staticmethod
+    def plan_configs(resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> list[dict[str, Any]]:
+        """The records of a config change (a value of None removes the config)."""
+        return [
+            {"type": "config", "resource_type": resource_type, "resource_name": resource_name, "name": k, "value": v}
+            for k, v in changes.items()
+        ]

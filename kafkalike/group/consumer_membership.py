@@ -538,9 +538,13 @@ class ConsumerMembership:
     def replay(self, key: bytes, value: bytes | None, now_ms: int) -> None:
         self.records.replay(key, value, now_ms)
 
-    def on_loaded(self, now_ms: int) -> None:
-        """After the replay: every member's session starts afresh; revocations get their timeout."""
+    def on_loaded(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
+        """After the replay (of ``group_ids`` only, when given): every member's session starts
+        afresh; revocations get their timeout."""
+        wanted = None if group_ids is None else set(group_ids)
         for group in self.c.consumer_groups.values():
+            if wanted is not None and group.group_id not in wanted:
+                continue
             self.refresh_regexes(group)
             for member in group.members.values():
                 self._schedule_session(group.group_id, member.member_id, now_ms)

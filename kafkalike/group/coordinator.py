@@ -468,6 +468,40 @@ class GroupCoordinator:
         elif key is not None:
             self.consumer.replay(key, value, now_ms)
 
+    def unload_partition(self, partition: int) -> None:
+        """Forget every group of an offsets-topic partition, as Kafka unloads a coordinator
+        partition whose log write failed (``load_partition`` then replays what its log holds):
+        their parked JoinGroup / SyncGroup answered NOT_COORDINATOR, their timers cancelled,
+        their offsets and pending transactional offsets dropped."""
+
+        def here(group_id: object) -> bool:
+            return isinstance(group_id, str) and self.partition_for(group_id) == partition
+
+        for group_id in [g for g in self.groups if here(g)]:
+            for member in self.groups.pop(group_id).members.values():
+                if member.join_token is not None:
+                    self.complete(member.join_token, JoinResult(E.NOT_COORDINATOR))
+                if member.sync_token is not None:
+                    self.complete(member.sync_token, SyncResult(E.NOT_COORDINATOR))
+        for group_id in [g for g in self.consumer_groups if here(g)]:
+            del self.consumer_groups[group_id]
+        # Every group timer's key names its group second (membership.py, consumer_membership.py).
+        self.timer.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and here(key[1]))
+        self.offsets.drop_groups(here)
+        self.txn_offsets.drop_groups(here)
+
+    def load_partition(self, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int) -> None:
+        """After ``unload_partition``: the partition's records replayed, and its groups' sessions
+        started as ``on_loaded`` starts them."""
+        classic, consumer = set(self.groups), set(self.consumer_groups)
+        for key, value in records:
+            self.replay(key, value, now_ms)
+        for group_id in set(self.groups) - classic:
+            group = self.groups[group_id]
+            for member in group.members.values():
+                self.classic.reschedule_heartbeat(group, member, now_ms)
+        self.consumer.on_loaded(now_ms, set(self.consumer_groups) - consumer)
+
     def on_loaded(self, now_ms: int) -> None:
         """After the replay: start loaded members' sessions and the offset expiry job."""
         for group in self.groups.values():

@@ -6,7 +6,7 @@ members at all, and a group's members come and go while its offsets stay.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 NO_LEADER_EPOCH = -1
@@ -67,6 +67,11 @@ class OffsetStore:
         for group_id, topics in list(self._groups.items()):
             for partition in list(topics.get(topic, {})):
                 yield group_id, partition
+
+    def drop_groups(self, doomed: Callable[[str], bool]) -> None:
+        """Forget every offset of the groups ``doomed`` accepts."""
+        for group_id in [g for g in self._groups if doomed(g)]:
+            del self._groups[group_id]
 
     def count(self) -> int:
         return sum(len(p) for topics in self._groups.values() for p in topics.values())

@@ -29,6 +29,11 @@ class Timer:
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)
 
+    def cancel_where(self, doomed: Callable[[Hashable], bool]) -> None:
+        """Cancel every timer whose key ``doomed`` accepts."""
+        for key in [k for k in self._entries if doomed(k)]:
+            del self._entries[key]
+
     def deadline(self, key: Hashable) -> int | None:
         entry = self._entries.get(key)
         return None if entry is None else entry[0]

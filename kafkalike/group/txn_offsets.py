@@ -30,8 +30,9 @@ from kafkalike.group.offsets import OffsetAndMetadata
 from kafkalike.group.records import CoordinatorRecord, OffsetRecord, RecordError, decode_record, offset_commit_record
 from kafkalike.group.state import GroupState
 from kafkalike.log import AppendOrigin, InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
-from kafkalike.log.coordinator_log import log_batches
+from kafkalike.log.coordinator_log import SyncTracker, log_batches
 from kafkalike.log.producer_state import CONTROL_COMMIT, parse_control_marker
+from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records
 
@@ -63,6 +64,16 @@ class PendingTxnOffsets:
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
         key = (group_id, topic, partition)
         return any(key in self.by_producer.get(p, {}) for p in self.producers_by_group.get(group_id, ()))
+
+    def drop_groups(self, doomed: Callable[[str], bool]) -> None:
+        """Forget the pending offsets of the groups ``doomed`` accepts."""
+        for group_id in [g for g in self.producers_by_group if doomed(g)]:
+            for producer_id in self.producers_by_group.pop(group_id):
+                held = self.by_producer.get(producer_id, {})
+                for key in [k for k in held if k[0] == group_id]:
+                    del held[key]
+                if not held:
+                    self.by_producer.pop(producer_id, None)
 
     def on_regular_commit(self, group_id: str, topic: str, partition: int) -> None:
         """A plain OffsetCommit of the partition was written: it is newer than anything pending."""
@@ -129,10 +140,15 @@ class LogTxnOffsetWriter:
     producer-state checks fence an old epoch (INVALID_PRODUCER_EPOCH)."""
 
     def __init__(
-        self, log_for: Callable[[int], tuple[PartitionLog, int]], on_append: Callable[[int], None] | None = None
+        self,
+        log_for: Callable[[int], tuple[PartitionLog, int]],
+        on_append: Callable[[int], None] | None = None,
+        tracker: SyncTracker | None = None,
     ) -> None:
         self._log_for = log_for
         self._on_append = on_append
+        # Given, the flush is left to it (off the event loop) and the caller waits for it.
+        self._tracker = tracker
 
     def append(
         self, partition: int, records: Sequence[CoordinatorRecord], producer_id: int, producer_epoch: int, now_ms: int
@@ -147,6 +163,13 @@ class LogTxnOffsetWriter:
         )
         try:
             plog, epoch = self._log_for(partition)
+            if self._tracker is not None:
+                syncs = DeferredSyncs()
+                result = plog.append(
+                    bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
+                )
+                self._tracker.appended(partition, plog, result.first_offset, syncs)
+                return
             plog.append(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
             plog.flush(now_ms)
         except InvalidProducerEpoch as exc:

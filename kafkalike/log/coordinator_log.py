@@ -8,7 +8,10 @@ String.hashCode, so the layout matches Kafka's for the same partition count.
 
 A coordinator sees one narrow interface, ``CoordinatorStore.append(partition, records, now_ms)``,
 which returns once the records are durable (flushed: acks=all on a single node) or raises
-``StoreError``. ``CoordinatorLogStore`` writes them as one uncompressed v2 batch per call into a
+``StoreError``; or, given a ``SyncTracker``, once they are in the log, their fsync left to the
+tracker's owner (off the event loop), who answers only once it succeeded and, when it failed,
+has the log cut back to its last durable offset and the coordinator's state reloaded from it
+(Kafka unloads and reloads a coordinator partition whose log write failed). ``CoordinatorLogStore`` writes them as one uncompressed v2 batch per call into a
 ``PartitionLog``; ``read_records`` reads a partition back for the replay at start-up. What each
 record means stays with its coordinator (``group.records``, ``txn.records``).
 """
@@ -18,11 +21,14 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 from kafkalike.log.errors import KafkaStorageError, LogError, RecordBatchTooLarge
-from kafkalike.log.partition_log import PartitionLog
+from kafkalike.log.partition_log import FlushTicket, PartitionLog
 from kafkalike.log.producer_state import AppendOrigin
+from kafkalike.log.storage import DeferredSyncs
+from kafkalike.log.storage_errors import describe, reporter
 from kafkalike.protocol.codec import Message, schema
 from kafkalike.protocol.errors import DecodeError, ProtocolError, UnsupportedVersionError
 from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records, iter_batches
@@ -53,20 +59,161 @@ class CoordinatorStore(Protocol):
     def append(self, partition: int, records: Sequence[CoordinatorRecord], now_ms: int) -> None: ...
 
 
+class Appended(NamedTuple):
+    """An append a caller waits for: durable once its partition's durable end passes ``end``,
+    lost if the partition's sync failed (its ``cuts`` count moved on) before that."""
+
+    partition: int
+    end: int  # the log end right after it
+    cuts: int  # the partition's cut count when it was made
+
+
+@dataclass
+class PartitionSyncState:
+    """One coordinator partition's appends not yet known durable."""
+
+    log: PartitionLog
+    durable_end: int  # every offset below it is on disk (or was there when the broker started)
+    cuts: int = 0  # failed syncs, each of which cut the log back to ``durable_end``
+    syncs: list[DeferredSyncs] = field(default_factory=list)  # fsyncs appends left (flush.messages)
+    # The durable end each cut went back to, from the first after ``cuts_before``: an append
+    # made before a cut survived it if it ended there or below.
+    cut_ends: list[int] = field(default_factory=list)
+    cuts_before: int = 0  # the count the cut_ends start from (a log replacing another starts afresh)
+
+    @property
+    def behind(self) -> bool:
+        return self.durable_end < self.log.log_end_offset or bool(self.syncs)
+
+
+class SyncTracker:
+    """The appends of a coordinator's partitions whose fsync is still to run, for one driver
+    (the server's, on a worker thread) to run them in order: ``prepare`` on the event loop, the
+    syncs anywhere, ``complete`` on the event loop again. An append counts (``is_durable``) only
+    once a sync that covered it succeeded; a failed sync cuts the log back to the durable end,
+    taking every append after it, and ``on_cut(partition)`` has the coordinator reload. Storage
+    without a disk gives nothing to sync, so its appends are durable at once.
+
+    ``on_durable(partition)`` runs as appends become durable (the server moves the high
+    watermark there); ``on_behind(partition)`` when a partition gets something to sync.
+    """
+
+    def __init__(
+        self,
+        on_cut: Callable[[int], None],
+        on_durable: Callable[[int], None] | None = None,
+        on_behind: Callable[[int], None] | None = None,
+    ) -> None:
+        self.partitions: dict[int, PartitionSyncState] = {}
+        self._on_cut = on_cut
+        self._on_durable = on_durable
+        self._on_behind = on_behind
+
+    def appended(self, partition: int, plog: PartitionLog, first_offset: int, syncs: DeferredSyncs) -> Appended:
+        """An append was made to ``plog`` at ``first_offset`` (its fsyncs, if any, in ``syncs``)."""
+        state = self.partitions.get(partition)
+        if state is None or state.log is not plog:  # first seen: what it held before is durable
+            # A log replacing another (a partition made again) fails what waited on the old one.
+            cuts = 0 if state is None else state.cuts + 1
+            state = self.partitions[partition] = PartitionSyncState(plog, first_offset, cuts, cuts_before=cuts)
+        if syncs:
+            state.syncs.append(syncs)
+        appended = Appended(partition, plog.log_end_offset, state.cuts)
+        if state.behind and not plog.directory.sync_path() and not state.syncs:
+            self._settle(partition, state, plog.log_end_offset)  # in memory: nothing to wait for
+        elif self._on_behind is not None:
+            self._on_behind(partition)
+        return appended
+
+    def log_end(self, partition: int) -> Appended | None:
+        """The partition's log end as an append to wait for (a read that must not be ahead of
+        the disk waits for it), or None when nothing of it is pending."""
+        state = self.partitions.get(partition)
+        if state is None or not state.behind:
+            return None
+        return Appended(partition, state.log.log_end_offset, state.cuts)
+
+    def is_durable(self, appended: Appended) -> bool | None:
+        """True once durable, False once cut, None while its sync is still to come."""
+        state = self.partitions[appended.partition]
+        if state.cuts != appended.cuts:
+            first_cut = appended.cuts - state.cuts_before
+            return 0 <= first_cut < len(state.cut_ends) and appended.end <= state.cut_ends[first_cut]
+        return True if state.durable_end >= appended.end else None
+
+    def behind(self) -> list[int]:
+        return [p for p, state in self.partitions.items() if state.behind]
+
+    def prepare(self, partition: int) -> tuple[DeferredSyncs, FlushTicket | OSError]:
+        """The fsyncs that make the partition durable up to its log end now (run them off the
+        loop, then ``complete``); an OSError in place of the ticket when preparing failed."""
+        state = self.partitions[partition]
+        syncs = DeferredSyncs()
+        for pending in state.syncs:
+            syncs.descriptors += pending.descriptors
+            syncs.directories += [d for d in pending.directories if d not in syncs.directories]
+            syncs.unlinks += pending.unlinks
+            pending.descriptors = []
+        state.syncs = []
+        try:
+            return syncs, state.log.prepare_flush(syncs)
+        except OSError as exc:
+            syncs.discard()
+            return DeferredSyncs(), exc
+
+    def complete(self, partition: int, ticket: FlushTicket | OSError, error: OSError | None, now_ms: int) -> None:
+        """After the syncs of ``prepare`` ran: appends below the ticket's target durable, or, on
+        an error, the log cut back to its durable end and the coordinator told to reload."""
+        state = self.partitions[partition]
+        plog = state.log
+        if isinstance(ticket, OSError):
+            error = ticket
+        elif error is None:
+            plog.complete_flush(ticket, now_ms)
+            self._settle(partition, state, min(ticket.target, plog.log_end_offset))
+            return
+        assert error is not None
+        durable = max(state.durable_end, min(plog.recovery_point, plog.log_end_offset))
+        reporter.report("flush of", plog.directory.path, error, now_ms)  # one line a minute per kind
+        log.info(
+            "cutting %s back from offset %d to %d, what is durable", plog.directory.path, plog.log_end_offset, durable
+        )
+        state.cuts += 1
+        for pending in state.syncs:  # of appends made meanwhile, which the cut takes too
+            pending.discard()
+        state.syncs = []
+        try:
+            plog.truncate_to(durable, now_ms=now_ms)
+        except OSError as exc:
+            log.error("storage error: cannot cut %s back to offset %d: %s", plog.directory.path, durable, describe(exc))
+        state.durable_end = min(durable, plog.log_end_offset)
+        state.cut_ends.append(state.durable_end)
+        self._on_cut(partition)
+
+    def _settle(self, partition: int, state: PartitionSyncState, end: int) -> None:
+        if end > state.durable_end:
+            state.durable_end = end
+            if self._on_durable is not None:
+                self._on_durable(partition)
+
+
 class CoordinatorLogStore:
     """Appends to partition logs that ``log_for(partition)`` returns with their leader epoch.
 
     ``on_append(partition)`` runs after each durable append (the server moves the high
-    watermark and wakes fetchers there).
+    watermark and wakes fetchers there). With a ``tracker`` an append returns once it is in
+    the log, its fsync left to the tracker (which calls its own ``on_durable``).
     """
 
     def __init__(
         self,
         log_for: Callable[[int], tuple[PartitionLog, int]],
         on_append: Callable[[int], None] | None = None,
+        tracker: SyncTracker | None = None,
     ) -> None:
         self._log_for = log_for
         self._on_append = on_append
+        self.tracker = tracker
 
     def append(self, partition: int, records: Sequence[CoordinatorRecord], now_ms: int) -> None:
         if not records:
@@ -74,6 +221,13 @@ class CoordinatorLogStore:
         batch = build_batch([Record(key=k, value=v) for k, v in records], base_timestamp=now_ms)
         try:
             plog, epoch = self._log_for(partition)
+            if self.tracker is not None:
+                syncs = DeferredSyncs()
+                result = plog.append(
+                    bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
+                )
+                self.tracker.appended(partition, plog, result.first_offset, syncs)
+                return
             # Durable before the coordinator answers; what fails is taken out of the log again.
             plog.append_durably(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
         except RecordBatchTooLarge as exc:

@@ -150,6 +150,9 @@ class Broker:
         self._metadata_log: PartitionLog | None = None
         # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
         self.metadata_epoch = 0
+        # True while a metadata operation's records wait for their fsync on a worker thread
+        # (``_commit_metadata``): nothing else may append to the metadata log meanwhile.
+        self._metadata_syncing = False
         self.controller = QuorumController(self._append_metadata)
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
@@ -237,14 +240,86 @@ class Broker:
         return values
 
     def _append_metadata(self, values: list[bytes]) -> None:
-        """Durable before the controller applies the records; a disk error leaves neither changed."""
+        """Durable before the controller applies the records; a disk error leaves neither changed.
+        The at-once path (start-up seeding, a producer id block ``reserve_producer_id`` missed):
+        refused while an operation's records wait for their fsync, which a failure would cut."""
         assert self._metadata_log is not None
+        if self._metadata_syncing:
+            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, "another metadata operation is being written")
         # One batch per operation, so a crash keeps all of it or none.
         batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
         try:
             self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
         except KafkaStorageError as exc:
             raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+
+    async def _commit_metadata(self, records: list[dict[str, Any]]) -> None:
+        """``controller.commit`` with the metadata log's fsync on a worker thread, for a caller
+        holding ``_topic_changes`` (one metadata operation at a time, as Kafka's controller
+        queue runs them): appended on the event loop, applied to the image only once durable
+        (Kafka applies metadata records once committed); a failed fsync cuts the records off
+        again and raises ControllerError (KAFKA_STORAGE_ERROR), the image unchanged."""
+        assert self._metadata_log is not None
+        plog = self._metadata_log
+        now = now_ms()
+        batch = bytearray(build_batch([Record(value=v) for v in self.controller.encode(records)], base_timestamp=now))
+        syncs = DeferredSyncs()
+        error: OSError | None = None
+        try:
+            result = plog.append(batch, leader_epoch=self.metadata_epoch, now_ms=now, syncs=syncs)
+            try:
+                result = result._replace(flush=result.flush or plog.prepare_flush(syncs))
+            except OSError as exc:
+                syncs.discard()
+                error = exc
+            if error is None and syncs:
+                self._metadata_syncing = True
+                try:
+                    with trio.CancelScope(shield=True):  # its outcome must reach the log
+                        await trio.to_thread.run_sync(syncs.run)
+                except OSError as exc:
+                    error = exc
+                finally:
+                    self._metadata_syncing = False
+            plog.complete_append(result, error, now_ms())
+        except KafkaStorageError as exc:
+            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+        self.controller.apply_durable(records)
+
+    async def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
+        """An internal topic (``__consumer_offsets``, ``__transaction_state``) as a metadata
+        operation of its own, in turn with the others; True if this call created it. Raises
+        ControllerError (KAFKA_STORAGE_ERROR when the disk refused it)."""
+        async with self._topic_changes:
+            if name in self.controller.image.topics:
+                return False
+            if self.ephemeral:  # no disk: nothing to wait for
+                self.create_topic(name, partitions, configs)
+                return True
+            self._check_topic_configs(configs)
+            topic, records = self.controller.plan_topic(name, partitions, configs)
+            try:
+                await self._make_partitions([(topic, 0)], lambda: self._commit_metadata(records))
+            except (KafkaStorageError, OSError) as exc:
+                raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+            return True
+
+    async def reserve_producer_id(self) -> None:
+        """Before ``controller.allocate_producer_id``: a producer id block with an id left, its
+        record written (off the event loop, in turn) if a new one is needed, so the allocation
+        itself writes nothing. Raises ControllerError when the disk refused it."""
+        if not self.controller.plan_producer_ids():
+            return
+        async with self._topic_changes:
+            records = self.controller.plan_producer_ids()
+            if records:
+                await self._commit_metadata(records)
+
+    async def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
+        """``controller.set_configs`` as a metadata operation in turn with the others."""
+        async with self._topic_changes:
+            records = self.controller.plan_configs(resource_type, resource_name, changes)
+            await self._commit_metadata(records)
 
     @property
     def metadata_end_offset(self) -> int:
@@ -399,7 +474,7 @@ class Broker:
         created = [r for r in results if isinstance(r, TopicImage)]
         if validate_only or not created:
             return results
-        await self._make_partitions([(t, 0) for t in created], lambda: self.controller.commit(records))
+        await self._make_partitions([(t, 0) for t in created], lambda: self._commit_metadata(records))
         return [self.controller.image.topics[r.name] if isinstance(r, TopicImage) else r for r in results]
 
     def _check_topic_configs_cached(
@@ -443,7 +518,7 @@ class Broker:
                 records.append(record)
             if validate_only or not grown:
                 return results
-            await self._make_partitions(grown, lambda: self.controller.commit(records))
+            await self._make_partitions(grown, lambda: self._commit_metadata(records))
             return results
 
     async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
@@ -465,12 +540,15 @@ class Broker:
             if not doomed:
                 return results
             try:
-                self.controller.commit([{"type": "remove_topic", "topic_id": str(t.topic_id)} for t in doomed.values()])
+                await self._commit_metadata(
+                    [{"type": "remove_topic", "topic_id": str(t.topic_id)} for t in doomed.values()]
+                )
             except ControllerError as exc:  # the metadata log's disk refused the records: nothing deleted
                 return [exc if isinstance(r, TopicImage) else r for r in results]
             paths = [p for t in doomed.values() for p in self._forget_partitions(t)]
             # Renamed before the next topic change may reuse the names; deleted after.
             renamed = await trio.to_thread.run_sync(_rename_all, paths)
+            await self.groups.durable()  # the deleted topics' offset tombstones, before the answer
         await trio.to_thread.run_sync(_remove_all, renamed)
         return results
 
@@ -486,9 +564,12 @@ class Broker:
         self.groups.on_topic_deleted(topic.name)
         return paths
 
-    async def _make_partitions(self, topics: list[tuple[TopicImage, int]], commit: Callable[[], None]) -> None:
+    async def _make_partitions(
+        self, topics: list[tuple[TopicImage, int]], commit: Callable[[], Awaitable[None]]
+    ) -> None:
         """Create the partitions ``index >= first`` of each (topic, first) on worker threads, then
-        ``commit()`` and register them, with no await in between; all or none. An error (OSError:
+        ``await commit()`` (records durable, then applied) and register them, with no await
+        between the apply and the registration; all or none. An error (OSError:
         a full disk, no file descriptors left) undoes what was made and propagates."""
         now = now_ms()
         wanted = [(topic, index) for topic, first in topics for index in range(first, topic.partitions)]
@@ -523,7 +604,7 @@ class Broker:
             if errors:
                 raise errors[0]
             try:
-                commit()
+                await commit()
             except ControllerError as exc:  # the metadata log's disk refused the records
                 raise KafkaStorageError(exc.message or "the metadata log could not be written") from None
         except BaseException as exc:
@@ -669,6 +750,8 @@ class Broker:
             nursery.start_soon(self._keep_running, "background log jobs", self._background_jobs)
             if self.config.get_bool("log.cleaner.enable"):
                 nursery.start_soon(self._keep_running, "log cleaner", self._log_cleaner)
+            nursery.start_soon(self._keep_running, "group coordinator syncs", self.groups.syncs.run)
+            nursery.start_soon(self._keep_running, "transaction coordinator syncs", self.txn.syncs.run)
             nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
             nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
             nursery.start_soon(self._keep_running, "topic auto-creation", self._auto_creator)

@@ -8,9 +8,16 @@ Rules:
   deadline closer) and completed parked requests are handed to their waiting handlers.
 - The timer task sleeps until the coordinator's next deadline or until woken, then polls.
 - The coordinator's records go to ``__consumer_offsets``, created on first use with
-  ``offsets.topic.num.partitions`` compacted partitions; each append is flushed before the
-  call returns, so it is durable before the response is sent. At start-up the topic is read
-  back and replayed.
+  ``offsets.topic.num.partitions`` compacted partitions (before the call that needs it, as a
+  metadata operation of its own). Appends are fsynced on a worker thread (``CoordinatorSyncs``);
+  a call is answered, and a parked request it completed handed its result, only once what its
+  group's partition holds is durable (its own records and any written before them), so a
+  later write is never acknowledged before an earlier one. At start-up the topic is replayed.
+- A failed fsync cuts the partition's log back to what is durable; then, as Kafka unloads and
+  reloads a coordinator partition whose log write failed, that partition's groups are forgotten
+  and replayed from its log, and every call that waited on the cut records, and every parked
+  JoinGroup / SyncGroup of those groups, is answered NOT_COORDINATOR (Kafka's answer for a
+  KAFKA_STORAGE_ERROR on a coordinator write): clients find the coordinator again and retry.
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -47,8 +54,11 @@ from kafkalike.group import (
 )
 from kafkalike.group.consumer_api import ConsumerHeartbeatRequest, ConsumerHeartbeatResult, DescribedConsumerGroup
 from kafkalike.group.consumer_membership import ConsumerGroupConfig
+from kafkalike.group.txn_offsets import replay_transactional_offsets
 from kafkalike.log import PartitionLog
+from kafkalike.log.coordinator_log import Appended
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
@@ -60,10 +70,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+E = ErrorCode
+Result = TypeVar("Result", JoinResult, SyncResult, LeaveResult, ConsumerHeartbeatResult)
+
+
 @dataclass
 class _Waiter:
+    group_id: str
     done: trio.Event = field(default_factory=trio.Event)
     result: JoinResult | SyncResult | None = None
+    pending: list[Appended] = field(default_factory=list)  # to be durable before it is answered
 
 
 def group_config(broker: Broker) -> GroupConfig:
@@ -99,6 +115,7 @@ class GroupService:
         self._coordinator: GroupCoordinator | None = None
         self._waiters: dict[int, _Waiter] = {}
         self._wakeup = trio.Event()
+        self.syncs = CoordinatorSyncs(self._reload, self.on_durable)
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -110,7 +127,7 @@ class GroupService:
     def open(self) -> None:
         """Build the coordinator and replay ``__consumer_offsets`` if it exists."""
         config = group_config(self.broker)
-        store = LogGroupStore(self._offsets_log, on_append=self._appended)
+        store = LogGroupStore(self._offsets_log, on_append=self.on_durable, tracker=self.syncs.tracker)
         self._coordinator = GroupCoordinator(
             config,
             store,
@@ -132,8 +149,25 @@ class GroupService:
         if records:
             log.info("replayed %d record(s) of %s in %d ms", records, OFFSETS_TOPIC, now_ms() - start)
 
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` the first time a group needs it."""
+    def _reload(self, partition: int) -> None:
+        """After a failed fsync cut ``__consumer_offsets-{partition}``: the groups of that
+        partition forgotten and replayed from what its log holds now (transactional offsets
+        too), their parked requests answered NOT_COORDINATOR; other partitions' groups go on."""
+        log.info("group coordinator reloading %s-%d after a failed write", OFFSETS_TOPIC, partition)
+        self.on_durable(partition)
+        coordinator = self.coordinator
+        coordinator.unload_partition(partition)
+        state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
+        if state is not None:
+            now = now_ms()
+            coordinator.load_partition((record for _, record in read_records(state.log)), now)
+            replay_transactional_offsets(coordinator, state.log, now)
+        self._deliver()
+        self._wakeup.set()
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` the first time a group needs it (FindCoordinator, or a
+        call that writes), as a metadata operation that waits its turn."""
         if OFFSETS_TOPIC in self.broker.controller.image.topics:
             return
         configs = {
@@ -141,27 +175,34 @@ class GroupService:
             "compression.type": "producer",
             "segment.bytes": self.broker.config.get("offsets.topic.segment.bytes") or "104857600",
         }
+        if await self.broker.create_internal_topic(
+            OFFSETS_TOPIC, self.coordinator.config.offsets_topic_partitions, configs
+        ):
+            log.info("created %s", OFFSETS_TOPIC)
+
+    async def ready(self) -> None:
+        """Before a call that may write: the topic exists (a failure to make it surfaces as the
+        call's NOT_COORDINATOR, from ``_offsets_log``)."""
         try:
-            self.broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.offsets_topic_partitions, configs)
+            await self.ensure_offsets_topic()
         except ControllerError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        log.info("created %s", OFFSETS_TOPIC)
+            log.debug("cannot create %s: %s", OFFSETS_TOPIC, exc)
 
     def _offsets_log(self, partition: int) -> tuple[PartitionLog, int]:
-        try:
-            self.ensure_offsets_topic()
-        except ControllerError as exc:
-            raise StoreError(f"cannot create {OFFSETS_TOPIC}: {exc}") from exc
+        if OFFSETS_TOPIC not in self.broker.controller.image.topics:
+            raise StoreError(f"{OFFSETS_TOPIC} does not exist yet")
         state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
         if state is None:
             raise StoreError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         return state.log, state.leader_epoch
 
-    def _appended(self, partition: int) -> None:
+    def on_durable(self, partition: int) -> None:
+        """Records became durable (or were cut): the high watermark follows what is durable."""
         state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
         if state is not None:
-            state.log.high_watermark = state.log.log_end_offset
+            synced = self.syncs.tracker.partitions.get(partition)
+            end = state.log.log_end_offset
+            state.log.high_watermark = end if synced is None else min(synced.durable_end, end)
             state.notify()
 
     # -- timers -----------------------------------------------------------------------------
@@ -178,84 +219,117 @@ class GroupService:
                 await wakeup.wait()
 
     def _deliver(self) -> None:
+        """Hand parked requests their results, with the appends they must wait for."""
         for token, result in self.coordinator.take_completions():
             waiter = self._waiters.pop(token, None)
             if waiter is not None:  # its handler may have been cancelled meanwhile
                 waiter.result = result
+                waiter.pending = self.pending(waiter.group_id)
                 waiter.done.set()
 
-    def _after_call(self) -> None:
+    def pending(self, *group_ids: str) -> list[Appended]:
+        """What the groups' partitions hold that is not durable yet. A call is answered only
+        once that is durable, whether or not it wrote any of it (as Kafka's coordinator runtime
+        defers even a write that produced no records to the last pending offset): its answer
+        may rest on it, and it is never ahead of the disk."""
+        tracker = self.syncs.tracker
+        partitions = dict.fromkeys(self.coordinator.partition_for(g) for g in group_ids)
+        return [a for a in (tracker.log_end(p) for p in partitions) if a is not None]
+
+    def _after_call(self, *group_ids: str) -> list[Appended]:
+        """After a coordinator call: what it must wait for before answering."""
         self._deliver()
         self._wakeup.set()
+        return self.pending(*group_ids)
 
-    async def _wait(self, pending: Pending) -> JoinResult | SyncResult:
+    async def _durable(self, appends: list[Appended], result: Result, failed: Result) -> Result:
+        """``result`` once ``appends`` are durable; ``failed`` (NOT_COORDINATOR) if they were cut."""
+        if not appends or await self.syncs.wait(appends):
+            return result
+        return failed
+
+    async def _wait(self, pending: Pending, failed: JoinResult | SyncResult) -> JoinResult | SyncResult:
         waiter = self._waiters[pending.token]
         try:
             await waiter.done.wait()
         finally:
             self._waiters.pop(pending.token, None)
         assert waiter.result is not None
+        if waiter.pending and not await self.syncs.wait(waiter.pending):
+            return failed
         return waiter.result
 
     # -- the calls handlers make ------------------------------------------------------------
 
     async def join_group(self, request: JoinRequest) -> JoinResult:
+        await self.ready()
         result = self.coordinator.join_group(request, now_ms())
         if isinstance(result, Pending):
-            self._waiters[result.token] = _Waiter()
-        self._after_call()
+            self._waiters[result.token] = _Waiter(request.group_id)
+        appends = self._after_call(request.group_id)
         if not isinstance(result, Pending):
-            return result
-        done = await self._wait(result)
+            return await self._durable(appends, result, JoinResult(E.NOT_COORDINATOR))
+        done = await self._wait(result, JoinResult(E.NOT_COORDINATOR))
         assert isinstance(done, JoinResult)
         return done
 
     async def sync_group(self, request: SyncRequest) -> SyncResult:
+        await self.ready()
         result = self.coordinator.sync_group(request, now_ms())
         if isinstance(result, Pending):
-            self._waiters[result.token] = _Waiter()
-        self._after_call()
+            self._waiters[result.token] = _Waiter(request.group_id)
+        appends = self._after_call(request.group_id)
         if not isinstance(result, Pending):
-            return result
-        done = await self._wait(result)
+            return await self._durable(appends, result, SyncResult(E.NOT_COORDINATOR))
+        done = await self._wait(result, SyncResult(E.NOT_COORDINATOR))
         assert isinstance(done, SyncResult)
         return done
 
-    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+    async def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         error = self.coordinator.heartbeat(group_id, member_id, instance_id, generation_id, now_ms())
-        self._after_call()
-        return error
+        appends = self._after_call(group_id)
+        return error if not appends or await self.syncs.wait(appends) else E.NOT_COORDINATOR
 
-    def leave_group(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
+    async def leave_group(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
         result = self.coordinator.leave_group(group_id, members, now_ms())
-        self._after_call()
-        return result
+        return await self._durable(self._after_call(group_id), result, replace(result, error=E.NOT_COORDINATOR))
 
-    def commit_offsets(self, request: CommitRequest) -> list[tuple[str, int, ErrorCode]]:
+    async def commit_offsets(self, request: CommitRequest) -> list[tuple[str, int, ErrorCode]]:
+        """OffsetCommit, answered once its records are durable; NOT_COORDINATOR for each
+        partition it stored if they were cut (the coordinator reloaded without them)."""
+        await self.ready()
         result = self.coordinator.commit_offsets(request, now_ms())
-        self._after_call()
-        return result
+        appends = self._after_call(request.group_id)
+        if not appends or await self.syncs.wait(appends):
+            return result
+        return [(t, p, E.NOT_COORDINATOR if e is E.NONE else e) for t, p, e in result]
 
-    def fetch_offsets(
+    async def fetch_offsets(
         self,
         group_id: str,
         topics: Sequence[tuple[str, Sequence[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
     ) -> FetchResult:
+        """The group's offsets once what its partition holds is durable: never ahead of the disk."""
+        pending = self.pending(group_id)
+        if pending:
+            await self.syncs.wait(pending)
         return self.coordinator.fetch_offsets(group_id, topics, member_id, member_epoch)
 
-    def delete_offsets(
+    async def delete_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
         result = self.coordinator.delete_offsets(group_id, topics, now_ms())
-        self._after_call()
-        return result
+        appends = self._after_call(group_id)
+        return result if not appends or await self.syncs.wait(appends) else (E.NOT_COORDINATOR, [])
 
-    def delete_groups(self, group_ids: Sequence[str]) -> list[tuple[str, ErrorCode]]:
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[tuple[str, ErrorCode]]:
         result = self.coordinator.delete_groups(group_ids, now_ms())
-        self._after_call()
-        return result
+        appends = self._after_call(*group_ids)
+        if not appends or await self.syncs.wait(appends):
+            return result
+        return [(g, E.NOT_COORDINATOR if e is E.NONE else e) for g, e in result]
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
         return self.coordinator.describe_groups(group_ids)
@@ -263,13 +337,22 @@ class GroupService:
     def list_groups(self, states: Sequence[str], types: Sequence[str]) -> list[ListedGroup]:
         return self.coordinator.list_groups(states, types)
 
-    def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+    async def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        await self.ready()
         result = self.coordinator.consumer_group_heartbeat(request, now_ms())
-        self._after_call()
-        return result
+        return await self._durable(
+            self._after_call(request.group_id), result, ConsumerHeartbeatResult(E.NOT_COORDINATOR)
+        )
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
         return self.coordinator.consumer_group_describe(group_ids)
+
+    async def durable(self) -> None:
+        """Until what every partition holds now is durable (or was cut)."""
+        tracker = self.syncs.tracker
+        pending = [a for a in (tracker.log_end(p) for p in tracker.behind()) if a is not None]
+        if pending:
+            await self.syncs.wait(pending)
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC and self._coordinator is not None:

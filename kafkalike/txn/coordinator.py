@@ -464,6 +464,31 @@ class TransactionCoordinator:
         else:
             self.txns[loaded.transactional_id] = from_record(loaded.transactional_id, loaded.transit)
 
+    def unload_partition(self, partition: int) -> None:
+        """Forget every transactional id of a state-topic partition, as Kafka unloads a
+        coordinator partition whose log write failed (``load_partition`` then replays its log):
+        their state, their markers waiting to go out and the completions they wait for."""
+
+        def here(transactional_id: str) -> bool:
+            return self.partition_for(transactional_id) == partition
+
+        for transactional_id in [t for t in self.txns if here(t)]:
+            del self.txns[transactional_id]
+            self._completions.pop(transactional_id, None)
+        self._outbox = [job for job in self._outbox if not here(job.transactional_id)]
+        self._marker_retries = [(at, job) for at, job in self._marker_retries if not here(job.transactional_id)]
+
+    def load_partition(self, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int) -> None:
+        """After ``unload_partition``: the partition's records replayed, and its transactions
+        found half-way completed, as ``on_loaded`` completes them."""
+        before = set(self.txns)
+        for key, value in records:
+            self.replay(key, value)
+        for transactional_id in set(self.txns) - before:
+            txn = self.txns[transactional_id]
+            if txn.state.is_preparing:
+                self._start_markers(txn, txn.state is S.PREPARE_COMMIT, now_ms)
+
     def on_loaded(self, now_ms: int) -> None:
         """After the replay: finish every transaction left half-way, start the periodic jobs."""
         unfinished = 0

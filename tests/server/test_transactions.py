@@ -60,13 +60,23 @@ class Producer:
         return response
 
     async def add(self, topic: str, *partitions: int, version: int = 3) -> Message:
+        """AddPartitionsToTxn, tried again while the previous transaction's markers are still
+        being written (CONCURRENT_TRANSACTIONS), as clients do."""
         body = {
             "v3_and_below_transactional_id": self.txn_id,
             "v3_and_below_producer_id": self.pid,
             "v3_and_below_producer_epoch": self.epoch,
             "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}],
         }
-        return await self.client.request(ADD_PARTITIONS, version, body)
+        for _ in range(50):
+            response = await self.client.request(ADD_PARTITIONS, version, body)
+            errors = {
+                p.partition_error_code for t in response.results_by_topic_v3_and_below for p in t.results_by_partition
+            }
+            if errors != {E.CONCURRENT_TRANSACTIONS}:
+                break
+            await trio.sleep(0.02)
+        return response
 
     async def send(self, topic: str, partition: int, *values: bytes, version: int = 9) -> Message:
         seq = self.sequences.get((topic, partition), 0)
@@ -247,6 +257,21 @@ async def test_init_producer_id_errors(tmp_path: Path) -> None:
 # -- offsets in transactions -------------------------------------------------------------------
 
 
+async def completed(running: RunningBroker, client: AsyncWireClient, txn_id: str) -> str:
+    """The transaction's state as DescribeTransactions shows it once its markers are all written
+    (they follow EndTxn's answer): waits on its ``__transaction_state`` partition's appends."""
+    coordinator = running.broker.txn.coordinator
+    state = running.broker.partitions[(TRANSACTION_STATE_TOPIC, coordinator.partition_for(txn_id))]
+    with trio.fail_after(10):
+        while True:
+            appended = state.new_data  # taken before the read, so an append during it is not missed
+            described = await client.request(DESCRIBE_TXNS, 0, {"transactional_ids": [txn_id]})
+            found = str(described.transaction_states[0].transaction_state)
+            if not found.startswith("Prepare"):
+                return found
+            await appended.wait()
+
+
 async def test_transactional_offsets_are_unstable_until_the_commit(tmp_path: Path) -> None:
     async with serving(tmp_path) as running:
         client = await running.client()
@@ -269,8 +294,7 @@ async def test_transactional_offsets_are_unstable_until_the_commit(tmp_path: Pat
         assert await fetched(stable=False) == [(0, -1, 0), (1, -1, 0)]
         assert await p.end(commit=True) == E.NONE
         assert await fetched(stable=True) == [(0, 5, 0), (1, 7, 0)]
-        described = await client.request(DESCRIBE_TXNS, 0, {"transactional_ids": ["ctp"]})
-        assert described.transaction_states[0].transaction_state == "CompleteCommit"
+        assert await completed(running, client, "ctp") == "CompleteCommit"
 
 
 async def test_aborted_transactional_offsets_are_dropped(tmp_path: Path) -> None:
@@ -415,8 +439,11 @@ async def test_a_commit_cut_off_by_a_crash_completes_at_start_up(tmp_path: Path)
         assert await p.end(commit=True) == E.NONE
         assert consume(await fetch(client, "t", 0, committed=True)) == [b"zero"]
         assert (await fetch(client, "t", 1, committed=False)).last_stable_offset == -1  # paused
-        state = running.broker.txn.coordinator.txns["tx"]
-        assert state.state.display_name == "PrepareCommit" and state.partitions == {("t", 1)}
+        txn = running.broker.txn
+        with trio.fail_after(10):  # the markers follow EndTxn's answer: until the coordinator has theirs
+            while (state := txn.coordinator.txns["tx"]).partitions != {("t", 1)}:
+                await txn.markers_answered.wait()
+        assert state.state.display_name == "PrepareCommit"
     # The broker stopped with the transaction half-way: its next start finishes it.
     async with serving(tmp_path) as running:
         client = await running.client()

@@ -45,7 +45,7 @@ def _refused(ctx: RequestContext, partitions: list[TopicPartition]) -> dict[Topi
     return {tp: errors.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in partitions}
 
 
-def _transaction(
+async def _transaction(
     ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
 ) -> dict[TopicPartition, ErrorCode]:
     partitions = _partitions(topics)
@@ -54,7 +54,7 @@ def _transaction(
         return failed
     if verify_only:
         return ctx.broker.txn.verify(txn_id, pid, epoch, partitions)
-    error = ctx.broker.txn.add_partitions(txn_id, pid, epoch, partitions)
+    error = await ctx.broker.txn.add_partitions(txn_id, pid, epoch, partitions)
     if error is E.PRODUCER_FENCED and ctx.version < 2:
         error = E.INVALID_PRODUCER_EPOCH
     return dict.fromkeys(partitions, error)
@@ -70,7 +70,7 @@ def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, An
 @handles(24, 0, 5)
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     if ctx.version < 4:
-        errors = _transaction(
+        errors = await _transaction(
             ctx,
             request.v3_and_below_transactional_id,
             request.v3_and_below_producer_id,
@@ -81,7 +81,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Message) ->
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
     results = []
     for txn in request.transactions:
-        errors = _transaction(
+        errors = await _transaction(
             ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only
         )
         results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(errors)})

@@ -40,7 +40,7 @@ def current_configs(ctx: RequestContext, resource_type: int, resource_name: str)
     raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
-def apply_new_configs(
+async def apply_new_configs(
     ctx: RequestContext, resource_type: int, resource_name: str, new: dict[str, str], validate_only: bool
 ) -> None:
     """Validate ``new`` (the full desired dynamic set) and store the difference."""
@@ -70,7 +70,7 @@ def apply_new_configs(
     changes: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
     changes.update({k: None for k in old if k not in new})
     if changes:
-        ctx.broker.controller.set_configs(resource_type, resource_name, changes)
+        await ctx.broker.set_configs(resource_type, resource_name, changes)
         ctx.broker.apply_configs()
 
 
@@ -89,7 +89,7 @@ async def handle_alter_configs(ctx: RequestContext, request: Message) -> Mapping
             new = {c.name: c.value for c in resource.configs}
             if any(v is None for v in new.values()):
                 raise ConfigError(ErrorCode.INVALID_REQUEST, "Null value not supported for AlterConfigs")
-            apply_new_configs(ctx, resource.resource_type, resource.resource_name, new, request.validate_only)
+            await apply_new_configs(ctx, resource.resource_type, resource.resource_name, new, request.validate_only)
         except ConfigError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)

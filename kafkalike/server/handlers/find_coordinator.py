@@ -27,9 +27,9 @@ _MESSAGES = {
 }
 
 
-def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
+async def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
-        ctx.broker.groups.ensure_offsets_topic()
+        await ctx.broker.groups.ensure_offsets_topic()
     elif key_type != TRANSACTION_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     host, port = ctx.broker.advertised
@@ -42,12 +42,12 @@ async def handle_find_coordinator(ctx: RequestContext, request: Message) -> Mapp
     if ctx.version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, node_id, host, port = _lookup(ctx, key_type)
+            error, node_id, host, port = await _lookup(ctx, key_type)
             coordinators.append(
                 {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": None}
             )
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, node_id, host, port = _lookup(ctx, key_type)
+    error, node_id, host, port = await _lookup(ctx, key_type)
     return {
         "throttle_time_ms": 0,
         "error_code": error,

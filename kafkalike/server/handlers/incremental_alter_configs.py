@@ -36,7 +36,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Message
                 raise ConfigError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             for op in resource.configs:
                 _apply(ctx, configs, op)
-            apply_new_configs(ctx, resource.resource_type, resource.resource_name, configs, request.validate_only)
+            await apply_new_configs(ctx, resource.resource_type, resource.resource_name, configs, request.validate_only)
         except ConfigError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)

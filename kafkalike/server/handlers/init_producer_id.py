@@ -27,7 +27,9 @@ async def handle_init_producer_id(ctx: RequestContext, request: Message) -> Mapp
     response = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
         pid, epoch = (request.producer_id, request.producer_epoch) if ctx.version >= 3 else (-1, -1)
-        result = ctx.broker.txn.init_producer_id(request.transactional_id, request.transaction_timeout_ms, pid, epoch)
+        result = await ctx.broker.txn.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, pid, epoch
+        )
         error = result.error
         if error is ErrorCode.PRODUCER_FENCED and ctx.version < 4:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
@@ -36,5 +38,6 @@ async def handle_init_producer_id(ctx: RequestContext, request: Message) -> Mapp
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         response.update(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
         return response
+    await ctx.broker.reserve_producer_id()
     response.update(producer_id=ctx.broker.controller.allocate_producer_id(), producer_epoch=0)
     return response

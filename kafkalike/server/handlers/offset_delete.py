@@ -30,7 +30,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Message) -> Mapping
                 errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if known:
             valid.append((topic.name, known))
-    error, results = ctx.broker.groups.delete_offsets(request.group_id, valid)
+    error, results = await ctx.broker.groups.delete_offsets(request.group_id, valid)
     if error is not ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     for topic_name, partition, partition_error in results:

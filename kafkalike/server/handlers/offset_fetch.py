@@ -56,10 +56,10 @@ async def handle_offset_fetch(ctx: RequestContext, request: Message) -> Mapping[
         entries = []
         for group in request.groups:
             member = (group.member_id, group.member_epoch) if ctx.version >= 9 else (None, -1)
-            result = groups.fetch_offsets(group.group_id, _topics(group.topics), *member)
+            result = await groups.fetch_offsets(group.group_id, _topics(group.topics), *member)
             result = _stable(ctx, request, group.group_id, result)
             entries.append({"group_id": group.group_id, "topics": _topic_entries(result), "error_code": result.error})
         return {"throttle_time_ms": 0, "groups": entries}
-    result = groups.fetch_offsets(request.group_id, _topics(request.topics))
+    result = await groups.fetch_offsets(request.group_id, _topics(request.topics))
     result = _stable(ctx, request, request.group_id, result)
     return {"throttle_time_ms": 0, "topics": _topic_entries(result), "error_code": result.error}

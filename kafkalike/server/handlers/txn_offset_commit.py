@@ -64,7 +64,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Map
                 group_instance_id=request.group_instance_id if v >= 3 else None,
                 partitions=tuple(valid),
             )
-            for topic_name, partition, error in ctx.broker.txn.commit_offsets(commit):
+            for topic_name, partition, error in await ctx.broker.txn.commit_offsets(commit):
                 errors[(topic_name, partition)] = error
     return {
         "throttle_time_ms": 0,

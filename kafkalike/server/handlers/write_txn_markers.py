@@ -32,7 +32,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Message) -> Map
         )
         for m in request.markers
     ]
-    results = write_markers(ctx.broker, entries)
+    results = await write_markers(ctx.broker, entries)
     markers = []
     for entry, errors in zip(entries, results, strict=True):
         by_topic: dict[str, list[dict[str, Any]]] = {}
