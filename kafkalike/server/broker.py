@@ -174,7 +174,11 @@ class Broker:
         else:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.cluster_id = self._load_identity()
-        metadata_config = LogConfig(flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES)
+        # Kept whole: Kafka deletes the metadata log only below its latest snapshot, never by age
+        # or size (a restart replays every record from the start).
+        metadata_config = LogConfig(
+            flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES, retention_ms=-1, retention_bytes=-1
+        )
         self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, metadata_config, now_ms())
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
@@ -673,7 +677,7 @@ class Broker:
         thread, and the append counts (high watermark, fetchers woken, the caller's answer)
         only once they succeeded; meanwhile the next append to the partition waits, as Kafka's
         appends wait for the log's lock. An append that needs a new segment has its files made
-        on a worker thread first (``_roll``), behind the same wait. Raises the log's errors
+        on a worker thread first (``roll``), behind the same wait. Raises the log's errors
         (KafkaStorageError when the disk fails, and then nothing was appended)."""
         while state.flushing is not None:
             await state.flushing.wait()
@@ -686,7 +690,7 @@ class Broker:
             # An in-memory log rolls in place: it has no files to make.
             result = append(now_ms=now_ms(), defer_roll=plog.directory.on_disk)
         except RollNeeded:
-            await self._roll(state)
+            await self.roll(state)
             # Rolled (nothing ran in between): only a log changed meanwhile by another writer
             # (a transaction marker) can still need a roll, made here then.
             result = append(now_ms=now_ms())
@@ -707,7 +711,7 @@ class Broker:
         state.notify()
         return result
 
-    async def _roll(self, state: PartitionState) -> None:
+    async def roll(self, state: PartitionState) -> None:
         """A new active segment for ``state``'s log, its files made on a worker thread while the
         partition's next append waits (as behind a flush). KafkaStorageError if they cannot be
         made: then the log is as it was, and the next append tries again."""
@@ -829,7 +833,7 @@ class Broker:
             if state.log.closed:  # deleted meanwhile
                 continue
             try:
-                await self._roll(state)
+                await self.roll(state)
                 deleted += state.log.apply_retention(now_ms(), unlinks)
             except KafkaStorageError:  # reported; the segments stay for the next round
                 pass

@@ -51,7 +51,7 @@ from kafkalike.group.txn_offsets import (
 )
 from kafkalike.log import AppendOrigin, LogError, PartitionLog
 from kafkalike.log.coordinator_log import Appended
-from kafkalike.log.partition_log import FlushTicket
+from kafkalike.log.partition_log import FlushTicket, RollNeeded
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import build_end_txn_marker
@@ -140,9 +140,12 @@ async def write_markers(broker: Broker, markers: Sequence[MarkerEntry]) -> list[
     now = now_ms()
     touched: dict[TopicPartition, PartitionLog] = {}
     offsets_appends: dict[TopicPartition, Appended] = {}
-    results = [
-        {tp: _write_marker(broker, m, tp, now, touched, offsets_appends) for tp in m.partitions} for m in markers
-    ]
+    results: list[dict[TopicPartition, ErrorCode]] = []
+    for m in markers:
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in m.partitions:
+            errors[tp] = await _write_marker_off_loop_roll(broker, m, tp, now, touched, offsets_appends)
+        results.append(errors)
     syncs = DeferredSyncs()
     tickets: dict[TopicPartition, FlushTicket] = {}
     for tp, plog in touched.items():
@@ -189,7 +192,7 @@ def _refuse(results: list[dict[TopicPartition, ErrorCode]], tp: TopicPartition) 
             errors[tp] = E.KAFKA_STORAGE_ERROR
 
 
-def _write_marker(
+async def _write_marker_off_loop_roll(
     broker: Broker,
     marker: MarkerEntry,
     tp: TopicPartition,
@@ -197,6 +200,34 @@ def _write_marker(
     touched: dict[TopicPartition, PartitionLog],
     offsets_appends: dict[TopicPartition, Appended],
 ) -> ErrorCode:
+    """``_write_marker``, with the new segment's files made on a worker thread when the marker
+    needs one (as ``Broker.append`` does for a producer's batch)."""
+    try:
+        return _write_marker(broker, marker, tp, now, touched, offsets_appends, defer_roll=True)
+    except RollNeeded:
+        state = broker.partitions[tp]
+        try:
+            await broker.roll(state)
+        except LogError as exc:
+            log.warning("cannot roll %s-%d for a marker: %s", *tp, exc)
+            return E.KAFKA_STORAGE_ERROR
+        # Another append may have started its fsync while the files were made: not behind it.
+        await _no_flush_in_flight(broker, {tp})
+        return _write_marker(broker, marker, tp, now, touched, offsets_appends)
+
+
+def _write_marker(
+    broker: Broker,
+    marker: MarkerEntry,
+    tp: TopicPartition,
+    now: int,
+    touched: dict[TopicPartition, PartitionLog],
+    offsets_appends: dict[TopicPartition, Appended],
+    *,
+    defer_roll: bool = False,
+) -> ErrorCode:
+    """Append ``marker`` to ``tp``. With ``defer_roll``, raises RollNeeded (before changing
+    anything) when the marker needs a new segment."""
     state = broker.partitions.get(tp)
     if state is None:
         return E.UNKNOWN_TOPIC_OR_PARTITION
@@ -212,7 +243,12 @@ def _write_marker(
     syncs = DeferredSyncs()
     try:
         result = state.log.append(
-            bytearray(batch), leader_epoch=state.leader_epoch, now_ms=now, origin=AppendOrigin.COORDINATOR, syncs=syncs
+            bytearray(batch),
+            leader_epoch=state.leader_epoch,
+            now_ms=now,
+            origin=AppendOrigin.COORDINATOR,
+            syncs=syncs,
+            defer_roll=defer_roll and state.log.directory.on_disk,
         )
     except LogError as exc:
         log.info("marker of producer %d refused by %s-%d: %s", marker.producer_id, *tp, exc)
