@@ -199,15 +199,18 @@ async def test_commit_and_abort_as_read_committed_and_read_uncommitted_see_them(
         assert await latest(client, "t", committed=True) == 0
         assert await latest(client, "t", committed=False) == 2
         assert await p.end(commit=True) == E.NONE
+        await completed(running, client, "tx")
         assert consume(await fetch(client, "t", 0, committed=True)) == [b"c1", b"c2"]
 
         await p.add("t", 0)
         await p.send("t", 0, b"a1")
         await p.send("t", 0, b"a2")
         assert await p.end(commit=False) == E.NONE
+        await completed(running, client, "tx")
         await p.add("t", 0)
         await p.send("t", 0, b"c3")
         assert await p.end(commit=True) == E.NONE
+        await completed(running, client, "tx")
         committed = await fetch(client, "t", 0, committed=True)
         assert [(a.producer_id, a.first_offset) for a in committed.aborted_transactions] == [(p.pid, 3)]
         assert consume(committed) == [b"c1", b"c2", b"c3"]
@@ -353,6 +356,7 @@ async def test_describe_and_list_transactions_and_producers(tmp_path: Path) -> N
         )
         assert zero.active_producers == [] and missing.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
         await p.end(commit=False)
+        await completed(running, client, "tx")
         producers = await client.request(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "t", "partition_indexes": [1]}]})
         assert producers.topics[0].partitions[0].active_producers[0].current_txn_start_offset == -1
 
@@ -421,6 +425,7 @@ async def test_an_open_transaction_survives_a_restart(tmp_path: Path) -> None:
         assert (await fetch(client, "t", 0, committed=True)).last_stable_offset == 0
         await p.send("t", 0, b"after")
         assert await p.end(commit=True) == E.NONE
+        await completed(running, client, "tx")
         assert consume(await fetch(client, "t", 0, committed=True)) == [b"before", b"after"]
 
 
@@ -437,12 +442,12 @@ async def test_a_commit_cut_off_by_a_crash_completes_at_start_up(tmp_path: Path)
         await p.commit_offsets("g", "t", {0: 1})
         running.broker.faults.paused_partitions.add(("t", 1))  # its marker cannot be written
         assert await p.end(commit=True) == E.NONE
-        assert consume(await fetch(client, "t", 0, committed=True)) == [b"zero"]
-        assert (await fetch(client, "t", 1, committed=False)).last_stable_offset == -1  # paused
         txn = running.broker.txn
         with trio.fail_after(10):  # the markers follow EndTxn's answer: until the coordinator has theirs
             while (state := txn.coordinator.txns["tx"]).partitions != {("t", 1)}:
                 await txn.markers_answered.wait()
+        assert consume(await fetch(client, "t", 0, committed=True)) == [b"zero"]
+        assert (await fetch(client, "t", 1, committed=False)).last_stable_offset == -1  # paused
         assert state.state.display_name == "PrepareCommit"
     # The broker stopped with the transaction half-way: its next start finishes it.
     async with serving(tmp_path) as running:
