@@ -40,6 +40,7 @@ from kafkalike.raft.config import (
 )
 from kafkalike.raft.log import RaftLog, RaftLogError
 from kafkalike.raft.records import LeaderChange, data_batch, leader_change_batch
+from kafkalike.raft.requests import InFlight, RequestManager
 from kafkalike.raft.state import (
     Election,
     EpochState,
@@ -85,15 +86,6 @@ class NotLeaderError(Exception):
 
 
 @dataclass(slots=True)
-class _InFlight:
-    correlation_id: int
-    api_key: int
-    deadline_ms: int
-    context: EpochState  # the state that sent it: a response to an older state is stale
-    pre_vote: bool = False
-
-
-@dataclass(slots=True)
 class _ParkedFetch:
     request: m.RaftMessage
     fetch_offset: int
@@ -127,9 +119,7 @@ class RaftNode:
         self._stored = quorum_state if quorum_state is not None else QuorumStateRecord(0)
         self._state_version = 0
         self._durable_state_version = 0
-        self._next_correlation_id = 0
-        self._inflight: dict[int, _InFlight] = {}
-        self._backoff_until_ms: dict[int, int] = {}
+        self._requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
         self._parked: dict[int, _ParkedFetch] = {}
         self._flush_requested = log.durable_end_offset
         self.high_watermark: int | None = None
@@ -188,7 +178,7 @@ class RaftNode:
         self.tick(now_ms)
 
     def tick(self, now_ms: int) -> None:
-        self._expire_requests(now_ms)
+        self._requests.expire(now_ms)
         for _ in range(4):  # a state entered here may have work at once (bounded: each step moves on)
             state = self.state
             self._poll_state(state, now_ms)
@@ -242,8 +232,7 @@ class RaftNode:
 
     def poll(self, now_ms: int) -> int:
         """The next time (ms) at which ``tick`` has something to do."""
-        deadlines = [f.deadline_ms for f in self._inflight.values()]
-        deadlines += [t for t in self._backoff_until_ms.values() if t > now_ms]
+        deadlines = self._requests.deadlines(now_ms)
         state = self.state
         if isinstance(state, Leader):
             deadlines += [state.begin_epoch_deadline_ms, state.check_quorum_deadline_ms]
@@ -266,35 +255,14 @@ class RaftNode:
         else:
             self._outputs.append(SendMessage(message))
 
-    def _can_send(self, destination: int, now_ms: int) -> bool:
-        if destination in self._inflight:
-            return False
-        until = self._backoff_until_ms.get(destination)
-        return until is None or until <= now_ms
-
     def _send_request(
         self, destination: int, api_key: int, body: m.Body, now_ms: int, *, pre_vote: bool = False
     ) -> None:
-        self._next_correlation_id += 1
-        cid = self._next_correlation_id
-        deadline = now_ms + self.config.request_timeout_ms
-        self._inflight[destination] = _InFlight(cid, api_key, deadline, self.state, pre_vote)
+        cid = self._requests.start(destination, api_key, self.state, now_ms, pre_vote=pre_vote)
         self._emit(m.RaftMessage(self.node_id, destination, api_key, cid, body))
 
     def _respond(self, request: m.RaftMessage, body: m.Body) -> None:
         self._emit(m.RaftMessage(self.node_id, request.source, request.api_key, request.correlation_id, body, True))
-
-    def _expire_requests(self, now_ms: int) -> None:
-        for destination, inflight in list(self._inflight.items()):
-            if inflight.deadline_ms <= now_ms:
-                del self._inflight[destination]
-                self._backoff_until_ms[destination] = now_ms + self.config.retry_backoff_ms
-        for destination, until in list(self._backoff_until_ms.items()):
-            if until <= now_ms:
-                del self._backoff_until_ms[destination]
-
-    def _failed(self, destination: int, now_ms: int) -> None:
-        self._backoff_until_ms[destination] = now_ms + self.config.retry_backoff_ms
 
     # -- transitions ------------------------------------------------------------------------------
 
@@ -309,8 +277,7 @@ class RaftNode:
         if state.epoch < self.state.epoch:
             raise AssertionError(f"epoch would fall from {self.state.epoch} to {state.epoch}")
         self.state = state
-        self._inflight.clear()
-        self._backoff_until_ms.clear()
+        self._requests.reset()
         self._persist(now_ms)  # first: what follows is held until the disk has the new state
         if was_leader and not isinstance(state, Leader):
             for parked in self._parked.values():
@@ -389,8 +356,7 @@ class RaftNode:
         self._update_high_watermark(leader)
 
     def _become_resigned(self, leader: Leader, now_ms: int) -> None:
-        by_progress = sorted(leader.replicas.items(), key=lambda item: -item[1].end_offset)
-        successors = [self.config.voter(node_id) or VoterKey(node_id) for node_id, _ in by_progress]
+        successors = [self.config.voter(node_id) or VoterKey(node_id) for node_id in leader.successors()]
         resigned = Resigned(leader.epoch, self._election_deadline(now_ms), successors, set(leader.replicas))
         self._transition(resigned, now_ms)
 
@@ -414,13 +380,21 @@ class RaftNode:
         if now_ms >= election.election_deadline_ms:
             election.backoff_until_ms = now_ms + self._election_backoff_ms(election.retries)
             return
-        if election.role is Role.PROSPECTIVE and election.leader_id >= 0 and self._can_send(election.leader_id, now_ms):
+        if (
+            election.role is Role.PROSPECTIVE
+            and election.leader_id >= 0
+            and self._requests.can_send(election.leader_id, now_ms)
+        ):
             self._send_fetch(election.leader_id, now_ms)
         pre_vote = election.role is Role.PROSPECTIVE
         epoch = election.epoch + 1 if pre_vote else election.epoch
         for voter in self.config.voters:
             node_id = voter.node_id
-            if node_id in election.granted or node_id in election.rejected or not self._can_send(node_id, now_ms):
+            if (
+                node_id in election.granted
+                or node_id in election.rejected
+                or not self._requests.can_send(node_id, now_ms)
+            ):
                 continue
             body = m.vote_request(
                 self.cluster_id,
@@ -444,7 +418,7 @@ class RaftNode:
             return
         if now_ms >= leader.begin_epoch_deadline_ms:
             for voter in self.config.voters:
-                if voter.node_id != self.node_id and self._can_send(voter.node_id, now_ms):
+                if voter.node_id != self.node_id and self._requests.can_send(voter.node_id, now_ms):
                     body = m.begin_quorum_epoch_request(self.cluster_id, self.node_id, leader.epoch, voter)
                     self._send_request(voter.node_id, m.BEGIN_QUORUM_EPOCH, body, now_ms)
             leader.begin_epoch_deadline_ms = now_ms + self.config.fetch_timeout_ms // 2
@@ -457,7 +431,7 @@ class RaftNode:
             else:
                 self._become_unattached(state.epoch, now_ms)
             return
-        if self._can_send(state.leader_id, now_ms):
+        if self._requests.can_send(state.leader_id, now_ms):
             self._send_fetch(state.leader_id, now_ms)
 
     def _poll_resigned(self, state: Resigned, now_ms: int) -> None:
@@ -465,15 +439,15 @@ class RaftNode:
             self._start_election(now_ms)
             return
         for node_id in sorted(state.unacknowledged):
-            if self._can_send(node_id, now_ms):
+            if self._requests.can_send(node_id, now_ms):
                 body = m.end_quorum_epoch_request(self.cluster_id, self.node_id, state.epoch, state.successors)
                 self._send_request(node_id, m.END_QUORUM_EPOCH, body, now_ms)
 
     def _fetch_from_any_voter(self, now_ms: int) -> None:
         """An observer without a leader asks a voter (Kafka's maybeSendAnyVoterFetch)."""
-        if self._inflight:
+        if self._requests.has_inflight():
             return
-        candidates = [v.node_id for v in self.config.voters if self._can_send(v.node_id, now_ms)]
+        candidates = [v.node_id for v in self.config.voters if self._requests.can_send(v.node_id, now_ms)]
         if candidates:
             self._send_fetch(self._random.choice(candidates), now_ms)
 
@@ -638,12 +612,8 @@ class RaftNode:
             return
         replica_id = m.fetch_replica_id(body)
         diverging = self._diverging(fetch_offset, last_epoch)
-        if diverging is None and replica_id in state.replicas:
-            progress = state.replicas[replica_id]
-            progress.end_offset = fetch_offset
-            progress.last_fetch_ms = now_ms
-            progress.acknowledged = True
-            self._check_quorum_fetched(state, replica_id, now_ms)
+        if diverging is None and state.record_fetch(replica_id, fetch_offset, self.log.end_offset, now_ms):
+            state.note_voter_fetched(replica_id, self.config.majority, now_ms, self._check_quorum_timeout_ms())
             if self._update_high_watermark(state):
                 self._complete_parked_fetches(now_ms, only_due=False, except_replica=replica_id)
         response = self._fetch_answer(fetch_offset, diverging)
@@ -703,41 +673,25 @@ class RaftNode:
             del self._parked[replica_id]
             self._respond(parked.request, self._fetch_answer(parked.fetch_offset, None))
 
-    def _check_quorum_fetched(self, leader: Leader, replica_id: int, now_ms: int) -> None:
-        """Kafka's updateCheckQuorumForFollowingVoter: a majority fetched -> the timer restarts."""
-        leader.fetched_voters.add(replica_id)
-        if len(leader.fetched_voters) >= self.config.majority - 1:
-            leader.fetched_voters.clear()
-            leader.check_quorum_deadline_ms = now_ms + self._check_quorum_timeout_ms()
-
     def _update_high_watermark(self, leader: Leader) -> bool:
-        """Kafka's LeaderState.maybeUpdateHighWatermark: the offset a majority of voters reached,
-        counting the leader's durable end, once it is past the epoch's first record."""
-        ends = [self.log.durable_end_offset] + [r.end_offset for r in leader.replicas.values()]
-        ends.sort(reverse=True)
-        candidate = ends[self.config.majority - 1]
-        if candidate <= leader.epoch_start_offset:
+        if not leader.update_high_watermark(self.log.durable_end_offset, self.config.majority):
             return False
-        if leader.high_watermark is not None and candidate <= leader.high_watermark:
-            return False
-        leader.high_watermark = candidate
-        self.high_watermark = candidate
+        self.high_watermark = leader.high_watermark
         return True
 
     # -- responses --------------------------------------------------------------------------------
 
     def _receive_response(self, response: m.RaftMessage, now_ms: int) -> None:
-        inflight = self._inflight.get(response.source)
-        if inflight is None or inflight.correlation_id != response.correlation_id:
+        inflight = self._requests.complete(response.source, response.correlation_id)
+        if inflight is None:
             return  # a duplicate, or an answer to a request an older state sent
-        del self._inflight[response.source]
         body = response.body
         if body.get("error_code", 0) != ErrorCode.NONE:
-            self._failed(response.source, now_ms)
+            self._requests.fail(response.source, now_ms)
             return
         p = m.partition_of(body)
         if p is None:
-            self._failed(response.source, now_ms)
+            self._requests.fail(response.source, now_ms)
             return
         if response.api_key == m.FETCH:
             self._handle_fetch_response(response, p, now_ms)
@@ -750,7 +704,7 @@ class RaftNode:
         if self._handle_common_response(error, leader_id, epoch, now_ms):
             return
         if error is not ErrorCode.NONE:
-            self._failed(response.source, now_ms)
+            self._requests.fail(response.source, now_ms)
             return
         if response.api_key == m.VOTE:
             self._record_vote(inflight, response.source, bool(p["vote_granted"]), leader_id, epoch, now_ms)
@@ -776,7 +730,7 @@ class RaftNode:
         return False
 
     def _record_vote(
-        self, inflight: _InFlight, voter: int, granted: bool, leader_id: int, epoch: int, now_ms: int
+        self, inflight: InFlight, voter: int, granted: bool, leader_id: int, epoch: int, now_ms: int
     ) -> None:
         state = self.state
         if not isinstance(state, Election) or inflight.context is not state:
@@ -801,7 +755,7 @@ class RaftNode:
         if self._handle_common_response(error, leader_id, epoch, now_ms):
             return
         if error is not ErrorCode.NONE:
-            self._failed(response.source, now_ms)
+            self._requests.fail(response.source, now_ms)
             return
         state = self.state
         if isinstance(state, Election) and state.leader_id == response.source and epoch == self.epoch:
@@ -821,7 +775,7 @@ class RaftNode:
                 self.log.append(bytes(records))
             except RaftLogError as exc:
                 logger.warning("node %d: fetch response from %d not appended: %s", self.node_id, response.source, exc)
-                self._failed(response.source, now_ms)
+                self._requests.fail(response.source, now_ms)
                 return
             self._request_flush()
         high_watermark = p["high_watermark"]

@@ -72,27 +72,87 @@ class Election:
     role: Role = Role.CANDIDATE
 
 
+# Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS: an observer silent this long is forgotten.
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
+
 @dataclass(slots=True)
 class ReplicaProgress:
-    """What the leader knows of one replica: its log end (validated fetch offset) and fetch time."""
+    """What the leader knows of one replica: its log end (validated fetch offset), fetch times."""
 
     end_offset: int = -1
     last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_leader_end: int = -1
     acknowledged: bool = False
+
+    def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
+        """Kafka's ReplicaState.updateFollowerState: caught up when the fetch reaches the leader's
+        end now, or the end the leader had at the previous fetch (caught up as of that fetch)."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif self.last_fetch_leader_end > 0 and fetch_offset >= self.last_fetch_leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.last_fetch_leader_end = leader_end_offset
+        self.last_fetch_ms = max(self.last_fetch_ms, now_ms)
+        self.end_offset = fetch_offset
+        self.acknowledged = True
 
 
 @dataclass(slots=True)
 class Leader:
+    """The leader's view of its epoch (Kafka's LeaderState)."""
+
     epoch: int
     epoch_start_offset: int
-    replicas: dict[int, ReplicaProgress]
+    replicas: dict[int, ReplicaProgress]  # the other voters
     check_quorum_deadline_ms: int
     begin_epoch_deadline_ms: int = 0
     granting_voters: frozenset[int] = frozenset()
+    observers: dict[int, ReplicaProgress] = field(default_factory=dict)
     fetched_voters: set[int] = field(default_factory=set)
     high_watermark: int | None = None
     resign_requested: bool = False
     role: Role = Role.LEADER
+
+    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end_offset: int, now_ms: int) -> bool:
+        """A validated fetch; True when it came from a voter (whose offset counts)."""
+        progress = self.replicas.get(replica_id)
+        is_voter = progress is not None
+        if progress is None:
+            progress = self.observers.setdefault(replica_id, ReplicaProgress())
+        progress.record_fetch(fetch_offset, leader_end_offset, now_ms)
+        return is_voter
+
+    def note_voter_fetched(self, replica_id: int, majority: int, now_ms: int, timeout_ms: int) -> None:
+        """Kafka's updateCheckQuorumForFollowingVoter: a majority (the leader counts) fetched in
+        this interval -> the check-quorum timer restarts."""
+        self.fetched_voters.add(replica_id)
+        if len(self.fetched_voters) >= majority - 1:
+            self.fetched_voters.clear()
+            self.check_quorum_deadline_ms = now_ms + timeout_ms
+
+    def update_high_watermark(self, local_durable_end: int, majority: int) -> bool:
+        """Kafka's maybeUpdateHighWatermark: the offset a majority of voters reached, counting the
+        leader's durable end, once past the epoch's first record; True when it moved."""
+        ends = sorted([local_durable_end, *(r.end_offset for r in self.replicas.values())], reverse=True)
+        candidate = ends[majority - 1]
+        if candidate <= self.epoch_start_offset:
+            return False
+        if self.high_watermark is not None and candidate <= self.high_watermark:
+            return False
+        self.high_watermark = candidate
+        return True
+
+    def successors(self) -> list[int]:
+        """The other voters, most caught up first (preferred successors when resigning)."""
+        return [node_id for node_id, _ in sorted(self.replicas.items(), key=lambda item: -item[1].end_offset)]
+
+    def active_observers(self, now_ms: int) -> dict[int, ReplicaProgress]:
+        for node_id, progress in list(self.observers.items()):
+            if now_ms - progress.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS:
+                del self.observers[node_id]
+        return self.observers
 
 
 @dataclass(slots=True)

@@ -13,7 +13,8 @@ append to whoever leads, and invariants checked after every event:
 - **consistent committed data**: every node holds the same batch bytes at every committed offset,
   and never truncates an offset it knew committed;
 - **durable before sending**: no message leaves a node with an epoch its disk does not hold, and a
-  granted (real) vote leaves only once the disk records it.
+  granted (real) vote leaves only once the disk has recorded it;
+- **one vote per epoch**: a node's disk never records two different votes in one epoch.
 
 A run is a function of its seed alone: every random choice comes from one ``random.Random(seed)``
 (nodes get their own, derived from it), and the event queue breaks time ties by insertion order. A
@@ -359,12 +360,14 @@ class Invariants:
     """Kafka's RaftEventSimulationTest invariants, checked incrementally after every event."""
 
     DURABLE_BEFORE_SENDING = "durable before sending"
+    ONE_VOTE_PER_EPOCH = "one vote per epoch"
 
     def __init__(self, sim: Simulation, unchecked: frozenset[str] = frozenset()) -> None:
         """``unchecked`` names invariants to skip: only for a negative control that must reach
         another invariant first."""
         self.sim = sim
         self.check_durable = self.DURABLE_BEFORE_SENDING not in unchecked
+        self.check_one_vote = self.ONE_VOTE_PER_EPOCH not in unchecked
         self.leader_of_epoch: dict[int, int] = {}
         self.epoch_seen: dict[int, int] = {}
         self.high_watermark_seen: dict[int, int] = {}
@@ -372,6 +375,7 @@ class Invariants:
         self.committed: dict[int, bytes] = {}  # base offset -> batch bytes
         self.verified_end: dict[int, int] = {}
         self.vote_requests: dict[tuple[int, int, int], bool] = {}
+        self.durable_votes: set[tuple[int, int, int]] = set()  # (voter, epoch, candidate) once on disk
 
     def on_start(self, sim_node: SimNode) -> None:
         node = sim_node.node
@@ -380,6 +384,19 @@ class Invariants:
         self.verified_end[node.node_id] = min(self.verified_end.get(node.node_id, 0), sim_node.log.end_offset)
 
     def on_durable_state(self, sim_node: SimNode, record: QuorumStateRecord) -> None:
+        previous = sim_node.durable_state
+        if (
+            self.check_one_vote
+            and record.epoch == previous.epoch
+            and previous.voted_for is not None
+            and record.voted_for != previous.voted_for
+        ):
+            self.sim.fail(
+                f"{self.ONE_VOTE_PER_EPOCH}: node {sim_node.node_id} voted for {previous.voted_for.node_id} "
+                f"and then {record.voted_for} in epoch {record.epoch}"
+            )
+        if record.voted_for is not None:
+            self.durable_votes.add((sim_node.node_id, record.epoch, record.voted_for.node_id))
         if record.epoch < sim_node.durable_state.epoch:
             self.sim.fail(
                 f"monotonic epoch: node {sim_node.node_id} wrote epoch {record.epoch} over {sim_node.durable_state.epoch}"
@@ -404,11 +421,11 @@ class Invariants:
         p = m.partition_of(message.body)
         if p is None or pre_vote or not p["vote_granted"]:
             return
-        voted = durable.voted_for
-        if durable.epoch != p["leader_epoch"] or voted is None or voted.node_id != message.destination:
+        # The disk must have recorded this vote (a later write may since have moved to a later epoch).
+        if (sim_node.node_id, p["leader_epoch"], message.destination) not in self.durable_votes:
             self.sim.fail(
                 f"durable before sending: node {sim_node.node_id} granted its vote in epoch {p['leader_epoch']} "
-                f"to {message.destination} while its disk has {durable}"
+                f"to {message.destination}, a vote its disk never recorded (it has {durable})"
             )
 
     def check_node(self, sim_node: SimNode) -> None:

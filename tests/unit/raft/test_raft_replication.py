@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from rafttest_harness import Harness, elect, fetch_ok, fill_log, only, partition
 
+from kafkalike.protocol.api import encode_response
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
+from kafkalike.raft.describe import describe_quorum
 from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.raft.node import NotLeaderError
 from kafkalike.raft.records import data_batch, record_values
@@ -234,3 +236,32 @@ def test_observer_finds_the_leader_through_any_voter() -> None:
     assert (h.node.role, h.node.epoch, h.node.leader_id) == (Role.FOLLOWER, 2, 3)
     fetch = partition(only(h.persist(), m.FETCH, 3))
     assert fetch["current_leader_epoch"] == 2
+
+
+# -- DescribeQuorum -------------------------------------------------------------------------------
+
+
+def test_describe_quorum_reports_each_voter_and_observer() -> None:
+    h = leader_over([], quorum_epoch=0)
+    h.now += 10
+    fetch_answer(h, 2, 1, 1)  # caught up: the leader's end is 1
+    h.fetch(4, 1, 0, 0)  # an observer, behind
+    h.collect()
+    body = describe_quorum(h.node, h.now + 5)
+    encode_response(55, 2, 7, body)  # the codec takes it as it is
+    (p,) = body["topics"][0]["partitions"]
+    assert (p["error_code"], p["leader_id"], p["leader_epoch"], p["high_watermark"]) == (0, 1, 1, 1)
+    voters = {v["replica_id"]: v for v in p["current_voters"]}
+    assert voters[1]["log_end_offset"] == 1
+    assert voters[1]["last_fetch_timestamp"] == h.now + 5  # the leader itself: "now", as Kafka
+    assert (voters[2]["log_end_offset"], voters[2]["last_caught_up_timestamp"]) == (1, h.now)
+    assert (voters[3]["log_end_offset"], voters[3]["last_fetch_timestamp"]) == (-1, -1)
+    (observer,) = p["observers"]
+    assert (observer["replica_id"], observer["log_end_offset"], observer["last_caught_up_timestamp"]) == (4, 0, -1)
+
+
+def test_describe_quorum_on_a_follower_is_not_leader_or_follower() -> None:
+    h = Harness()
+    h.begin_epoch(3, 1)
+    (p,) = describe_quorum(h.node, 0)["topics"][0]["partitions"]
+    assert p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER

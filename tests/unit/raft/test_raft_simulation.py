@@ -102,15 +102,15 @@ class KeepsItsDivergingTail(RaftNode):
         return None
 
 
-DURABLE = frozenset({Invariants.DURABLE_BEFORE_SENDING})
+ONE_VOTE = frozenset({Invariants.ONE_VOTE_PER_EPOCH})
 
 
 @pytest.mark.parametrize(
     ("broken", "family", "unchecked", "expected"),
     [
-        # The disk check also sees a second vote; without it, two leaders of one epoch follow.
-        (VotesTwiceInAnEpoch, "leader_killed", DURABLE, "single leader"),
-        (VotesTwiceInAnEpoch, "leader_killed", frozenset(), "durable before sending"),
+        # The disk check sees the second vote first; without it, two leaders of one epoch follow.
+        (VotesTwiceInAnEpoch, "leader_killed", frozenset(), "one vote per epoch"),
+        (VotesTwiceInAnEpoch, "leader_killed", ONE_VOTE, "single leader"),
         (IgnoresTheLogCheck, "leader_partitioned", frozenset(), "consistent committed data"),
         (HighWatermarkWithoutMajority, "leader_killed", frozenset(), "majority reached the high watermark"),
         (AnswersBeforeTheDiskHasIt, "leader_killed", frozenset(), "durable before sending"),
