@@ -17,7 +17,8 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple, Protocol
 
-from kafkalike.protocol.records import iter_batches
+from kafkalike.protocol.errors import ProtocolError
+from kafkalike.protocol.records import batch_crc_ok, iter_batches
 
 
 class OffsetAndEpoch(NamedTuple):
@@ -111,9 +112,17 @@ class MemoryRaftLog:
         return OffsetAndEpoch(next_start, self._epochs[found].epoch)
 
     def append(self, data: bytes) -> LogBatch:
-        """Append one or more whole batches whose first base offset is the log end; returns the last."""
+        """Append the whole batches of ``data`` (a fetch response may end with part of one, which is
+        left out), the first at the log end; returns the last. Checks each batch's CRC first."""
         last = None
-        for pos, header in iter_batches(data):
+        try:
+            batches = list(iter_batches(data, partial_ok=True))
+        except ProtocolError as exc:
+            raise RaftLogError(f"records do not parse: {exc}") from exc
+        for pos, header in batches:
+            if not batch_crc_ok(data, pos, header):
+                raise RaftLogError(f"batch at {header.base_offset} fails its CRC")
+        for pos, header in batches:
             if header.base_offset != self.end_offset:
                 raise RaftLogError(f"batch at {header.base_offset} appended at log end {self.end_offset}")
             epoch = header.partition_leader_epoch

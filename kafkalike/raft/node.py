@@ -30,9 +30,9 @@ from typing import Any
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
+from kafkalike.raft import rules
 from kafkalike.raft.config import (
     CHECK_QUORUM_TIMEOUT_FACTOR,
-    ELECTION_BACKOFF_BASE_MS,
     FETCH_MAX_BYTES,
     NO_DIRECTORY_ID,
     QuorumConfig,
@@ -120,7 +120,7 @@ class RaftNode:
         self._state_version = 0
         self._durable_state_version = 0
         self._requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
-        self._parked: dict[int, _ParkedFetch] = {}
+        self._parked: dict[int, _ParkedFetch] = {}  # by the node that sent the fetch
         self._flush_requested = log.durable_end_offset
         self.high_watermark: int | None = None
         self.state: EpochState = self._initial_state(now_ms)
@@ -171,6 +171,9 @@ class RaftNode:
     # -- events -----------------------------------------------------------------------------------
 
     def receive(self, message: m.RaftMessage, now_ms: int) -> None:
+        if message.destination != self.node_id:
+            logger.warning("node %d: dropped %s meant for another node", self.node_id, message)
+            return
         if message.is_response:
             self._receive_response(message, now_ms)
         else:
@@ -408,9 +411,7 @@ class RaftNode:
             self._send_request(node_id, m.VOTE, body, now_ms, pre_vote=pre_vote)
 
     def _election_backoff_ms(self, retries: int) -> int:
-        """Kafka's binaryExponentialElectionBackoffMs."""
-        bound = 2 << min(20, retries - 1)
-        return min(ELECTION_BACKOFF_BASE_MS * self._random.randrange(bound), self.config.election_backoff_max_ms)
+        return rules.election_backoff_ms(self._random, retries, self.config.election_backoff_max_ms)
 
     def _poll_leader(self, leader: Leader, now_ms: int) -> None:
         if leader.resign_requested or (len(self.config.voters) > 1 and now_ms >= leader.check_quorum_deadline_ms):
@@ -523,24 +524,7 @@ class RaftNode:
         return self._vote_reply(ErrorCode.NONE, granted)
 
     def _can_grant_vote(self, candidate: VoterKey, log_ok: bool, pre_vote: bool, now_ms: int) -> bool:
-        """Kafka's EpochState.canGrantVote, state by state."""
-        state = self.state
-        if isinstance(state, (Leader, Resigned)):
-            return False
-        if pre_vote:
-            if isinstance(state, Follower) and state.has_fetched:
-                return False  # the leader is alive as far as this voter knows
-            return log_ok
-        if isinstance(state, Unattached):
-            if state.voted_for is not None:
-                return state.voted_for.matches(candidate.node_id, candidate.directory_id)
-            return log_ok
-        if isinstance(state, Election) and state.role is Role.PROSPECTIVE:
-            voted = self._stored.voted_for if self._stored.epoch == state.epoch else None
-            if voted is not None:
-                return voted.matches(candidate.node_id, candidate.directory_id)
-            return False  # a prospective waits for its own round; it has not moved to this epoch
-        return False
+        return rules.can_grant_vote(self.state, self._stored, candidate, log_ok, pre_vote)
 
     def _vote_reply(self, error: ErrorCode, granted: bool) -> dict[str, Any]:
         return m.vote_response(error, self.epoch, self.leader_id, granted)
@@ -566,20 +550,11 @@ class RaftNode:
             successors = [c["candidate_id"] for c in p.get("preferred_candidates") or []]
             if not successors:
                 successors = list(p.get("preferred_successors") or [])
-            state.fetch_deadline_ms = now_ms + self._end_epoch_backoff_ms(successors)
+            state.fetch_deadline_ms = now_ms + rules.end_epoch_backoff_ms(
+                self.node_id, successors, self.config.election_backoff_max_ms
+            )
             state.has_fetched = False
         return m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id)
-
-    def _end_epoch_backoff_ms(self, successors: list[int]) -> int:
-        """Kafka's strictExponentialElectionBackoffMs: the most caught-up voter goes first."""
-        max_ms = self.config.election_backoff_max_ms
-        if self.node_id not in successors:
-            return max_ms
-        position = successors.index(self.node_id)
-        if position == 0:
-            return 0
-        base = max_ms >> (len(successors) - 1)
-        return min(max_ms, base << (position - 1))
 
     def _follow_if_new(self, leader_id: int, epoch: int, now_ms: int) -> None:
         """Kafka's maybeTransition: a higher epoch, or a leader for this epoch we did not know."""
@@ -611,16 +586,19 @@ class RaftNode:
             self._respond(request, self._fetch_error(error))
             return
         replica_id = m.fetch_replica_id(body)
-        diverging = self._diverging(fetch_offset, last_epoch)
+        if replica_id == self.node_id:
+            self._respond(request, self._fetch_error(ErrorCode.INVALID_REQUEST))
+            return
+        diverging = rules.diverging_epoch(self.log, fetch_offset, last_epoch)
         if diverging is None and state.record_fetch(replica_id, fetch_offset, self.log.end_offset, now_ms):
             state.note_voter_fetched(replica_id, self.config.majority, now_ms, self._check_quorum_timeout_ms())
             if self._update_high_watermark(state):
-                self._complete_parked_fetches(now_ms, only_due=False, except_replica=replica_id)
+                self._complete_parked_fetches(now_ms, only_due=False, except_source=request.source)
         response = self._fetch_answer(fetch_offset, diverging)
         if diverging is not None or response["responses"][0]["partitions"][0]["records"] or body["max_wait_ms"] == 0:
             self._respond(request, response)
             return
-        self._parked[replica_id] = _ParkedFetch(request, fetch_offset, now_ms + body["max_wait_ms"])
+        self._parked[request.source] = _ParkedFetch(request, fetch_offset, now_ms + body["max_wait_ms"])
 
     def _leader_only_error(self, request_epoch: int) -> ErrorCode:
         """Kafka's validateLeaderOnlyRequest."""
@@ -644,15 +622,6 @@ class RaftNode:
             return state.high_watermark
         return -1
 
-    def _diverging(self, fetch_offset: int, last_epoch: int) -> tuple[int, int] | None:
-        """Kafka's validateOffsetAndEpoch (no snapshots yet): where the follower's log parts from ours."""
-        if fetch_offset == 0 and last_epoch == 0 and self.log.start_offset == 0:
-            return None
-        end = self.log.end_offset_for_epoch(last_epoch)
-        if end.epoch != last_epoch or end.offset < fetch_offset:
-            return (end.epoch, end.offset)
-        return None
-
     def _fetch_answer(self, fetch_offset: int, diverging: tuple[int, int] | None) -> dict[str, Any]:
         records = b"" if diverging is not None else self.log.read(fetch_offset, FETCH_MAX_BYTES)
         return m.fetch_response(
@@ -665,12 +634,12 @@ class RaftNode:
             diverging,
         )
 
-    def _complete_parked_fetches(self, now_ms: int, *, only_due: bool, except_replica: int = -1) -> None:
+    def _complete_parked_fetches(self, now_ms: int, *, only_due: bool, except_source: int | None = None) -> None:
         """Answer parked fetches that are due, or (on new data or a new high watermark) all of them."""
-        for replica_id, parked in list(self._parked.items()):
-            if replica_id == except_replica or (only_due and parked.deadline_ms > now_ms):
+        for source, parked in list(self._parked.items()):
+            if source == except_source or (only_due and parked.deadline_ms > now_ms):
                 continue
-            del self._parked[replica_id]
+            del self._parked[source]
             self._respond(parked.request, self._fetch_answer(parked.fetch_offset, None))
 
     def _update_high_watermark(self, leader: Leader) -> bool:
@@ -783,14 +752,7 @@ class RaftNode:
             self.high_watermark = high_watermark
 
     def _truncate_diverging(self, epoch: int, end_offset: int) -> None:
-        """Kafka's ReplicatedLog.truncateToEndOffset."""
-        if epoch == 0:
-            offset = min(end_offset, self.log.end_offset)
-        else:
-            local = self.log.end_offset_for_epoch(epoch)
-            offset = min(local.offset, end_offset) if local.epoch == epoch else local.offset
-        logger.info(
-            "node %d: truncating to %d (diverging epoch %d ends at %d)", self.node_id, offset, epoch, end_offset
-        )
+        offset = rules.truncation_offset(self.log, epoch, end_offset)
+        logger.info("node %d: truncating to %d (leader's epoch %d ends at %d)", self.node_id, offset, epoch, end_offset)
         self.log.truncate_to(offset)
         self._flush_requested = min(self._flush_requested, self.log.end_offset)

@@ -120,6 +120,8 @@ class Leader:
         progress = self.replicas.get(replica_id)
         is_voter = progress is not None
         if progress is None:
+            if replica_id < 0:
+                return False  # an anonymous reader, not a replica
             progress = self.observers.setdefault(replica_id, ReplicaProgress())
         progress.record_fetch(fetch_offset, leader_end_offset, now_ms)
         return is_voter
