@@ -76,6 +76,8 @@ class QuorumConfig:
     # KIP-996: a would-be candidate first asks for pre-votes, which neither bump the epoch nor bind.
     pre_vote: bool = True
     endpoints: tuple[VoterEndpoint, ...] = field(default=())
+    # controller.quorum.bootstrap.servers: where a node without static voters finds the quorum.
+    bootstrap_servers: tuple[tuple[str, int], ...] = field(default=())
 
     def __post_init__(self) -> None:
         ids = [v.node_id for v in self.voters]
@@ -116,6 +118,19 @@ def parse_voters(value: str) -> tuple[VoterEndpoint, ...]:
     return tuple(endpoints)
 
 
+def parse_bootstrap_servers(value: str) -> tuple[tuple[str, int], ...]:
+    """``controller.quorum.bootstrap.servers``: ``host:port`` entries separated by commas."""
+    servers = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise QuorumConfigError(f"Invalid {QUORUM_BOOTSTRAP_SERVERS} entry {entry!r}: expected host:port")
+        servers.append((host.strip("[]"), int(port)))
+    return tuple(servers)
+
+
 def from_properties(props: dict[str, str]) -> QuorumConfig:
     """A config from Kafka's property names; missing ones take Kafka's defaults."""
 
@@ -137,4 +152,5 @@ def from_properties(props: dict[str, str]) -> QuorumConfig:
         request_timeout_ms=number(REQUEST_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS),
         retry_backoff_ms=number(RETRY_BACKOFF_MS, DEFAULT_RETRY_BACKOFF_MS),
         endpoints=endpoints,
+        bootstrap_servers=parse_bootstrap_servers(props.get(QUORUM_BOOTSTRAP_SERVERS, "")),
     )

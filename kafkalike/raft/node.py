@@ -519,7 +519,9 @@ class RaftNode:
         log_ok = (last_epoch, last_offset) >= (self.log.last_fetched_epoch(), self.log.end_offset)
         granted = self.is_voter and self._can_grant_vote(candidate, log_ok, pre_vote, now_ms)
         state = self.state
-        if granted and not pre_vote and isinstance(state, Unattached) and state.voted_for is None:
+        if granted and not pre_vote and not (isinstance(state, Unattached) and state.voted_for is not None):
+            # Record the vote (from unattached, or a prospective that had not voted in this epoch);
+            # the answer waits for the disk. As Kafka, voting restarts the election timer.
             self._transition(Unattached(state.epoch, self._election_deadline(now_ms), candidate), now_ms)
         return self._vote_reply(ErrorCode.NONE, granted)
 

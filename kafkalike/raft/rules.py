@@ -27,9 +27,12 @@ def can_grant_vote(
             return state.voted_for.matches(candidate.node_id, candidate.directory_id)
         return log_ok
     if isinstance(state, Election) and state.role is Role.PROSPECTIVE:
+        # A prospective has not moved to a new epoch: it votes as an unattached voter would, keeping
+        # a vote it gave in this epoch before its own round started.
         voted = stored.voted_for if stored.epoch == state.epoch else None
-        # A prospective that voted in this epoch before it started its own round keeps that vote.
-        return voted is not None and voted.matches(candidate.node_id, candidate.directory_id)
+        if voted is not None:
+            return voted.matches(candidate.node_id, candidate.directory_id)
+        return log_ok
     return False  # a candidate voted for itself; a follower's epoch has a leader
 
 

@@ -137,6 +137,27 @@ def observers_following(sim: Simulation) -> None:
     sim.restart(leader)
 
 
+def random_faults(sim: Simulation) -> None:
+    """Crashes, restarts, partitions and heals in random order, as they come."""
+    wait_for_leader(sim)
+    ids = sorted(sim.nodes)
+    for _ in range(6):
+        run_for(sim, 100, 1200)
+        fault = sim.rng.randrange(5)
+        if fault == 0:
+            sim.crash(sim.rng.choice(ids))
+        elif fault == 1:
+            sim.restart(sim.rng.choice(ids))
+        elif fault == 2:
+            sim.isolate(sim.rng.choice(ids))
+        elif fault == 3:
+            shuffled = sim.rng.sample(ids, len(ids))
+            cut = sim.rng.randint(1, len(ids) - 1)
+            sim.partition(shuffled[:cut], shuffled[cut:])
+        else:
+            sim.heal()
+
+
 FAMILIES = {
     f.name: f
     for f in [
@@ -152,6 +173,7 @@ FAMILIES = {
         Family("back_to_back_leader_failures", SimConfig(voters=3), back_to_back_leader_failures),
         Family("lose_unflushed_tail", SimConfig(voters=3, disk_delay_ms=(5, 40)), lose_unflushed_tail),
         Family("observers_following", SimConfig(voters=3, observers=2, append_interval_ms=300), observers_following),
+        Family("random_faults", SimConfig(voters=3, observers=1), random_faults),
     ]
 }
 

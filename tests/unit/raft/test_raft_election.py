@@ -204,3 +204,14 @@ def test_restart_resumes_from_the_durable_election_state() -> None:
     assert (follower.role, follower.leader_id) == (Role.FOLLOWER, 2)
     voted = Harness(quorum_state=QuorumStateRecord(3, -1, VoterKey(2)))
     assert partition(only(voted.vote(3, 3), m.VOTE, 3))["vote_granted"] is False
+
+
+def test_prospective_votes_like_an_unattached_voter() -> None:
+    h = Harness(quorum_state=QuorumStateRecord(2, -1, None))
+    h.run_to_deadline()
+    assert (h.node.role, h.node.epoch) == (Role.PROSPECTIVE, 2)
+    h.vote(2, 2)  # a candidate of this very epoch while this node only asks for pre-votes
+    reply = partition(only(h.persist(), m.VOTE, 2))
+    assert reply["vote_granted"] is True
+    assert (h.node.role, h.node.stored_state) == (Role.UNATTACHED, QuorumStateRecord(2, -1, VoterKey(2)))
+    assert partition(only(h.vote(3, 2), m.VOTE, 3))["vote_granted"] is False
