@@ -73,6 +73,7 @@ class QuorumConfig:
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
+    fetch_max_bytes: int = FETCH_MAX_BYTES  # per Fetch and per FetchSnapshot chunk
     # KIP-996: a would-be candidate first asks for pre-votes, which neither bump the epoch nor bind.
     pre_vote: bool = True
     endpoints: tuple[VoterEndpoint, ...] = field(default=())

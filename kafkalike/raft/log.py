@@ -7,9 +7,12 @@ only durable bytes. A truncation is durable at once: Kafka truncates segment fil
 crash must not resurrect a tail the node has already disowned (a node truncates only a tail that the
 leader's log does not have, so nothing it acknowledged).
 
-Offsets are dense from ``start_offset`` (0 until snapshots exist: the seam for KIP-630 is
-``start_offset`` and ``snapshot_id``); batches are Kafka record batches (magic 2) whose
-``partition_leader_epoch`` is the epoch of the leader that wrote them.
+Offsets are dense from ``start_offset``; batches are Kafka record batches (magic 2) whose
+``partition_leader_epoch`` is the epoch of the leader that wrote them. Snapshots (KIP-630) are
+identified by (end offset, epoch of the last record they cover); once the state machine has written
+one of committed data, the log before it is deleted and its start offset is the snapshot's end. A
+snapshot is durable once created (Kafka writes it aside and renames it into place), and so is a
+deletion before one.
 """
 
 from __future__ import annotations
@@ -50,14 +53,20 @@ class RaftLog(Protocol):
     def end_offset(self) -> int: ...
     @property
     def durable_end_offset(self) -> int: ...
-    @property
-    def snapshot_id(self) -> OffsetAndEpoch | None: ...
     def last_fetched_epoch(self) -> int: ...
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch: ...
+    def epoch_at(self, offset: int) -> int | None: ...
+    def is_batch_end(self, offset: int) -> bool: ...
     def append(self, data: bytes) -> LogBatch: ...
     def truncate_to(self, offset: int) -> None: ...
     def read(self, offset: int, max_bytes: int) -> bytes: ...
     def flush(self, offset: int) -> None: ...
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None: ...
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None: ...
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None: ...
+    def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None: ...
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None: ...
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> bool: ...
 
 
 class MemoryRaftLog:
@@ -70,22 +79,21 @@ class MemoryRaftLog:
         self._epochs: list[OffsetAndEpoch] = []
         self._durable_end = 0
         self._serial = 0
+        self._start = 0
+        self._snapshots: dict[OffsetAndEpoch, bytes] = {}
+        self.installed_snapshots = 0  # snapshots downloaded from a leader (never by a leader)
 
     @property
     def start_offset(self) -> int:
-        return 0
+        return self._start
 
     @property
     def end_offset(self) -> int:
-        return self._batches[-1].last_offset + 1 if self._batches else 0
+        return self._batches[-1].last_offset + 1 if self._batches else self._start
 
     @property
     def durable_end_offset(self) -> int:
         return self._durable_end
-
-    @property
-    def snapshot_id(self) -> OffsetAndEpoch | None:
-        return None
 
     @property
     def batches(self) -> list[LogBatch]:
@@ -96,18 +104,38 @@ class MemoryRaftLog:
         return bisect.bisect_left(self._bases, offset)
 
     def last_fetched_epoch(self) -> int:
-        return self._batches[-1].epoch if self._batches else 0
+        if self._batches:
+            return self._batches[-1].epoch
+        return self._start_epoch()
+
+    def _start_epoch(self) -> int:
+        """The epoch of the last record before the log start: the snapshot's there (0 for none)."""
+        earliest = self.earliest_snapshot_id()
+        return earliest.epoch if earliest is not None and earliest.offset == self._start else 0
+
+    def is_batch_end(self, offset: int) -> bool:
+        """Whether a batch of the log ends just before ``offset``."""
+        i = bisect.bisect_right(self._bases, offset - 1) - 1
+        return 0 <= i < len(self._batches) and self._batches[i].last_offset == offset - 1
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The epoch of the record at ``offset``, if the log holds it."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if 0 <= i < len(self._batches) and self._batches[i].last_offset >= offset:
+            return self._batches[i].epoch
+        return None
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch at most ``epoch`` in the log and where it ends (where the next epoch
-        starts, or the log end); (start offset, 0) when the log has no such epoch."""
+        starts, or the log end); the snapshot at the log start when the log has no such epoch."""
         found = None
         for i, entry in enumerate(self._epochs):
             if entry.epoch > epoch:
                 break
             found = i
         if found is None:
-            return OffsetAndEpoch(self.start_offset, 0)
+            # Before the log's first epoch: the snapshot at the log start ends there.
+            return OffsetAndEpoch(self._start, self._start_epoch())
         next_start = self._epochs[found + 1].offset if found + 1 < len(self._epochs) else self.end_offset
         return OffsetAndEpoch(next_start, self._epochs[found].epoch)
 
@@ -143,6 +171,7 @@ class MemoryRaftLog:
     def truncate_to(self, offset: int) -> None:
         """Drop every batch from the one holding ``offset`` on (batches are whole: the cut is at a
         batch boundary, as the leader's diverging offsets always are)."""
+        offset = max(offset, self._start)
         keep = bisect.bisect_left(self._bases, offset)
         if keep < len(self._batches) and self._batches[keep].base_offset < offset:
             keep += 1
@@ -156,7 +185,7 @@ class MemoryRaftLog:
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``, at least one, then up to ``max_bytes``."""
         i = bisect.bisect_right(self._bases, offset) - 1
-        if i < 0 or i >= len(self._batches) or self._batches[i].last_offset < offset:
+        if offset < self._start or i < 0 or i >= len(self._batches) or self._batches[i].last_offset < offset:
             return b""
         out = [self._batches[i].data]
         size = len(out[0])
@@ -188,3 +217,56 @@ class MemoryRaftLog:
     def crash(self) -> None:
         """Lose everything not flushed."""
         self.truncate_to(self._durable_end)
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return max(self._snapshots) if self._snapshots else None
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return min(self._snapshots) if self._snapshots else None
+
+    def snapshot_ids(self) -> list[OffsetAndEpoch]:
+        return sorted(self._snapshots)
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
+        return self._snapshots.get(snapshot_id)
+
+    def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """Keep a snapshot the state machine wrote of the log before ``snapshot_id.offset``."""
+        if not self._start <= snapshot_id.offset <= self._durable_end:
+            raise RaftLogError(f"snapshot {snapshot_id} outside the durable log [{self._start}, {self._durable_end})")
+        self._snapshots[snapshot_id] = data
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Delete the log before a snapshot, and the older snapshots: it becomes the log start."""
+        offset = snapshot_id.offset
+        if snapshot_id not in self._snapshots or offset <= self._start:
+            return
+        drop = bisect.bisect_left(self._bases, offset)
+        del self._batches[:drop]
+        del self._bases[:drop]
+        self._start = offset
+        kept = [e for e in self._epochs if e.offset >= offset]
+        older = [e for e in self._epochs if e.offset < offset]
+        if older and (not kept or kept[0].offset > offset) and self._batches:
+            kept.insert(0, OffsetAndEpoch(offset, older[-1].epoch))  # the epoch that runs on past the cut
+        self._epochs = kept
+        self._snapshots = {i: d for i, d in self._snapshots.items() if i >= snapshot_id}
+        self._durable_end = max(self._durable_end, offset)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> bool:
+        """A snapshot downloaded from the leader. When it reaches past this log (a later end, or a
+        later epoch than the log's last), the log restarts at it, empty (Kafka's
+        truncateToLatestSnapshot) and True is returned; otherwise it is only kept."""
+        self._snapshots[snapshot_id] = data
+        self.installed_snapshots += 1
+        if snapshot_id.offset <= self.end_offset and snapshot_id.epoch <= self.last_fetched_epoch():
+            return False
+        self._batches.clear()
+        self._bases.clear()
+        self._epochs.clear()
+        self._start = snapshot_id.offset
+        self._durable_end = snapshot_id.offset
+        self._snapshots = {i: d for i, d in self._snapshots.items() if i >= snapshot_id}
+        return True

@@ -1,5 +1,5 @@
-"""The quorum's messages: Kafka's Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54) and Fetch (1)
-bodies, as the project's codec encodes them (``protocol_specs/*.kspec`` field names), in an envelope
+"""The quorum's messages: Kafka's Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54), Fetch (1) and
+FetchSnapshot (59) bodies, as the project's codec encodes them (``protocol_specs/*.kspec`` field names), in an envelope
 that says who sends, who receives, and which request a response answers.
 
 A body is a plain mapping with the spec's field names at the version in ``API_VERSIONS``, so that the
@@ -30,8 +30,15 @@ FETCH = 1
 VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
-API_VERSIONS = {FETCH: 17, VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1}
-API_NAMES = {FETCH: "Fetch", VOTE: "Vote", BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch", END_QUORUM_EPOCH: "EndQuorumEpoch"}
+FETCH_SNAPSHOT = 59
+API_VERSIONS = {FETCH: 17, VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
+API_NAMES = {
+    FETCH: "Fetch",
+    VOTE: "Vote",
+    BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
+    END_QUORUM_EPOCH: "EndQuorumEpoch",
+    FETCH_SNAPSHOT: "FetchSnapshot",
+}
 
 Body = Mapping[str, Any]
 
@@ -63,14 +70,17 @@ def partition_of(body: Body) -> Any | None:
     if len(topics) != 1:
         return None
     (topic,) = topics
-    if topic.get("topic_name") != METADATA_TOPIC and topic.get("topic_id") != METADATA_TOPIC_ID:
+    name = topic.get("topic_name", topic.get("name"))
+    if name != METADATA_TOPIC and topic.get("topic_id") != METADATA_TOPIC_ID:
         return None
     partitions = topic["partitions"]
     if len(partitions) != 1:
         return None
     (partition,) = partitions
-    index = partition["partition_index"] if "partition_index" in partition else partition.get("partition")
-    return partition if index == METADATA_PARTITION else None
+    for key in ("partition_index", "partition", "index"):  # Vote and others, Fetch, FetchSnapshot
+        if key in partition:
+            return partition if partition[key] == METADATA_PARTITION else None
+    return None
 
 
 def top_level_error(error: ErrorCode) -> dict[str, Any]:
@@ -204,9 +214,12 @@ def fetch_response(
     log_start_offset: int,
     records: bytes = b"",
     diverging: tuple[int, int] | None = None,
+    snapshot: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """``diverging`` is the leader's (epoch, end offset) where the follower's log parts from it."""
+    """``diverging`` is the leader's (epoch, end offset) where the follower's log parts from it;
+    ``snapshot`` the (end offset, epoch) of the snapshot a follower behind the log start must fetch."""
     div_epoch, div_end = diverging if diverging is not None else (-1, -1)
+    snap_end, snap_epoch = snapshot if snapshot is not None else (-1, -1)
     partition = {
         "partition_index": METADATA_PARTITION,
         "error_code": error,
@@ -215,7 +228,7 @@ def fetch_response(
         "log_start_offset": log_start_offset,
         "diverging_epoch": {"epoch": div_epoch, "end_offset": div_end},
         "current_leader": {"leader_id": leader_id, "leader_epoch": epoch},
-        "snapshot_id": {"end_offset": -1, "epoch": -1},
+        "snapshot_id": {"end_offset": snap_end, "epoch": snap_epoch},
         "aborted_transactions": None,
         "preferred_read_replica": -1,
         "records": records,
@@ -225,6 +238,62 @@ def fetch_response(
         "error_code": ErrorCode.NONE,
         "session_id": 0,
         "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [partition]}],
+        "node_endpoints": [],
+    }
+
+
+def fetch_snapshot_request(
+    cluster_id: str | None,
+    replica: VoterKey,
+    leader_epoch: int,
+    snapshot: tuple[int, int],
+    position: int,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """``snapshot`` is its (end offset, epoch); ``position`` the byte to continue from."""
+    return {
+        "cluster_id": cluster_id,
+        "replica_id": replica.node_id,
+        "max_bytes": max_bytes,
+        "topics": [
+            {
+                "name": METADATA_TOPIC,
+                "partitions": [
+                    {
+                        "partition": METADATA_PARTITION,
+                        "current_leader_epoch": leader_epoch,
+                        "snapshot_id": {"end_offset": snapshot[0], "epoch": snapshot[1]},
+                        "position": position,
+                        "replica_directory_id": replica.directory_id,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def fetch_snapshot_response(
+    error: ErrorCode,
+    epoch: int,
+    leader_id: int,
+    snapshot: tuple[int, int] = (-1, -1),
+    size: int = -1,
+    position: int = -1,
+    chunk: bytes = b"",
+) -> dict[str, Any]:
+    partition = {
+        "index": METADATA_PARTITION,
+        "error_code": error,
+        "snapshot_id": {"end_offset": snapshot[0], "epoch": snapshot[1]},
+        "current_leader": {"leader_id": leader_id, "leader_epoch": epoch},
+        "size": size,
+        "position": position,
+        "unaligned_records": chunk,
+    }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "topics": [{"name": METADATA_TOPIC, "partitions": [partition]}],
         "node_endpoints": [],
     }
 

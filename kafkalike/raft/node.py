@@ -1,8 +1,9 @@
 """One node of the KRaft quorum as a pure state machine (KIP-595 with KIP-996's pre-vote).
 
 Events in: ``receive(message, now_ms)``, ``tick(now_ms)``, ``append(values, now_ms)`` on the leader,
-``resign(now_ms)``, ``durable(end_offset, now_ms)`` when the log's written bytes reached the disk, and
-``quorum_state_durable(version, now_ms)`` when a quorum-state write did. Out, drained by ``outputs()``:
+``resign(now_ms)``, ``durable(end_offset, now_ms)`` when the log's written bytes reached the disk,
+``quorum_state_durable(version, now_ms)`` when a quorum-state write did, and ``snapshot(end_offset,
+data, now_ms)`` when the state machine above wrote a snapshot of the committed log. Out, drained by ``outputs()``:
 :class:`SendMessage`, :class:`FlushLog` and :class:`PersistQuorumState`. ``poll(now_ms)`` is the next
 deadline at which ``tick`` has work. No clock reads, no I/O; randomness from the ``random.Random`` given.
 
@@ -17,7 +18,9 @@ Rules that make it safe, each enforced here:
   offset (the LeaderChange record), so that a leader commits nothing from older epochs before one of
   its own records.
 - A follower appends only what the leader sent for the offset it asked, after the leader validated
-  its last fetched epoch; otherwise it truncates to the diverging epoch's end and fetches again.
+  its last fetched epoch; otherwise it truncates to the diverging epoch's end and fetches again, or,
+  when the leader's log no longer reaches back that far, downloads its snapshot (FetchSnapshot) and
+  continues from the snapshot's end. Only followers load snapshots.
 """
 
 from __future__ import annotations
@@ -33,12 +36,11 @@ from kafkalike.raft import messages as m
 from kafkalike.raft import rules
 from kafkalike.raft.config import (
     CHECK_QUORUM_TIMEOUT_FACTOR,
-    FETCH_MAX_BYTES,
     NO_DIRECTORY_ID,
     QuorumConfig,
     VoterKey,
 )
-from kafkalike.raft.log import RaftLog, RaftLogError
+from kafkalike.raft.log import OffsetAndEpoch, RaftLog, RaftLogError
 from kafkalike.raft.records import LeaderChange, data_batch, leader_change_batch
 from kafkalike.raft.requests import InFlight, RequestManager
 from kafkalike.raft.state import (
@@ -432,7 +434,15 @@ class RaftNode:
             else:
                 self._become_unattached(state.epoch, now_ms)
             return
-        if self._requests.can_send(state.leader_id, now_ms):
+        if not self._requests.can_send(state.leader_id, now_ms):
+            return
+        if state.fetching_snapshot is not None:
+            snapshot = (state.fetching_snapshot.offset, state.fetching_snapshot.epoch)
+            body = m.fetch_snapshot_request(
+                self.cluster_id, self.key, state.epoch, snapshot, len(state.snapshot_bytes), self.config.fetch_max_bytes
+            )
+            self._send_request(state.leader_id, m.FETCH_SNAPSHOT, body, now_ms)
+        else:
             self._send_fetch(state.leader_id, now_ms)
 
     def _poll_resigned(self, state: Resigned, now_ms: int) -> None:
@@ -463,7 +473,7 @@ class RaftNode:
             self.log.end_offset,
             self.log.last_fetched_epoch(),
             self.config.fetch_max_wait_ms,
-            FETCH_MAX_BYTES,
+            self.config.fetch_max_bytes,
         )
         self._send_request(destination, m.FETCH, body, now_ms)
 
@@ -493,6 +503,8 @@ class RaftNode:
             self._respond(request, self._handle_end_quorum_epoch(partition, now_ms))
         elif request.api_key == m.FETCH:
             self._handle_fetch(request, partition, now_ms)
+        elif request.api_key == m.FETCH_SNAPSHOT:
+            self._respond(request, self._handle_fetch_snapshot(body, partition, now_ms))
 
     @staticmethod
     def _top_level_error(api_key: int, error: ErrorCode) -> dict[str, Any]:
@@ -591,6 +603,10 @@ class RaftNode:
         if replica_id == self.node_id:
             self._respond(request, self._fetch_error(ErrorCode.INVALID_REQUEST))
             return
+        snapshot = rules.snapshot_for_fetch(self.log, fetch_offset, last_epoch)
+        if snapshot is not None:
+            self._respond(request, self._fetch_answer(fetch_offset, None, snapshot))
+            return
         diverging = rules.diverging_epoch(self.log, fetch_offset, last_epoch)
         if diverging is None and state.record_fetch(replica_id, fetch_offset, self.log.end_offset, now_ms):
             state.note_voter_fetched(replica_id, self.config.majority, now_ms, self._check_quorum_timeout_ms())
@@ -624,8 +640,12 @@ class RaftNode:
             return state.high_watermark
         return -1
 
-    def _fetch_answer(self, fetch_offset: int, diverging: tuple[int, int] | None) -> dict[str, Any]:
-        records = b"" if diverging is not None else self.log.read(fetch_offset, FETCH_MAX_BYTES)
+    def _fetch_answer(
+        self, fetch_offset: int, diverging: tuple[int, int] | None, snapshot: OffsetAndEpoch | None = None
+    ) -> dict[str, Any]:
+        records = b""
+        if diverging is None and snapshot is None:
+            records = self.log.read(fetch_offset, self.config.fetch_max_bytes)
         return m.fetch_response(
             ErrorCode.NONE,
             self.epoch,
@@ -634,7 +654,28 @@ class RaftNode:
             self.log.start_offset,
             records,
             diverging,
+            (snapshot.offset, snapshot.epoch) if snapshot is not None else None,
         )
+
+    def _handle_fetch_snapshot(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any]:
+        """Kafka's handleFetchSnapshotRequest: a chunk of a snapshot, for a follower behind the log start."""
+        error = self._leader_only_error(p["current_leader_epoch"])
+        state = self.state
+        if error is not ErrorCode.NONE or not isinstance(state, Leader):
+            return m.fetch_snapshot_response(error, self.epoch, self.leader_id)
+        snapshot_id = OffsetAndEpoch(p["snapshot_id"]["end_offset"], p["snapshot_id"]["epoch"])
+        data = self.log.read_snapshot(snapshot_id)
+        if data is None:
+            return m.fetch_snapshot_response(ErrorCode.SNAPSHOT_NOT_FOUND, self.epoch, self.node_id)
+        position = p["position"]
+        if position < 0 or position >= len(data):
+            return m.fetch_snapshot_response(ErrorCode.POSITION_OUT_OF_RANGE, self.epoch, self.node_id)
+        replica_id = int(body.get("replica_id", -1))
+        if replica_id in state.replicas:
+            state.note_voter_fetched(replica_id, self.config.majority, now_ms, self._check_quorum_timeout_ms())
+        chunk = data[position : position + max(1, min(body["max_bytes"], self.config.fetch_max_bytes))]
+        snapshot = (snapshot_id.offset, snapshot_id.epoch)
+        return m.fetch_snapshot_response(ErrorCode.NONE, self.epoch, self.node_id, snapshot, len(data), position, chunk)
 
     def _complete_parked_fetches(self, now_ms: int, *, only_due: bool, except_source: int | None = None) -> None:
         """Answer parked fetches that are due, or (on new data or a new high watermark) all of them."""
@@ -666,6 +707,9 @@ class RaftNode:
             return
         if response.api_key == m.FETCH:
             self._handle_fetch_response(response, p, now_ms)
+            return
+        if response.api_key == m.FETCH_SNAPSHOT:
+            self._handle_fetch_snapshot_response(response, p, now_ms)
             return
         error, leader_id, epoch = ErrorCode(p["error_code"]), p["leader_id"], p["leader_epoch"]
         if response.api_key == m.VOTE and inflight.pre_vote and error is ErrorCode.NONE and epoch <= self.epoch:
@@ -740,6 +784,11 @@ class RaftNode:
         if diverging["epoch"] >= 0:
             self._truncate_diverging(diverging["epoch"], diverging["end_offset"])
             return
+        snapshot = p["snapshot_id"]
+        if snapshot["end_offset"] >= 0 and snapshot["epoch"] >= 0:
+            state.fetching_snapshot = OffsetAndEpoch(snapshot["end_offset"], snapshot["epoch"])
+            state.snapshot_bytes = bytearray()
+            return
         records = p["records"]
         if records:
             try:
@@ -758,3 +807,50 @@ class RaftNode:
         logger.info("node %d: truncating to %d (leader's epoch %d ends at %d)", self.node_id, offset, epoch, end_offset)
         self.log.truncate_to(offset)
         self._flush_requested = min(self._flush_requested, self.log.end_offset)
+
+    def _handle_fetch_snapshot_response(self, response: m.RaftMessage, p: Any, now_ms: int) -> None:
+        """Kafka's handleFetchSnapshotResponse: append the chunk; once whole, the snapshot replaces
+        the log (its end becomes the log start) and the next fetch continues from it."""
+        error = ErrorCode.of(p["error_code"])
+        current = p["current_leader"]
+        if self._handle_common_response(error, current["leader_id"], current["leader_epoch"], now_ms):
+            return
+        state = self.state
+        if not isinstance(state, Follower) or state.leader_id != response.source or state.fetching_snapshot is None:
+            return
+        state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        state.has_fetched = True
+        snapshot_id = OffsetAndEpoch(p["snapshot_id"]["end_offset"], p["snapshot_id"]["epoch"])
+        if error is not ErrorCode.NONE or snapshot_id != state.fetching_snapshot:
+            # The leader no longer has it (a newer snapshot replaced it): start over with a fetch.
+            state.fetching_snapshot = None
+            return
+        if p["position"] != len(state.snapshot_bytes):
+            return  # a chunk for another position (a duplicate): ask again from ours
+        state.snapshot_bytes += bytes(p["unaligned_records"])
+        if len(state.snapshot_bytes) < p["size"]:
+            return
+        self.log.install_snapshot(snapshot_id, bytes(state.snapshot_bytes))
+        self._flush_requested = min(self._flush_requested, self.log.end_offset)
+        state.fetching_snapshot = None
+        state.snapshot_bytes = bytearray()
+        if self.high_watermark is None or self.high_watermark < snapshot_id.offset:
+            self.high_watermark = snapshot_id.offset
+        logger.info("node %d: installed snapshot %s from leader %d", self.node_id, snapshot_id, response.source)
+
+    # -- snapshots of the state machine -----------------------------------------------------------
+
+    def snapshot(self, end_offset: int, data: bytes, now_ms: int) -> OffsetAndEpoch:
+        """The state machine above wrote ``data``, its state after every record before
+        ``end_offset``: keep it as a snapshot and delete the log before it. Only committed records
+        may be covered (``end_offset`` at most the high watermark), and only at a batch boundary."""
+        hw = self.high_watermark
+        if hw is None or not self.log.start_offset < end_offset <= min(hw, self.log.durable_end_offset):
+            raise ValueError(f"snapshot end {end_offset} outside the committed log ({self.log.start_offset}, {hw}]")
+        epoch = self.log.epoch_at(end_offset - 1)
+        if epoch is None or not self.log.is_batch_end(end_offset):
+            raise ValueError(f"snapshot end {end_offset} is not the end of a batch in the log")
+        snapshot_id = OffsetAndEpoch(end_offset, epoch)
+        self.log.create_snapshot(snapshot_id, data)
+        self.log.delete_before_snapshot(snapshot_id)
+        return snapshot_id

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from kafkalike.raft.config import ELECTION_BACKOFF_BASE_MS, VoterKey
-from kafkalike.raft.log import RaftLog
+from kafkalike.raft.log import OffsetAndEpoch, RaftLog
 from kafkalike.raft.state import Election, EpochState, Follower, Leader, QuorumStateRecord, Resigned, Role, Unattached
 
 
@@ -52,6 +52,23 @@ def end_epoch_backoff_ms(node_id: int, successors: list[int], max_ms: int) -> in
         return 0
     base = max_ms >> (len(successors) - 1)
     return min(max_ms, base << (position - 1))
+
+
+def snapshot_for_fetch(log: RaftLog, fetch_offset: int, last_epoch: int) -> OffsetAndEpoch | None:
+    """The snapshot a fetcher must download first (the latest), or None. As Kafka: a fetcher with an
+    empty log, or one whose position the log no longer holds (before its start, or at its start in
+    another epoch, or in an epoch older than the earliest snapshot)."""
+    latest = log.latest_snapshot_id()
+    if latest is None:
+        return None
+    if fetch_offset == 0:
+        return latest
+    earliest = log.earliest_snapshot_id()
+    assert earliest is not None
+    start = log.start_offset
+    if fetch_offset < start or (fetch_offset == start and last_epoch != earliest.epoch) or last_epoch < earliest.epoch:
+        return latest
+    return None
 
 
 def diverging_epoch(log: RaftLog, fetch_offset: int, last_epoch: int) -> tuple[int, int] | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kafkalike.raft.config import VoterKey
+from kafkalike.raft.log import OffsetAndEpoch
 
 
 class Role(Enum):
@@ -164,6 +165,9 @@ class Follower:
     fetch_deadline_ms: int
     # KIP-996: a follower that hears from its leader refuses pre-votes.
     has_fetched: bool = False
+    # A snapshot being downloaded (FetchSnapshot) instead of fetching records, and its bytes so far.
+    fetching_snapshot: OffsetAndEpoch | None = None
+    snapshot_bytes: bytearray = field(default_factory=bytearray)
     role: Role = Role.FOLLOWER
 
 

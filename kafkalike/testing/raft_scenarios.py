@@ -137,6 +137,19 @@ def observers_following(sim: Simulation) -> None:
     sim.restart(leader)
 
 
+def follower_behind_the_log_start(sim: Simulation) -> None:
+    """A follower cut off while the others commit and snapshot past it: back, it must download
+    the leader's snapshot (FetchSnapshot, in chunks) before it can fetch again."""
+    leader = wait_for_leader(sim)
+    run_for(sim, 100, 800)
+    follower = sim.rng.choice([n for n in sim.voter_ids if n != leader])
+    sim.isolate(follower)
+    run_for(sim, 3000, 6000)
+    if sim.rng.random() < 0.3:
+        sim.crash(follower)  # and sometimes it comes back from its disk
+        sim.restart(follower)
+
+
 def random_faults(sim: Simulation) -> None:
     """Crashes, restarts, partitions and heals in random order, as they come."""
     wait_for_leader(sim)
@@ -173,7 +186,17 @@ FAMILIES = {
         Family("back_to_back_leader_failures", SimConfig(voters=3), back_to_back_leader_failures),
         Family("lose_unflushed_tail", SimConfig(voters=3, disk_delay_ms=(5, 40)), lose_unflushed_tail),
         Family("observers_following", SimConfig(voters=3, observers=2, append_interval_ms=300), observers_following),
-        Family("random_faults", SimConfig(voters=3, observers=1), random_faults),
+        Family("random_faults", SimConfig(voters=3, observers=1, snapshot_interval_ms=1000), random_faults),
+        Family(
+            "follower_behind_the_log_start",
+            SimConfig(
+                voters=3,
+                append_interval_ms=100,
+                snapshot_interval_ms=1000,
+                quorum=QuorumConfig(voters=(VoterKey(1),), fetch_max_bytes=2000),
+            ),
+            follower_behind_the_log_start,
+        ),
     ]
 }
 

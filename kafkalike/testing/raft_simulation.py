@@ -11,7 +11,9 @@ append to whoever leads, and invariants checked after every event:
 - **majority reached the high watermark**: the highest high watermark any node knows is on the
   disks of a majority of voters;
 - **consistent committed data**: every node holds the same batch bytes at every committed offset,
-  and never truncates an offset it knew committed;
+  in its log or its snapshots, and never truncates an offset it knew committed;
+- **snapshot at log start**: a log that starts past offset 0 starts where its earliest snapshot
+  ends; **a leader never loads a snapshot** (only followers download them);
 - **durable before sending**: no message leaves a node with an epoch its disk does not hold, and a
   granted (real) vote leaves only once the disk has recorded it;
 - **one vote per epoch**: a node's disk never records two different votes in one epoch.
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
+from kafkalike.protocol.records import iter_batches
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import QuorumConfig, VoterKey
 from kafkalike.raft.log import FlushToken, MemoryRaftLog
@@ -56,6 +59,10 @@ class SimConfig:
     drop_rate: float = 0.02
     duplicate_rate: float = 0.01
     append_interval_ms: int = 200
+    # Each node snapshots its committed log about this often (0: never), once it has this many
+    # committed records past its log start; the log before a snapshot is deleted.
+    snapshot_interval_ms: int = 0
+    snapshot_min_records: int = 4
     # Put every message through the real codec (encode, then decode) on its way.
     wire: bool = False
     quorum: QuorumConfig | None = None
@@ -110,6 +117,9 @@ class Simulation:
         for sim_node in self.nodes.values():
             self._start(sim_node)
         self._push(self.config.append_interval_ms, "client", ())
+        if self.config.snapshot_interval_ms:
+            for node_id in self.nodes:
+                self._push(self.rng.randint(1, self.config.snapshot_interval_ms), "snapshot", (node_id,))
 
     # -- scheduling -------------------------------------------------------------------------------
 
@@ -253,6 +263,27 @@ class Simulation:
         self._note(f"append {leader.node_id} @{offset}")
         return self.nodes[leader.node_id]
 
+    def _on_snapshot(self, node_id: int) -> SimNode | None:
+        """The state machine of ``node_id`` snapshots what it has committed: here, the log itself
+        (the previous snapshot's batches, then the committed batches after the log start)."""
+        interval = self.config.snapshot_interval_ms
+        self._push(self.now + self.rng.randint(interval // 2, interval * 3 // 2), "snapshot", (node_id,))
+        sim_node = self.nodes[node_id]
+        node, log = sim_node.node, sim_node.log
+        if node is None or node.high_watermark is None:
+            return None
+        limit = min(node.high_watermark, log.durable_end_offset)
+        ends = [b.last_offset + 1 for b in log.batches if b.last_offset < limit]
+        if not ends or ends[-1] - log.start_offset < self.config.snapshot_min_records:
+            return None
+        end = ends[-1]
+        latest = log.latest_snapshot_id()
+        previous = log.read_snapshot(latest) if latest is not None else b""
+        data = (previous or b"") + b"".join(b.data for b in log.batches if b.last_offset < end)
+        snapshot_id = node.snapshot(end, data, self.now)
+        self._note(f"snapshot {node_id} {snapshot_id}")
+        return sim_node
+
     def _on_wake(self, node_id: int, incarnation: int, deadline: int) -> SimNode | None:
         sim_node = self.nodes[node_id]
         if sim_node.node is None or sim_node.incarnation != incarnation or sim_node.wake_at != deadline:
@@ -349,7 +380,7 @@ def message_epoch(message: m.RaftMessage) -> int:
     p = m.partition_of(message.body)
     if p is None:
         return -1
-    if message.api_key == m.FETCH:
+    if message.api_key in (m.FETCH, m.FETCH_SNAPSHOT):
         return int(p["current_leader"]["leader_epoch"] if message.is_response else p["current_leader_epoch"])
     if message.api_key == m.VOTE and not message.is_response:
         return int(p["candidate_epoch"]) - (1 if message.body.get("pre_vote") else 0)
@@ -376,6 +407,8 @@ class Invariants:
         self.verified_end: dict[int, int] = {}
         self.vote_requests: dict[tuple[int, int, int], bool] = {}
         self.durable_votes: set[tuple[int, int, int]] = set()  # (voter, epoch, candidate) once on disk
+        self.snapshots_checked: set[tuple[int, Any]] = set()
+        self.installs_seen: dict[int, int] = {}
 
     def on_start(self, sim_node: SimNode) -> None:
         node = sim_node.node
@@ -448,7 +481,36 @@ class Invariants:
                 )
             self.high_watermark_seen[node_id] = hw
             self.max_high_watermark = max(self.max_high_watermark, hw)
+        if node.role is Role.LEADER and sim_node.log.installed_snapshots != self.installs_seen.get(node_id, 0):
+            self.sim.fail(f"leader never loads a snapshot: node {node_id} installed one while leading")
+        self.installs_seen[node_id] = sim_node.log.installed_snapshots
+        self._check_snapshots(sim_node)
         self._check_committed(sim_node, hw or 0)
+
+    def _check_snapshots(self, sim_node: SimNode) -> None:
+        """Snapshot at log start: a log that starts past 0 starts at its earliest snapshot; and every
+        snapshot holds the committed batches, the same as everywhere."""
+        node_id, log = sim_node.node_id, sim_node.log
+        earliest = log.earliest_snapshot_id()
+        if log.start_offset > 0 and (earliest is None or earliest.offset != log.start_offset):
+            self.sim.fail(f"snapshot at log start: node {node_id} starts at {log.start_offset}, snapshot {earliest}")
+        for snapshot_id in log.snapshot_ids():
+            if (node_id, snapshot_id) in self.snapshots_checked:
+                continue
+            self.snapshots_checked.add((node_id, snapshot_id))
+            data = log.read_snapshot(snapshot_id) or b""
+            end = 0
+            for pos, header in iter_batches(data):
+                batch = data[pos : pos + header.size]
+                if self.committed.setdefault(header.base_offset, batch) != batch:
+                    self.sim.fail(
+                        f"consistent committed data: snapshot {snapshot_id} of node {node_id} differs at {pos}"
+                    )
+                end = header.last_offset + 1
+            if end != snapshot_id.offset:
+                self.sim.fail(f"consistent committed data: snapshot {snapshot_id} of node {node_id} ends at {end}")
+        if earliest is not None and earliest.offset == log.start_offset:
+            self.verified_end[node_id] = max(self.verified_end.get(node_id, 0), log.start_offset)
 
     def _check_committed(self, sim_node: SimNode, hw: int) -> None:
         node_id, log = sim_node.node_id, sim_node.log

@@ -142,9 +142,14 @@ def vote_granted(epoch: int, leader_id: int = -1, granted: bool = True) -> dict[
 
 
 def fetch_ok(
-    epoch: int, leader: int, hw: int, records: bytes = b"", diverging: tuple[int, int] | None = None
+    epoch: int,
+    leader: int,
+    hw: int,
+    records: bytes = b"",
+    diverging: tuple[int, int] | None = None,
+    snapshot: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    return m.fetch_response(ErrorCode.NONE, epoch, leader, hw, 0, records, diverging)
+    return m.fetch_response(ErrorCode.NONE, epoch, leader, hw, 0, records, diverging, snapshot)
 
 
 def partition(message: m.RaftMessage) -> Any:

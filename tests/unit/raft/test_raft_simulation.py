@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kafkalike.raft.node import RaftNode, SendMessage
-from kafkalike.raft.state import Unattached
+from kafkalike.raft.state import Role, Unattached
 from kafkalike.testing.raft_scenarios import FAMILIES, WIRE, Family, run_seed
 from kafkalike.testing.raft_simulation import Invariants, InvariantViolation, NodeFactory
 
@@ -102,6 +102,40 @@ class KeepsItsDivergingTail(RaftNode):
         return None
 
 
+class LosesItsSnapshot(RaftNode):
+    """Deletes the log before a snapshot, then loses the snapshot itself."""
+
+    def snapshot(self, end_offset, data, now_ms):  # type: ignore[no-untyped-def]
+        snapshot_id = super().snapshot(end_offset, data, now_ms)
+        self.log._snapshots.clear()  # type: ignore[attr-defined]
+        return snapshot_id
+
+
+class LeaderLoadsItsSnapshot(RaftNode):
+    """Loads its own snapshot into its log while leading."""
+
+    def snapshot(self, end_offset, data, now_ms):  # type: ignore[no-untyped-def]
+        snapshot_id = super().snapshot(end_offset, data, now_ms)
+        if self.role is Role.LEADER:
+            self.log.install_snapshot(snapshot_id, data)
+        return snapshot_id
+
+
+class ServesACorruptSnapshot(RaftNode):
+    """Flips the last byte of the first batch of the snapshots it serves."""
+
+    def _handle_fetch_snapshot(self, body, p, now_ms):  # type: ignore[no-untyped-def]
+        response = super()._handle_fetch_snapshot(body, p, now_ms)
+        part = response["topics"][0]["partitions"][0]
+        chunk = bytearray(part["unaligned_records"])
+        if p["position"] == 0 and len(chunk) >= 12:
+            end = int.from_bytes(chunk[8:12], "big") + 12
+            if end <= len(chunk):
+                chunk[end - 1] ^= 0xFF
+                part["unaligned_records"] = bytes(chunk)
+        return response
+
+
 ONE_VOTE = frozenset({Invariants.ONE_VOTE_PER_EPOCH})
 
 
@@ -115,6 +149,9 @@ ONE_VOTE = frozenset({Invariants.ONE_VOTE_PER_EPOCH})
         (HighWatermarkWithoutMajority, "leader_killed", frozenset(), "majority reached the high watermark"),
         (AnswersBeforeTheDiskHasIt, "leader_killed", frozenset(), "durable before sending"),
         (KeepsItsDivergingTail, "leader_partitioned", frozenset(), "liveness"),
+        (LosesItsSnapshot, "follower_behind_the_log_start", frozenset(), "snapshot at log start"),
+        (LeaderLoadsItsSnapshot, "follower_behind_the_log_start", frozenset(), "leader never loads a snapshot"),
+        (ServesACorruptSnapshot, "follower_behind_the_log_start", frozenset(), "consistent committed data"),
     ],
 )
 def test_negative_control_is_caught(
