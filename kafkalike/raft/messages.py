@@ -9,7 +9,8 @@ a decoded ``Container`` back to the node: the node reads bodies only by key.
 One field has no wire form yet: KIP-996's ``pre_vote`` flag is Vote v2, a version the official
 definitions this project checks its specs against do not have. It travels as an extra key of the Vote
 body, which the v1 codec would drop; until Vote v2 exists a wire driver must configure the quorum with
-``pre_vote=False`` (:class:`~kafkalike.raft.config.QuorumConfig`).
+``pre_vote=False`` (:class:`~kafkalike.raft.config.QuorumConfig`), and :func:`check_wire_form` refuses
+a pre-vote on its way to the codec.
 """
 
 from __future__ import annotations
@@ -61,6 +62,17 @@ class RaftMessage:
     def __str__(self) -> str:
         kind = "response" if self.is_response else "request"
         return f"{API_NAMES[self.api_key]} {kind} {self.source}->{self.destination} #{self.correlation_id}"
+
+
+class NoWireFormError(ValueError):
+    """A message the wire versions in ``API_VERSIONS`` cannot carry (a pre-vote: Vote v2)."""
+
+
+def check_wire_form(message: RaftMessage) -> None:
+    """Raise :class:`NoWireFormError` for a message that would lose meaning on the wire: a pre-vote
+    encoded as Vote v1 would arrive as a real vote."""
+    if message.api_key == VOTE and not message.is_response and message.body.get("pre_vote"):
+        raise NoWireFormError("a pre-vote needs Vote v2 (KIP-996); configure the quorum with pre_vote=False")
 
 
 def partition_of(body: Body) -> Any | None:

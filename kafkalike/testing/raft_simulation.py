@@ -365,6 +365,7 @@ class Simulation:
 
 def _through_the_wire(message: m.RaftMessage) -> m.RaftMessage:
     """The message as the peer would decode it from the bytes the codec makes of it."""
+    m.check_wire_form(message)
     version = message.api_version
     if message.is_response:
         frame = encode_response(message.api_key, version, message.correlation_id, message.body)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from kafkalike.raft.config import VoterKey
+from kafkalike.raft.messages import VOTE, NoWireFormError, RaftMessage, check_wire_form, vote_request
 from kafkalike.raft.node import RaftNode, SendMessage
 from kafkalike.raft.state import Role, Unattached
 from kafkalike.testing.raft_scenarios import FAMILIES, WIRE, Family, run_seed
@@ -160,3 +162,11 @@ def test_negative_control_is_caught(
     violation = first_violation(FAMILIES[family], range(SEEDS_PER_FAMILY), broken, unchecked)
     assert violation is not None, f"{broken.__name__} ran {SEEDS_PER_FAMILY} seeds of {family} unnoticed"
     assert expected in str(violation), str(violation)
+
+
+def test_a_pre_vote_is_refused_on_the_wire() -> None:
+    """Vote v1 has no PreVote field: encoded, a pre-vote would arrive as a binding vote."""
+    body = vote_request("c", VoterKey(1), 1, VoterKey(2), 0, 0, pre_vote=True)
+    with pytest.raises(NoWireFormError):
+        check_wire_form(RaftMessage(1, 2, VOTE, 1, body))
+    check_wire_form(RaftMessage(1, 2, VOTE, 1, {**body, "pre_vote": False}))
