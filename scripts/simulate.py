@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in families:
         started = time.perf_counter()
         events = 0
+        elections: list[int] = []
         for seed in seeds:
             try:
                 sim = run_seed(family, seed, trace=args.trace and args.seed is not None)
@@ -42,10 +43,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAIL {family.name}: {exc}", flush=True)
                 continue
             events += sim.events
+            elections += sim.elections_ms
             if sim.trace is not None:
                 print("\n".join(sim.trace))
         elapsed = time.perf_counter() - started
-        print(f"{family.name}: {len(seeds)} seeds, {events} events, {elapsed:.1f} s", flush=True)
+        line = f"{family.name}: {len(seeds)} seeds, {events} events, {elapsed:.1f} s"
+        if elections:
+            elections.sort()
+            p50, p99 = elections[len(elections) // 2], elections[min(len(elections) - 1, len(elections) * 99 // 100)]
+            line += f"; new leader after {p50} ms (median), {p99} ms (p99), {elections[-1]} ms (max) simulated"
+        print(line, flush=True)
     return 1 if failures else 0
 
 

@@ -146,6 +146,15 @@ class RaftNode:
             return self.node_id
         return NO_LEADER
 
+    def _knows_leader(self) -> bool:
+        """Kafka's hasLeader: whether this epoch's leader is known here (a prospective still knows
+        the leader it followed: only a successful fetch from it, not another node's say-so, brings
+        it back as a follower, or a resigned leader's answers would keep it from running)."""
+        state = self.state
+        if isinstance(state, Election):
+            return state.leader_id >= 0
+        return self.leader_id != NO_LEADER
+
     @property
     def stored_state(self) -> QuorumStateRecord:
         """The quorum state as last handed to the disk (durable once reported)."""
@@ -577,12 +586,7 @@ class RaftNode:
                 self._become_follower(epoch, leader_id, now_ms)
             else:
                 self._become_unattached(epoch, now_ms)
-        elif (
-            epoch == self.epoch
-            and leader_id >= 0
-            and leader_id != self.node_id
-            and not isinstance(self.state, (Follower, Leader, Resigned))
-        ):
+        elif epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id and not self._knows_leader():
             self._become_follower(epoch, leader_id, now_ms)
 
     # -- fetch, leader side -----------------------------------------------------------------------
@@ -739,7 +743,7 @@ class RaftNode:
         if epoch > self.epoch or error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
             self._follow_if_new(leader_id, epoch, now_ms)
             return True
-        if leader_id >= 0 and leader_id != self.node_id and self.leader_id == NO_LEADER:
+        if leader_id >= 0 and leader_id != self.node_id and not self._knows_leader():
             self._become_follower(epoch, leader_id, now_ms)
             return error is not ErrorCode.NONE
         return False

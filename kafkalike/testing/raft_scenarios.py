@@ -40,6 +40,28 @@ def wait_for_leader(sim: Simulation, bound_ms: int = FIRST_LEADER_BOUND_MS) -> i
     return leader.node_id
 
 
+def wait_for_new_leader(sim: Simulation, old_epoch: int, bound_ms: int = FIRST_LEADER_BOUND_MS) -> int:
+    """Wait for a leader of a later epoch that every live node follows; records how long it took."""
+    started = sim.now
+
+    def elected() -> bool:
+        leader = sim.leader()
+        return leader is not None and leader.epoch > old_epoch and sim.has_stable_leader()
+
+    if not sim.run_until(elected, until_ms=sim.now + bound_ms):
+        sim.fail(f"liveness: no new leader within {bound_ms} ms")
+    sim.elections_ms.append(sim.now - started)
+    leader = sim.leader()
+    assert leader is not None
+    return leader.node_id
+
+
+def epoch_of(sim: Simulation, node_id: int) -> int:
+    node = sim.nodes[node_id].node
+    assert node is not None
+    return node.epoch
+
+
 def run_for(sim: Simulation, low_ms: int, high_ms: int) -> None:
     sim.run_until(until_ms=sim.now + sim.rng.randint(low_ms, high_ms))
 
@@ -72,10 +94,30 @@ def check_liveness(sim: Simulation, *, restart_all: bool = True, bound_ms: int =
 
 
 def leader_killed(sim: Simulation) -> None:
-    leader = wait_for_leader(sim)
+    wait_for_leader(sim)
     run_for(sim, 100, 1500)
+    leader = wait_for_leader(sim)  # the leader now (an election may have moved on meanwhile)
+    epoch = epoch_of(sim, leader)
     sim.crash(leader)
-    run_for(sim, 500, 4000)
+    wait_for_new_leader(sim, epoch)
+    run_for(sim, 0, 1000)
+    sim.restart(leader)
+    run_for(sim, 0, 1000)
+
+
+def leader_resigns(sim: Simulation) -> None:
+    """The leader steps down gracefully (EndQuorumEpoch), then stops; the most caught-up voter
+    runs at once instead of waiting for a fetch timeout."""
+    wait_for_leader(sim)
+    run_for(sim, 100, 1500)
+    leader = wait_for_leader(sim)
+    epoch = epoch_of(sim, leader)
+    sim.resign(leader)
+    if sim.rng.random() < 0.5:
+        sim.run_until(until_ms=sim.now + sim.rng.randint(0, 50))
+        sim.crash(leader)  # stopped before it knows who follows it
+    wait_for_new_leader(sim, epoch)
+    run_for(sim, 0, 1000)
     sim.restart(leader)
     run_for(sim, 0, 1000)
 
@@ -175,6 +217,7 @@ FAMILIES = {
     f.name: f
     for f in [
         Family("leader_killed", SimConfig(voters=3), leader_killed),
+        Family("leader_resigns", SimConfig(voters=3), leader_resigns),
         Family(
             "all_killed_majority_restarted",
             SimConfig(voters=3),

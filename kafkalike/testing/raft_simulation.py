@@ -113,6 +113,7 @@ class Simulation:
         self.blocked: set[tuple[int, int]] = set()
         self.appended = 0
         self.truncations = 0
+        self.elections_ms: list[int] = []  # how long scenarios waited for a new leader, for scripts
         self.invariants = Invariants(self, unchecked)
         for sim_node in self.nodes.values():
             self._start(sim_node)
@@ -188,6 +189,15 @@ class Simulation:
         sim_node = self.nodes[node_id]
         if sim_node.node is None:
             self._start(sim_node)
+
+    def resign(self, node_id: int) -> None:
+        """Ask a leader to step down gracefully (as on shutdown)."""
+        sim_node = self.nodes[node_id]
+        if sim_node.node is not None:
+            sim_node.node.resign(self.now)
+            self._note(f"resign {node_id}")
+            self._drain(sim_node)
+            self.invariants.check_node(sim_node)
 
     def partition(self, *groups: Iterable[int]) -> None:
         """Cut every link between nodes of different groups (nodes in no group are cut off too)."""
