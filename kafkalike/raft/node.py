@@ -331,8 +331,8 @@ class RaftNode:
         if self.config.pre_vote and len(self.config.voters) > 1:
             state = self.state
             leader = state.leader_id if isinstance(state, Follower) else NO_LEADER
-            election = Election(state.epoch, self._election_deadline(now_ms), retries, {self.node_id}, leader_id=leader)
-            election.role = Role.PROSPECTIVE
+            deadline = self._election_deadline(now_ms)
+            election = Election(state.epoch, deadline, retries, {self.node_id}, leader_id=leader, role=Role.PROSPECTIVE)
             self._transition(election, now_ms)
             self._maybe_win(election, now_ms)
         else:
