@@ -1,0 +1,85 @@
+"""DescribeQuorum (key 55) as a KRaft leader answers it: the leader, its epoch and high watermark,
+and what it knows of each voter and observer (log end offset, last fetch, last caught up).
+
+The server layer decodes the request, checks that it names ``__cluster_metadata`` partition 0
+(else UNKNOWN_TOPIC_OR_PARTITION per partition, as its handler does today) and calls
+:func:`describe_quorum` on the local node; a node that does not lead answers NOT_LEADER_OR_FOLLOWER
+(Kafka's DescribeQuorumResponse.singletonErrorResponse). The ``nodes`` of v2 (the voters' listeners)
+are the server's to fill in: the quorum knows voters by id, not by listener.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.raft.config import NO_DIRECTORY_ID
+from kafkalike.raft.messages import METADATA_PARTITION, METADATA_TOPIC
+from kafkalike.raft.node import RaftNode
+from kafkalike.raft.state import Leader, ReplicaProgress
+
+NOT_LEADER_MESSAGE = (
+    "For requests intended only for the leader, this error indicates that the broker is not the current leader. "
+    "For requests intended for any replica, this error indicates that the broker is not a replica of the topic "
+    "partition."
+)
+
+
+def describe_quorum(node: RaftNode, now_ms: int) -> dict[str, Any]:
+    state = node.state
+    if not isinstance(state, Leader):
+        partition = {
+            "partition_index": METADATA_PARTITION,
+            "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            "error_message": NOT_LEADER_MESSAGE,
+            "leader_id": 0,
+            "leader_epoch": 0,
+            "high_watermark": 0,
+            "current_voters": [],
+            "observers": [],
+        }
+        return _response(partition)
+    leader_self = {
+        "replica_id": node.node_id,
+        "replica_directory_id": node.key.directory_id,
+        "log_end_offset": node.log.end_offset,
+        "last_fetch_timestamp": now_ms,  # as Kafka reports the leader itself
+        "last_caught_up_timestamp": now_ms,
+    }
+    voters = []
+    for voter in node.config.voters:
+        if voter.node_id == node.node_id:
+            voters.append(leader_self)
+        else:
+            voters.append(_replica(voter.node_id, state.replicas[voter.node_id], voter.directory_id))
+    observers = [_replica(i, p, NO_DIRECTORY_ID) for i, p in sorted(state.active_observers(now_ms).items())]
+    partition = {
+        "partition_index": METADATA_PARTITION,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "leader_id": node.node_id,
+        "leader_epoch": state.epoch,
+        "high_watermark": state.high_watermark if state.high_watermark is not None else -1,
+        "current_voters": voters,
+        "observers": observers,
+    }
+    return _response(partition)
+
+
+def _replica(node_id: int, progress: ReplicaProgress, directory_id: Any) -> dict[str, Any]:
+    return {
+        "replica_id": node_id,
+        "replica_directory_id": directory_id,
+        "log_end_offset": progress.end_offset,
+        "last_fetch_timestamp": progress.last_fetch_ms,
+        "last_caught_up_timestamp": progress.last_caught_up_ms,
+    }
+
+
+def _response(partition: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
+        "nodes": [],
+    }

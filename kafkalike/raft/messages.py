@@ -1,0 +1,322 @@
+"""The quorum's messages: Kafka's Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54), Fetch (1) and
+FetchSnapshot (59) bodies, as the project's codec encodes them (``protocol_specs/*.kspec`` field names), in an envelope
+that says who sends, who receives, and which request a response answers.
+
+A body is a plain mapping with the spec's field names at the version in ``API_VERSIONS``, so that the
+server layer can put it on the wire unchanged (``encode_request``/``encode_response_parts``) and hand
+a decoded ``Container`` back to the node: the node reads bodies only by key.
+
+One field has no wire form yet: KIP-996's ``pre_vote`` flag is Vote v2, a version the official
+definitions this project checks its specs against do not have. It travels as an extra key of the Vote
+body, which the v1 codec would drop; until Vote v2 exists a wire driver must configure the quorum with
+``pre_vote=False`` (:class:`~kafkalike.raft.config.QuorumConfig`), and :func:`check_wire_form` refuses
+a pre-vote on its way to the codec.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.raft.config import NO_DIRECTORY_ID, VoterKey
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
+
+FETCH = 1
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+FETCH_SNAPSHOT = 59
+API_VERSIONS = {FETCH: 17, VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
+API_NAMES = {
+    FETCH: "Fetch",
+    VOTE: "Vote",
+    BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
+    END_QUORUM_EPOCH: "EndQuorumEpoch",
+    FETCH_SNAPSHOT: "FetchSnapshot",
+}
+
+Body = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RaftMessage:
+    """One request or response between two nodes of the quorum."""
+
+    source: int
+    destination: int
+    api_key: int
+    correlation_id: int
+    body: Body
+    is_response: bool = False
+
+    @property
+    def api_version(self) -> int:
+        return API_VERSIONS[self.api_key]
+
+    def __str__(self) -> str:
+        kind = "response" if self.is_response else "request"
+        return f"{API_NAMES[self.api_key]} {kind} {self.source}->{self.destination} #{self.correlation_id}"
+
+
+class NoWireFormError(ValueError):
+    """A message the wire versions in ``API_VERSIONS`` cannot carry (a pre-vote: Vote v2)."""
+
+
+def check_wire_form(message: RaftMessage) -> None:
+    """Raise :class:`NoWireFormError` for a message that would lose meaning on the wire: a pre-vote
+    encoded as Vote v1 would arrive as a real vote."""
+    if message.api_key == VOTE and not message.is_response and message.body.get("pre_vote"):
+        raise NoWireFormError("a pre-vote needs Vote v2 (KIP-996); configure the quorum with pre_vote=False")
+
+
+def partition_of(body: Body) -> Any | None:
+    """The single partition a quorum message names, or None when it names other than exactly one
+    (Kafka's hasValidTopicPartition: one topic, one partition, the metadata partition)."""
+    topics = body["responses"] if "responses" in body else body.get("topics") or []
+    if len(topics) != 1:
+        return None
+    (topic,) = topics
+    name = topic.get("topic_name", topic.get("name"))
+    if name != METADATA_TOPIC and topic.get("topic_id") != METADATA_TOPIC_ID:
+        return None
+    partitions = topic["partitions"]
+    if len(partitions) != 1:
+        return None
+    (partition,) = partitions
+    for key in ("partition_index", "partition", "index"):  # Vote and others, Fetch, FetchSnapshot
+        if key in partition:
+            return partition if partition[key] == METADATA_PARTITION else None
+    return None
+
+
+def top_level_error(error: ErrorCode) -> dict[str, Any]:
+    """A response that fails as a whole (INCONSISTENT_CLUSTER_ID, INVALID_REQUEST)."""
+    return {"error_code": error, "topics": []}
+
+
+def fetch_top_level_error(error: ErrorCode) -> dict[str, Any]:
+    return {"error_code": error, "session_id": 0, "responses": []}
+
+
+def _topic(partition: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": METADATA_PARTITION, **partition}]}]
+
+
+def vote_request(
+    cluster_id: str | None,
+    candidate: VoterKey,
+    candidate_epoch: int,
+    voter: VoterKey,
+    last_offset_epoch: int,
+    last_offset: int,
+    pre_vote: bool,
+) -> dict[str, Any]:
+    return {
+        "cluster_id": cluster_id,
+        "voter_id": voter.node_id,
+        "topics": _topic(
+            {
+                "candidate_epoch": candidate_epoch,
+                "candidate_id": candidate.node_id,
+                "candidate_directory_id": candidate.directory_id,
+                "voter_directory_id": voter.directory_id,
+                "last_offset_epoch": last_offset_epoch,
+                "last_offset": last_offset,
+            }
+        ),
+        "pre_vote": pre_vote,
+    }
+
+
+def vote_response(error: ErrorCode, epoch: int, leader_id: int, granted: bool) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.NONE,
+        "topics": _topic({"error_code": error, "leader_id": leader_id, "leader_epoch": epoch, "vote_granted": granted}),
+        "node_endpoints": [],
+    }
+
+
+def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: int, voter: VoterKey) -> dict[str, Any]:
+    return {
+        "cluster_id": cluster_id,
+        "voter_id": voter.node_id,
+        "topics": _topic({"voter_directory_id": voter.directory_id, "leader_id": leader_id, "leader_epoch": epoch}),
+        "leader_endpoints": [],
+    }
+
+
+def epoch_response(error: ErrorCode, epoch: int, leader_id: int) -> dict[str, Any]:
+    """BeginQuorumEpoch's and EndQuorumEpoch's response (the same fields)."""
+    return {
+        "error_code": ErrorCode.NONE,
+        "topics": _topic({"error_code": error, "leader_id": leader_id, "leader_epoch": epoch}),
+        "node_endpoints": [],
+    }
+
+
+def end_quorum_epoch_request(
+    cluster_id: str | None, leader_id: int, epoch: int, successors: list[VoterKey]
+) -> dict[str, Any]:
+    return {
+        "cluster_id": cluster_id,
+        "topics": _topic(
+            {
+                "leader_id": leader_id,
+                "leader_epoch": epoch,
+                "preferred_successors": [s.node_id for s in successors],
+                "preferred_candidates": [
+                    {"candidate_id": s.node_id, "candidate_directory_id": s.directory_id} for s in successors
+                ],
+            }
+        ),
+        "leader_endpoints": [],
+    }
+
+
+def fetch_request(
+    cluster_id: str | None,
+    replica: VoterKey,
+    leader_epoch: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    max_wait_ms: int,
+    max_bytes: int,
+) -> dict[str, Any]:
+    return {
+        "cluster_id": cluster_id,
+        "replica_state": {"replica_id": replica.node_id, "replica_epoch": -1},
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 0,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic_id": METADATA_TOPIC_ID,
+                "partitions": [
+                    {
+                        "partition": METADATA_PARTITION,
+                        "current_leader_epoch": leader_epoch,
+                        "fetch_offset": fetch_offset,
+                        "last_fetched_epoch": last_fetched_epoch,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                        "replica_directory_id": replica.directory_id,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def fetch_response(
+    error: ErrorCode,
+    epoch: int,
+    leader_id: int,
+    high_watermark: int,
+    log_start_offset: int,
+    records: bytes = b"",
+    diverging: tuple[int, int] | None = None,
+    snapshot: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """``diverging`` is the leader's (epoch, end offset) where the follower's log parts from it;
+    ``snapshot`` the (end offset, epoch) of the snapshot a follower behind the log start must fetch."""
+    div_epoch, div_end = diverging if diverging is not None else (-1, -1)
+    snap_end, snap_epoch = snapshot if snapshot is not None else (-1, -1)
+    partition = {
+        "partition_index": METADATA_PARTITION,
+        "error_code": error,
+        "high_watermark": high_watermark,
+        "last_stable_offset": high_watermark,
+        "log_start_offset": log_start_offset,
+        "diverging_epoch": {"epoch": div_epoch, "end_offset": div_end},
+        "current_leader": {"leader_id": leader_id, "leader_epoch": epoch},
+        "snapshot_id": {"end_offset": snap_end, "epoch": snap_epoch},
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": records,
+    }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "session_id": 0,
+        "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [partition]}],
+        "node_endpoints": [],
+    }
+
+
+def fetch_snapshot_request(
+    cluster_id: str | None,
+    replica: VoterKey,
+    leader_epoch: int,
+    snapshot: tuple[int, int],
+    position: int,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """``snapshot`` is its (end offset, epoch); ``position`` the byte to continue from."""
+    return {
+        "cluster_id": cluster_id,
+        "replica_id": replica.node_id,
+        "max_bytes": max_bytes,
+        "topics": [
+            {
+                "name": METADATA_TOPIC,
+                "partitions": [
+                    {
+                        "partition": METADATA_PARTITION,
+                        "current_leader_epoch": leader_epoch,
+                        "snapshot_id": {"end_offset": snapshot[0], "epoch": snapshot[1]},
+                        "position": position,
+                        "replica_directory_id": replica.directory_id,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def fetch_snapshot_response(
+    error: ErrorCode,
+    epoch: int,
+    leader_id: int,
+    snapshot: tuple[int, int] = (-1, -1),
+    size: int = -1,
+    position: int = -1,
+    chunk: bytes = b"",
+) -> dict[str, Any]:
+    partition = {
+        "index": METADATA_PARTITION,
+        "error_code": error,
+        "snapshot_id": {"end_offset": snapshot[0], "epoch": snapshot[1]},
+        "current_leader": {"leader_id": leader_id, "leader_epoch": epoch},
+        "size": size,
+        "position": position,
+        "unaligned_records": chunk,
+    }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "topics": [{"name": METADATA_TOPIC, "partitions": [partition]}],
+        "node_endpoints": [],
+    }
+
+
+def fetch_replica_id(body: Body) -> int:
+    """The fetching replica: the tagged ReplicaState from v15, the plain field before."""
+    state = body.get("replica_state")
+    if state is not None and state["replica_id"] >= 0:
+        return int(state["replica_id"])
+    return int(body.get("replica_id", -1))
+
+
+def directory_id(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else NO_DIRECTORY_ID
