@@ -14,6 +14,7 @@ from typing import Any
 
 from kafkalike.protocol.codec import Message, request_schema, response_schema
 from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
+from kafkalike.protocol.produce_wire import PRODUCE_KEY, decode_produce_request, encode_produce_response
 from kafkalike.protocol.spec import api_specs
 from kafkalike.protocol.wire import (
     ExternalBytes,
@@ -92,6 +93,10 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     frame is a bytearray."""
     reader = frame_reader(frame, share_records=True)
     header = decode_request_header(reader)
+    if header.api_key == PRODUCE_KEY:
+        body = decode_produce_request(frame, reader.tell(), header.api_version)
+        if body is not None:
+            return header, body
     try:
         schema = request_schema(header.api_key, header.api_version)
     except UnsupportedVersionError:
@@ -127,6 +132,10 @@ def encode_response_parts(
 ) -> list[bytes | ExternalBytes]:
     """A whole response frame, size prefix included, as bytes and the ``ExternalBytes`` values
     of the body left uncopied, in order (one bytes part when the body has none)."""
+    if api_key == PRODUCE_KEY:
+        frame = encode_produce_response(api_version, correlation_id, body)
+        if frame is not None:
+            return [frame]
     flexible_header = response_header_version(api_key, api_version) >= 1
     writer = _ResponseWriter(correlation_id, flexible_header)
     response_schema(api_key, api_version).encode_into(body, writer)
