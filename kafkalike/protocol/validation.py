@@ -283,8 +283,9 @@ def _validate_records(
         if not state.consecutive and mode == _walk.MODE_STREAM_PARTIAL:
             # Kafka would rebuild from records it read without keys and values, and fails doing so.
             raise RecordsRefused(ErrorCode.UNKNOWN_SERVER_ERROR, "compressed batch with non-consecutive inner offsets")
-        _stamp_max_timestamp(batch, header, state.max_timestamp)
-        return ValidBatch(batch, read_batch_header(batch), state.done, state.max_timestamp, rebuilt=False)
+        if _stamp_max_timestamp(batch, header, state.max_timestamp):
+            header = read_batch_header(batch)
+        return ValidBatch(batch, header, state.done, state.max_timestamp, rebuilt=False)
     rebuilt = bytearray(_rebuild(batch, header, target))
     return ValidBatch(rebuilt, read_batch_header(rebuilt), state.done, state.max_timestamp, rebuilt=True)
 
@@ -401,14 +402,16 @@ def _record_errors(
     return RecordsRefused(code, summary, error_message=summary, record_errors=errors)
 
 
-def _stamp_max_timestamp(batch: memoryview, header: RecordBatchHeader, max_timestamp: int) -> None:
-    """Kafka's setMaxTimestamp(CreateTime, max of the records) on a batch stored as it came."""
+def _stamp_max_timestamp(batch: memoryview, header: RecordBatchHeader, max_timestamp: int) -> bool:
+    """Kafka's setMaxTimestamp(CreateTime, max of the records) on a batch stored as it came;
+    False when the batch already says so (and was left as it was)."""
     if header.max_timestamp == max_timestamp and not header.log_append_time:
-        return
+        return False
     attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
     batch[CRC_START : CRC_START + 2] = attributes.to_bytes(2, "big", signed=True)
     batch[35:43] = max_timestamp.to_bytes(8, "big", signed=True)
     batch[CRC_OFFSET:CRC_START] = crc32c.crc32c(batch[CRC_START:]).to_bytes(4, "big")
+    return True
 
 
 def _rebuild(batch: memoryview, header: RecordBatchHeader, target: int) -> bytes:
