@@ -326,7 +326,10 @@ async def _handle_frame(
         raise ProtocolError("internal error while handling the request") from None
     if result is None:
         return None
-    return encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
+    parts = encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
+    if len(parts) == 1 and isinstance(parts[0], bytes):
+        return parts[0]  # most responses: sent without looking for file ranges
+    return parts
 
 
 class DroppedByFault(ProtocolError):
