@@ -27,6 +27,7 @@ Kafka stores every other batch as it came, with its max timestamp set from the r
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ DEFAULT_TIMESTAMP_BEFORE_MAX_MS = LONG_MAX
 DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 # The smallest entry Kafka's batch iterator accepts (a magic 0 message's overhead).
 _MIN_ENTRY_SIZE = 14
+_ENTRY_SIZE = struct.Struct(">i")  # an entry's size field, after its base offset
 _HEADER_UP_TO_MAGIC = 17
 # Decompressed bytes handed to the record walk per call; a batch smaller than this takes one call.
 _CHUNK_BYTES = 4 * 1024 * 1024
@@ -179,7 +181,7 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
     remaining = len(view) - pos
     if remaining < LOG_OVERHEAD:
         return None
-    size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
+    size: int = _ENTRY_SIZE.unpack_from(view, pos + 8)[0]
     if size < _MIN_ENTRY_SIZE:
         raise RecordsRefused(
             ErrorCode.CORRUPT_MESSAGE,
@@ -188,7 +190,9 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
         )
     if remaining < _HEADER_UP_TO_MAGIC:
         return None
-    magic = int.from_bytes(view[pos + 16 : pos + 17], "big", signed=True)
+    magic = view[pos + 16]
+    if magic > 127:  # a signed byte
+        magic -= 256
     if magic < 0 or magic > 2:
         raise RecordsRefused(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}", with_log_start=False)
     if remaining < size + LOG_OVERHEAD:
