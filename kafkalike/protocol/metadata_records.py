@@ -35,7 +35,7 @@ from functools import cache
 from typing import Any
 
 from kafkalike.protocol.codec import Message, Schema, schema
-from kafkalike.protocol.errors import DecodeError, EncodeError
+from kafkalike.protocol.errors import DecodeError, EncodeError, ProtocolError
 from kafkalike.protocol.records import (
     CONTROL_KEY_VERSION,
     ControlRecordType,
@@ -336,13 +336,18 @@ class MetadataBatch:
 def read_metadata_batches(buf: bytes | bytearray | memoryview, *, partial_ok: bool = False) -> Iterator[MetadataBatch]:
     """Each batch in ``buf`` (a log segment, a snapshot, a fetch response's records), decoded.
 
-    A bad CRC, a legacy message set or an undecodable record raises ``MetadataRecordError`` (or the
-    records module's errors); ``partial_ok`` stops quietly at a batch cut short at the end.
+    A bad CRC, a batch cut short, a legacy message set or an undecodable record raises
+    ``MetadataRecordError``; ``partial_ok`` stops quietly at a batch cut short at the end.
     """
-    for pos, header in iter_batches(buf, partial_ok=partial_ok):
-        if not batch_crc_ok(buf, pos, header):
-            raise MetadataRecordError(f"metadata batch at offset {header.base_offset}: CRC mismatch")
-        yield _decode_batch(buf, pos, header)
+    try:
+        for pos, header in iter_batches(buf, partial_ok=partial_ok):
+            if not batch_crc_ok(buf, pos, header):
+                raise MetadataRecordError(f"metadata batch at offset {header.base_offset}: CRC mismatch")
+            yield _decode_batch(buf, pos, header)
+    except MetadataRecordError:
+        raise
+    except ProtocolError as exc:
+        raise MetadataRecordError(str(exc)) from exc
 
 
 def _decode_batch(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> MetadataBatch:
