@@ -289,6 +289,36 @@ class MetadataImage:
 EMPTY_IMAGE = MetadataImage()
 
 
+@dataclass(frozen=True, slots=True)
+class LocalPartition:
+    """A partition as this broker's replica manager needs it: names for the log, the registration."""
+
+    topic_name: str
+    topic_id: uuid.UUID
+    partition_id: int
+    registration: PartitionRegistration
+
+
+PartitionKey = tuple[uuid.UUID, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalReplicaChanges:
+    """What a delta asks of one broker (Kafka's LocalReplicaChanges), by (topic id, partition).
+
+    ``deletes``: partitions it no longer hosts, as they were (their topic deleted or the broker
+    removed from the replicas). ``leaders``: partitions it leads whose partition epoch moved (new,
+    or ISR/replicas changed); ``elected_leaders`` the subset whose leader epoch moved (it has just
+    become leader). ``followers``: partitions it replicates but does not lead, whose partition
+    epoch moved (new, demoted, or without a leader).
+    """
+
+    deletes: Mapping[PartitionKey, LocalPartition]
+    leaders: Mapping[PartitionKey, LocalPartition]
+    elected_leaders: Mapping[PartitionKey, LocalPartition]
+    followers: Mapping[PartitionKey, LocalPartition]
+
+
 # -- deltas -----------------------------------------------------------------------------------------
 
 
@@ -462,6 +492,35 @@ class MetadataDelta:
     def changed_brokers(self) -> dict[int, BrokerRegistration | None]:
         """Brokers registered, changed (or None: unregistered) by this delta."""
         return dict(self._brokers)
+
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        """What this delta means for the replicas of ``broker_id`` (Kafka's TopicsDelta.localChanges)."""
+        deletes: dict[PartitionKey, LocalPartition] = {}
+        leaders: dict[PartitionKey, LocalPartition] = {}
+        elected: dict[PartitionKey, LocalPartition] = {}
+        followers: dict[PartitionKey, LocalPartition] = {}
+        for topic_id, change in self._topics.items():
+            for p, reg in change.partitions.items():
+                key = (topic_id, p)
+                before = change.base.get(p)
+                if broker_id not in reg.replicas:
+                    if before is not None and broker_id in before.replicas:
+                        deletes[key] = LocalPartition(change.name, topic_id, p, before)
+                    continue
+                if before is not None and before.partition_epoch == reg.partition_epoch:
+                    continue
+                local = LocalPartition(change.name, topic_id, p, reg)
+                if reg.leader == broker_id:
+                    leaders[key] = local
+                    if before is None or before.leader_epoch != reg.leader_epoch:
+                        elected[key] = local
+                else:
+                    followers[key] = local
+        for topic_id, topic in self._deleted.items():
+            for p, reg in topic.partitions.items():
+                if broker_id in reg.replicas:
+                    deletes[(topic_id, p)] = LocalPartition(topic.name, topic_id, p, reg)
+        return LocalReplicaChanges(_frozen(deletes), _frozen(leaders), _frozen(elected), _frozen(followers))
 
     def apply(self, provenance: MetadataProvenance | None = None) -> MetadataImage:
         """The image after every record replayed so far; the delta's image is left as it was."""

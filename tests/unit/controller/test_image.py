@@ -344,3 +344,36 @@ def test_apply_records_the_provenance() -> None:
 def test_controller_result_holds_records_and_reply() -> None:
     result = ControllerResult.of(iter(topic_with_partitions()), reply="ok")
     assert len(result.records) == 3 and result.reply == "ok"
+
+
+# -- what a delta asks of one broker
+
+
+def test_local_changes_for_new_partitions_split_leaders_and_followers() -> None:
+    delta = MetadataDelta(replay_records(EMPTY_IMAGE, [register(1), register(2)])).replay_all(topic_with_partitions())
+    on_1, on_2, on_3 = delta.local_changes(1), delta.local_changes(2), delta.local_changes(3)
+    assert set(on_1.leaders) == set(on_1.elected_leaders) == {(TOPIC, 0), (TOPIC, 1)} and not on_1.followers
+    assert on_1.leaders[(TOPIC, 0)].topic_name == "orders"
+    assert set(on_2.followers) == {(TOPIC, 0), (TOPIC, 1)} and not on_2.leaders
+    assert not (on_3.leaders or on_3.followers or on_3.deletes)
+
+
+def test_local_changes_after_a_leader_move_an_isr_change_and_a_removal() -> None:
+    records = [
+        change(leader=2),  # partition 0: 2 becomes leader, 1 a follower
+        rec(T.PARTITION_CHANGE_RECORD, topic_id=TOPIC, partition_id=1, isr=[1]),  # partition 1: ISR only
+    ]
+    delta = MetadataDelta(image_with_topic()).replay_all(records)
+    on_1, on_2 = delta.local_changes(1), delta.local_changes(2)
+    assert set(on_2.elected_leaders) == {(TOPIC, 0)} and set(on_2.followers) == {(TOPIC, 1)}
+    assert set(on_1.leaders) == {(TOPIC, 1)} and not on_1.elected_leaders  # still leader, epoch unchanged
+    assert set(on_1.followers) == {(TOPIC, 0)}
+    moved = MetadataDelta(image_with_topic()).replay_all([change(replicas=[2], isr=[2], leader=2)])
+    assert set(moved.local_changes(1).deletes) == {(TOPIC, 0)}
+    assert moved.local_changes(1).deletes[(TOPIC, 0)].registration.replicas == (1, 2)  # as it was
+
+
+def test_local_changes_of_a_deleted_topic_delete_every_hosted_partition() -> None:
+    delta = MetadataDelta(image_with_topic()).replay_all([rec(T.REMOVE_TOPIC_RECORD, topic_id=TOPIC)])
+    assert set(delta.local_changes(2).deletes) == {(TOPIC, 0), (TOPIC, 1)}
+    assert not delta.local_changes(3).deletes
