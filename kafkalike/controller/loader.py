@@ -81,9 +81,12 @@ class MetadataLoader:
             snapshot_id.end_offset - 1, snapshot_id.epoch, contents.last_contained_log_timestamp
         )
         image = fresh.apply(provenance)
-        # The delta the caller sees runs from the old image to the snapshot's.
-        delta = MetadataDelta(self.image).replay_all(_removals(self.image, image))
-        delta.replay_all(image.records())
+        if self.image == EMPTY_IMAGE:
+            delta = fresh  # at start-up: the snapshot is all there is
+        else:
+            # The delta the caller sees runs from the old image to the snapshot's.
+            delta = MetadataDelta(self.image).replay_all(_removals(self.image, image))
+            delta.replay_all(contents.records)
         self.image = image
         self._transaction = None
         return delta
