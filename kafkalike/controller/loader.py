@@ -16,7 +16,8 @@ last offset + 1 and its epoch, the header's last contained log timestamp its las
 
 from __future__ import annotations
 
-from kafkalike.controller.image import EMPTY_IMAGE, MetadataDelta, MetadataImage, MetadataProvenance
+from kafkalike.controller.delta import MetadataDelta
+from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
 from kafkalike.log.snapshot_files import SnapshotFiles, SnapshotId
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.metadata_records import (

@@ -16,7 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalike.controller.image import EMPTY_IMAGE, MetadataDelta, MetadataImage, replay_records
+from kafkalike.controller.delta import MetadataDelta, replay_records
+from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage
 from kafkalike.controller.loader import MetadataLoader, build_image_snapshot
 from kafkalike.protocol.metadata_records import (
     ApiMessageAndVersion,

@@ -7,21 +7,18 @@ from typing import Any
 
 import pytest
 
+from kafkalike.controller.delta import ControllerResult, MetadataDelta, MetadataReplayError, replay_records
 from kafkalike.controller.image import (
     BROKER_RESOURCE,
     EMPTY_IMAGE,
     TOPIC_RESOURCE,
     BrokerRegistration,
     ConfigResource,
-    ControllerResult,
     Endpoint,
     FeatureRange,
-    MetadataDelta,
     MetadataImage,
     MetadataProvenance,
-    MetadataReplayError,
     PartitionRegistration,
-    replay_records,
 )
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 

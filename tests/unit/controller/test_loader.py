@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance, replay_records
+from kafkalike.controller.delta import replay_records
+from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
 from kafkalike.controller.loader import (
     MetadataLoader,
     build_image_snapshot,
