@@ -32,6 +32,7 @@ from kafkalike.protocol.metadata_records import (
     ApiMessageAndVersion,
     ControlMessageType,
     MetadataRecordType,
+    build_control_batch,
     build_metadata_batch,
     build_snapshot,
     control_message,
@@ -39,6 +40,7 @@ from kafkalike.protocol.metadata_records import (
     leader_change_batch,
     metadata_record,
     read_metadata_batches,
+    read_snapshot,
 )
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.testing.apache_kafka import ApacheKafkaProcess, java_executable
@@ -342,3 +344,58 @@ def test_the_comparison_catches_what_kafka_reads_differently(tmp_path: Path) -> 
         assert_decoded_as_written(payloads(lines[:-1]), [claimed])
     with pytest.raises(AssertionError, match="Error at 1"):
         payloads(lines)
+
+
+def rebuilt(data: bytes) -> bytes:
+    """Each batch of ``data`` decoded and written again by kafkalike's builders."""
+    out = b""
+    for b in read_metadata_batches(data):
+        common = {"base_offset": b.base_offset, "leader_epoch": b.leader_epoch, "append_time_ms": b.append_time_ms}
+        if b.control:
+            out += build_control_batch(list(b.control), **common)
+        else:
+            out += build_metadata_batch(list(b.records), **common)
+    return out
+
+
+def test_kafka_storage_format_files_are_read_and_rewritten_byte_for_byte(tmp_path: Path) -> None:
+    """kafka-storage format --standalone writes the bootstrap snapshot (features) and the first
+    metadata snapshot (kraft.version 1 and the voter set); kafkalike reads both and writes the
+    same bytes again, control records and all."""
+    port = 39093
+    config = tmp_path / "server.properties"
+    logs = tmp_path / "logs"
+    config.write_text(
+        "process.roles=broker,controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port - 1},CONTROLLER://127.0.0.1:{port}\n"
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{port}\nlog.dirs={logs}\n"
+    )
+    formatted = subprocess.run(
+        [
+            *(java_executable(), "-Xmx256m", "-cp", str(Path(AK_LIB) / "*"), "kafka.tools.StorageTool", "format"),
+            *("-t", "q1Sh-9_ISia_zwGINzRvyQ", "-c", str(config), "--standalone"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    bootstrap = (logs / "bootstrap.checkpoint").read_bytes()
+    contents = read_snapshot(bootstrap)
+    assert (contents.records[0].type, contents.records[0].name) == (T.FEATURE_LEVEL_RECORD, "metadata.version")
+    assert MetadataLoader().load_snapshot(SnapshotId(0, 0), bootstrap).apply().metadata_version > 0
+    assert rebuilt(bootstrap) == bootstrap
+
+    (first,) = SnapshotFiles(FileLogDirectory(logs / "__cluster_metadata-0")).ids()
+    assert first == SnapshotId(0, 0)
+    voters_snapshot = (logs / "__cluster_metadata-0" / first.file_name).read_bytes()
+    contents = read_snapshot(voters_snapshot)
+    assert contents.kraft_version == 1 and contents.records == ()
+    (voter,) = contents.voters.voters
+    directory_id = re.search(r"^directory.id=(\S+)$", (logs / "meta.properties").read_text(), re.M)
+    assert directory_id is not None
+    assert kafka_json(voter.voter_directory_id) == directory_id.group(1)
+    assert (voter.voter_id, voter.endpoints[0].name, voter.endpoints[0].port) == (1, "CONTROLLER", port)
+    assert rebuilt(voters_snapshot) == voters_snapshot
