@@ -2,9 +2,11 @@
 
 One way: a log segment and a snapshot written by kafkalike's codec are decoded by Kafka's
 ``kafka-dump-log --cluster-metadata-decoder`` (``kafka.tools.DumpLogSegments``), every record named
-with the type and field values written. The other way: the metadata log segment and a snapshot of
-a real Kafka 4.0.2 node, where topics were created, are read by kafkalike's codec into an image
-that has those topics, partitions and the node's broker registration.
+with the type and field values written. The other way: the metadata log segment and the snapshots
+of a real Kafka 4.0.2 node, where topics were created, are read by kafkalike's codec into the
+images Kafka had (topics, partitions, the broker's registration, and the controlled shutdown that
+ended it), and every batch decoded and rebuilt by kafkalike is the bytes Kafka wrote; likewise the
+files kafka-storage format writes.
 """
 
 from __future__ import annotations
@@ -305,6 +307,9 @@ def test_kafkalike_reads_a_kafka_metadata_log_segment(kafka_metadata_dir: tuple[
     # The first image with all three topics, before the shutdown: the node led them, unfenced.
     running = next(i for _, i in sorted(images.items()) if set(topic_ids.values()) <= set(i.topics_by_id))
     assert_has_kafkas_topics(running, topic_ids, running=True)
+    # Every batch, rebuilt from what was decoded, is the bytes Kafka wrote.
+    segment = (metadata / "00000000000000000000.log").read_bytes()
+    assert rebuilt(segment) == segment
 
 
 def test_kafkalike_reads_kafka_snapshots_as_the_image_of_the_log_at_their_offset(
@@ -319,6 +324,8 @@ def test_kafkalike_reads_kafka_snapshots_as_the_image_of_the_log_at_their_offset
         assert image.provenance.last_offset == snapshot_id.end_offset - 1
         from_log = images[snapshot_id.end_offset - 1]
         assert replace(image, provenance=from_log.provenance) == from_log, snapshot_id
+        data = (metadata / snapshot_id.file_name).read_bytes()
+        assert rebuilt(data) == data, snapshot_id
     latest_id, latest = snapshots[0]
     assert_has_kafkas_topics(latest, topic_ids, running=False)
     # What kafkalike writes of that image, Kafka's tool decodes with the same topics.
