@@ -12,8 +12,10 @@ A plain object driven by calls with ``now_ms``; it reads no clock.
 
 from __future__ import annotations
 
-MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS_DEFAULT = 20 * 1024 * 1024
-MAX_SNAPSHOT_INTERVAL_MS_DEFAULT = 60 * 60 * 1000
+from kafkalike.configs import declared_int
+
+MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS_DEFAULT = declared_int("metadata.log.max.record.bytes.between.snapshots")
+MAX_SNAPSHOT_INTERVAL_MS_DEFAULT = declared_int("metadata.log.max.snapshot.interval.ms")
 
 
 class SnapshotPolicy:
