@@ -27,7 +27,6 @@ Sans-IO: bytes in, records out. Decoding failures raise ``MetadataRecordError``.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -37,12 +36,12 @@ from typing import Any
 from kafkalike.protocol.codec import Message, Schema, schema
 from kafkalike.protocol.errors import DecodeError, EncodeError, ProtocolError
 from kafkalike.protocol.records import (
-    CONTROL_KEY_VERSION,
     ControlRecordType,
     Record,
     RecordBatchHeader,
     batch_crc_ok,
     build_batch,
+    control_record_key,
     control_record_type,
     decode_records,
     iter_batches,
@@ -121,7 +120,6 @@ _CONTROL_SPECS = {
     ControlMessageType.KRAFT_VERSION: "KRaftVersionRecord",
     ControlMessageType.KRAFT_VOTERS: "VotersRecord",
 }
-_CONTROL_KEY = struct.Struct(">hh")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +237,7 @@ def decode_metadata_record(value: bytes | bytearray | memoryview) -> ApiMessageA
 
 def encode_control_value(message: ControlMessage) -> tuple[bytes, bytes]:
     """A control record's key and value."""
-    key = _CONTROL_KEY.pack(CONTROL_KEY_VERSION, message.type)
+    key = control_record_key(message.type)
     value = schema(message.type.spec_name, "message", CONTROL_MESSAGE_VERSION).encode(message.message)
     return key, value
 
