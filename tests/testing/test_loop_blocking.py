@@ -27,6 +27,9 @@ def _blocking_work(root: Path) -> None:
         os.close(fd)
     os.replace(root / "file", root / "renamed")
     os.mkdir(root / "dir")
+    os.listdir(root / "dir")
+    with os.scandir(root / "dir"):
+        pass
     shutil.rmtree(root / "dir")
     os.unlink(root / "renamed")
 
@@ -40,7 +43,8 @@ async def test_calls_on_the_loop_are_recorded_with_their_callers_and_worker_thre
         assert calls.calls == []
         _blocking_work(tmp_path)
     names = [c.call.split("(", 1)[0] for c in calls.calls]
-    for expected in ("os.open", "os.fsync", "os.ftruncate", "os.replace", "os.mkdir", "shutil.rmtree", "os.unlink"):
+    expected_calls = ("os.open", "os.fsync", "os.ftruncate", "os.replace", "os.mkdir", "os.listdir", "os.scandir")
+    for expected in (*expected_calls, "shutil.rmtree", "os.unlink"):
         assert expected in names
     # Each call names its caller first (the functions shutil.rmtree calls, rmtree itself).
     callers = {c.stack[0].split(" ", 1)[0] for c in calls.calls}
