@@ -353,7 +353,7 @@ class TxnService:
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
-            "segment.bytes": self.broker.config.get("transaction.state.log.segment.bytes") or "104857600",
+            "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
         }
         try:
             partitions = self.coordinator.config.state_log_partitions
