@@ -276,6 +276,12 @@ def plan_format(request: FormatRequest) -> FormatPlan:
             f"Set({', '.join(voter_ids)})"
         )
     controller_names = _listener_names(props.get("controller.listener.names"))
+    listener_names = {e.split("://", 1)[0].upper() for e in _listener_names(props.get("listeners")) if "://" in e}
+    if roles == ["broker"] and listener_names & {n.upper() for n in controller_names}:
+        raise FormatError(
+            "requirement failed: controller.listener.names must not contain a value appearing in the "
+            "'listeners' configuration when running KRaft with just the broker role"
+        )
     if not controller_names:
         raise FormatError(
             "requirement failed: controller.listener.names must contain at least one value appearing in the "
@@ -364,10 +370,10 @@ def run_format(plan: FormatPlan, now_ms: int) -> list[str]:
         formatted.append(directory)
     if formatted and not plan.ignore_formatted:
         raise FormatError(
-            f"Log directory {formatted[0]} is already formatted. "
+            f"Log directory {java_hash_map_order(formatted)[0]} is already formatted. "
             "Use --ignore-formatted to ignore this directory and format the others."
         )
-    empty = [d for d in plan.directories if d not in formatted]
+    empty = java_hash_map_order([d for d in plan.directories if d not in formatted])
     if not empty:
         return ["All of the log directories are already formatted."]
     records = bootstrap_records(plan.levels)
@@ -405,6 +411,24 @@ def run_format(plan: FormatPlan, now_ms: int) -> list[str]:
             meta_properties_text(plan.cluster_id, plan.node_id, directory_id, now).encode(),
         )
     return lines
+
+
+def java_hash_map_order(paths: list[Path]) -> list[Path]:
+    """``paths`` in the order a Java HashMap keyed by their strings iterates them, which is the
+    order kafka-storage formats (and prints) directories in: by bucket, String.hashCode spread
+    as HashMap spreads it, over a table grown as HashMap grows it; ties in sorted order."""
+    capacity = 16
+    while len(paths) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(path: Path) -> int:
+        units = str(path).encode("utf-16-be")
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(sorted(paths, key=str), key=bucket)
 
 
 # Kafka's DirectoryId reserves the first 100 ids (UNASSIGNED, LOST, MIGRATING and room for more).

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kafkalike.cli.main import main
-from kafkalike.cli.storage_format import parse_uuid, random_uuid, release_version
+from kafkalike.cli.storage_format import java_hash_map_order, parse_uuid, random_uuid, release_version
 from kafkalike.log.snapshot_files import SnapshotFiles, SnapshotId
 from kafkalike.log.storage import FileLogDirectory
 from kafkalike.protocol.metadata_records import MetadataRecordType, read_snapshot
@@ -63,9 +63,9 @@ def test_format_writes_meta_properties_and_the_bootstrap_snapshot_in_every_log_d
 ) -> None:
     code, out, err = format_node(capsys, write_config(tmp_path, {}))
     assert (code, err) == (0, [])
-    assert out == [
-        f"Formatting metadata directory {tmp_path / 'd1'} with metadata.version 4.0-IV3.",
+    assert sorted(out) == [
         f"Formatting data directory {tmp_path / 'd2'} with metadata.version 4.0-IV3.",
+        f"Formatting metadata directory {tmp_path / 'd1'} with metadata.version 4.0-IV3.",
     ]
     directory_ids = set()
     for d in ("d1", "d2"):
@@ -92,9 +92,10 @@ def test_standalone_writes_the_first_voters_snapshot_with_the_metadata_directory
         tmp_path, {"controller.quorum.voters": None, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"}
     )
     code, out, _ = format_node(capsys, config, "--standalone")
-    assert code == 0 and out[0] == f"Formatting dynamic metadata voter directory {tmp_path / 'd1'} with " + (
-        "metadata.version 4.0-IV3."
-    )
+    assert code == 0 and sorted(out) == [
+        f"Formatting data directory {tmp_path / 'd2'} with metadata.version 4.0-IV3.",
+        f"Formatting dynamic metadata voter directory {tmp_path / 'd1'} with metadata.version 4.0-IV3.",
+    ]
     metadata = tmp_path / "d1" / "__cluster_metadata-0"
     files = SnapshotFiles(FileLogDirectory(metadata))
     assert files.ids() == [SnapshotId(0, 0)]
@@ -132,6 +133,14 @@ def test_initial_controllers_give_this_node_its_listed_directory_id(
     ]
 
 
+def test_directories_are_taken_in_the_order_of_a_java_hash_map() -> None:
+    # As kafka-storage printed these paths: by String.hashCode bucket, not by name.
+    paths = [Path(f"/tmp/sc/ml/{name}") for name in ("a0", "d1", "d2", "meta")]
+    assert [p.name for p in java_hash_map_order(paths)] == ["d1", "d2", "a0", "meta"]
+    many = [Path(f"/data/{i}") for i in range(40)]  # a table grown past 16 buckets still holds each once
+    assert sorted(java_hash_map_order(many)) == sorted(many)
+
+
 def test_release_version_sets_the_feature_levels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = format_node(capsys, write_config(tmp_path, {}), "--release-version", "3.9")
     assert code == 0 and out[0].endswith("with metadata.version 3.9-IV0.")
@@ -147,7 +156,7 @@ def test_already_formatted_is_refused_unless_ignored(tmp_path: Path, capsys: pyt
         1,
         [],
         [
-            f"Log directory {tmp_path / 'd1'} is already formatted. Use --ignore-formatted to ignore this "
+            f"Log directory {java_hash_map_order([tmp_path / 'd1', tmp_path / 'd2'])[0]} is already formatted. Use --ignore-formatted to ignore this "
             "directory and format the others."
         ],
     )
@@ -197,8 +206,14 @@ REFUSALS: dict[str, tuple[dict[str, str | None], tuple[str, ...], str]] = {
         "Because controller.quorum.voters is not set on this controller, you must specify one of the following: "
         "--standalone, --initial-controllers, or --no-initial-controllers.",
     ),
-    "standalone on a broker": (
+    "a broker listening on the controller listener": (
         {**BOOTSTRAP, "process.roles": "broker"},
+        (),
+        "requirement failed: controller.listener.names must not contain a value appearing in the 'listeners' "
+        "configuration when running KRaft with just the broker role",
+    ),
+    "standalone on a broker": (
+        {**BOOTSTRAP, "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:9092"},
         ("--standalone",),
         "You can only use --standalone on a controller.",
     ),
