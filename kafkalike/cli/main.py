@@ -16,7 +16,8 @@ from pathlib import Path
 import trio
 
 from kafkalike.controller.metadata import ControllerError
-from kafkalike.server.broker import Broker, StartupError
+from kafkalike.raft.config import parse_voters
+from kafkalike.server.broker import Broker, StartupError, client_listeners
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig, parse_listener
 
 log = logging.getLogger("kafkalike")
@@ -73,8 +74,28 @@ def parse_seed_topics(text: str | None) -> list[tuple[str, int]]:
 
 
 def listen_address(config: BrokerConfig) -> tuple[str, int]:
-    """The first listener's (host, port); ValueError in Kafka's words when it is not one."""
-    return parse_listener((config.get("listeners") or "").split(",")[0])
+    """The first client listener's (host, port); ValueError in Kafka's words when it is not one."""
+    return parse_listener((client_listeners(config) or [""])[0])
+
+
+def single_node_problem(config: BrokerConfig) -> str | None:
+    """Why a KRaft server.properties describes more than the one node kafkalike runs (broker and
+    controller in one process, its own only voter); None when it describes that node."""
+    roles = sorted({r.strip() for r in (config.get("process.roles") or "").split(",") if r.strip()})
+    voters = parse_voters(config.get("controller.quorum.voters") or "")
+    others = sorted({v.key.node_id for v in voters} - {config.node_id})
+    if others:
+        return (
+            f"multi-node clusters are not available yet: controller.quorum.voters lists nodes "
+            f"{', '.join(map(str, others))} besides node {config.node_id}; kafkalike runs a single node that is "
+            "broker and controller, its own only voter"
+        )
+    if roles != ["broker", "controller"]:
+        return (
+            f"multi-node clusters are not available yet: process.roles={','.join(roles)} needs other nodes; "
+            "kafkalike runs a single node with process.roles=broker,controller"
+        )
+    return None
 
 
 async def run_broker(
@@ -171,10 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         config.check()
         listen_address(config)
         parse_seed_topics(args.seed_topics)
+        problem = single_node_problem(config)
     except OSError as exc:
         return fail(f"bad configuration: cannot read {exc.filename}: {exc.strerror}", BAD_USAGE_EXIT)
     except ValueError as exc:
         return fail(f"bad configuration: {exc}", BAD_USAGE_EXIT)
+    if problem is not None:
+        return fail(problem, BAD_USAGE_EXIT)
     unknown = config.unknown_names()
     if unknown:
         # AbstractConfig.logUnused's words; Kafka prints the set as [a, b].

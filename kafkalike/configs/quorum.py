@@ -1,9 +1,11 @@
 """The node's identity and the KRaft controller quorum (Kafka's KRaftConfigs and QuorumConfig).
 
-kafkalike runs one node that is broker and controller at once; ``node.id`` and ``process.roles``
-are read today. The quorum, heartbeat and metadata-log settings are declared with Kafka's types,
-defaults and validators for the Raft quorum and the cluster to read; until then they are not
-implemented (see ``ConfigKey.implemented``). None of them can change on a running node.
+kafkalike runs one node that is broker and controller at once; ``node.id``, ``process.roles``,
+``controller.quorum.voters`` (its only voter: itself), ``controller.quorum.bootstrap.servers`` and
+``controller.listener.names`` (listeners clients are not served on) are read today. The quorum's
+timeouts, heartbeat and metadata-log settings are declared with Kafka's types, defaults and
+validators for the Raft quorum and the cluster to read; until then they are not implemented (see
+``ConfigKey.implemented``). None of them can change on a running node.
 """
 
 from __future__ import annotations
@@ -45,14 +47,14 @@ QUORUM = (
         "The roles this process plays; kafkalike always acts as both broker and controller.",
         OneOf(PROCESS_ROLES),
     ),
-    _pending(
+    ConfigKey(
         "controller.quorum.voters",
         ConfigType.LIST,
         "",
         "The controller quorum's static voters, as comma-separated id@host:port entries.",
         QuorumVoters(),
     ),
-    _pending(
+    ConfigKey(
         "controller.quorum.bootstrap.servers",
         ConfigType.LIST,
         "",
@@ -60,7 +62,7 @@ QUORUM = (
         "in controller.quorum.voters.",
         QuorumBootstrapServers(),
     ),
-    _pending(
+    ConfigKey(
         "controller.listener.names",
         ConfigType.STRING,
         None,

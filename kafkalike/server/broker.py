@@ -746,8 +746,8 @@ class Broker:
 
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound_port = listeners[0].socket.getsockname()[1]
-        advertised = self.config.get("advertised.listeners")
-        self.advertised = parse_listener(advertised.split(",")[0]) if advertised else (host, bound_port)
+        advertised = client_listeners(self.config, "advertised.listeners")
+        self.advertised = parse_listener(advertised[0]) if advertised else (host, bound_port)
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], bound_port)
         async with trio.open_nursery() as nursery:
@@ -860,6 +860,14 @@ class Broker:
         logs meanwhile); an in-memory broker closes here, having nothing to wait for."""
         with trio.CancelScope(shield=True):
             await _off_loop(self.close, not self.logs.memory)
+
+
+def client_listeners(config: BrokerConfig, name: str = "listeners") -> list[str]:
+    """The entries of ``listeners`` (or ``advertised.listeners``) that clients are served on: all
+    but the controller's (``controller.listener.names``), which a KRaft server.properties lists too."""
+    controller = {n.strip().upper() for n in (config.get("controller.listener.names") or "").split(",")}
+    entries = [e.strip() for e in (config.get(name) or "").split(",") if e.strip()]
+    return [e for e in entries if "://" not in e or e.split("://", 1)[0].upper() not in controller]
 
 
 def _lock_dirs(paths: list[Path]) -> list[DirLock]:

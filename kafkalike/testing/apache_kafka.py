@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kafkalike.testing.wire_client import WireClient
@@ -68,12 +68,16 @@ class ApacheKafkaProcess:
         overrides: Mapping[str, str] | None = None,
         heap: str = "512m",
         ready_timeout_s: float = 120.0,
+        format_command: Callable[[Path, str], list[str]] | None = None,
     ) -> None:
+        """``format_command``: the command line that formats the storage, given the
+        server.properties and the cluster id (default: Kafka's own StorageTool format)."""
         self.lib_dir = Path(lib_dir)
         self.work_dir = Path(work_dir)
         self.overrides = dict(overrides or {})
         self.heap = heap
         self.ready_timeout_s = ready_timeout_s
+        self.format_command = format_command
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
         self.host = "127.0.0.1"
@@ -118,15 +122,18 @@ class ApacheKafkaProcess:
         cluster_id = "-"
         while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: "-..." would read as an option
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        command = [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)]
+        if self.format_command is not None:
+            command = self.format_command(config, cluster_id)
         formatted = subprocess.run(
-            [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            command,
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
         )
         if formatted.returncode != 0:
-            raise RuntimeError(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
+            raise RuntimeError(f"storage format failed:\n{formatted.stdout}{formatted.stderr}")
         self.proc = subprocess.Popen(
             [*jvm, "kafka.Kafka", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )

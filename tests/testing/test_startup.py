@@ -39,6 +39,20 @@ def _with_meta(data: Path, text: str) -> Path:
     return data
 
 
+def _with_config(data: Path, text: str) -> Path:
+    """A server.properties beside ``data``, for ``--config``."""
+    data.parent.mkdir(parents=True, exist_ok=True)
+    path = data.parent / "server.properties"
+    path.write_text(text)
+    return path
+
+
+KRAFT_NODE_1 = (
+    "process.roles=broker,controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\n"
+    "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0\n"
+)
+
+
 def on_any_port(data: Path, *more: str) -> list[str]:
     return ["--listen", "127.0.0.1:0", "--data-dir", str(data), *more]
 
@@ -122,6 +136,32 @@ CASES: dict[str, Case] = {
         lambda d: on_any_port(_with_meta(d, "version=7\nnode.id=1\n")),
         1,
         lambda d: "Unknown meta.properties version number 7",
+    ),
+    "several voters": (
+        lambda d: on_any_port(
+            d, "--config", str(_with_config(d, KRAFT_NODE_1 + "controller.quorum.voters=1@h:9093,2@h:9094,3@h:9095"))
+        ),
+        2,
+        lambda d: (
+            "multi-node clusters are not available yet: controller.quorum.voters lists nodes 2, 3 besides node 1; "
+            "kafkalike runs a single node that is broker and controller, its own only voter"
+        ),
+    ),
+    "a voter that is another node": (
+        lambda d: on_any_port(d, "--config", str(_with_config(d, KRAFT_NODE_1 + "controller.quorum.voters=2@h:9093"))),
+        2,
+        lambda d: (
+            "multi-node clusters are not available yet: controller.quorum.voters lists nodes 2 besides node 1; "
+            "kafkalike runs a single node that is broker and controller, its own only voter"
+        ),
+    ),
+    "a broker-only node": (
+        lambda d: on_any_port(d, "--override", "process.roles=broker"),
+        2,
+        lambda d: (
+            "multi-node clusters are not available yet: process.roles=broker needs other nodes; kafkalike runs a "
+            "single node with process.roles=broker,controller"
+        ),
     ),
     "meta.properties v1 without a cluster id": (
         lambda d: on_any_port(_with_meta(d, "version=1\nnode.id=1\n")),
@@ -230,3 +270,35 @@ def test_unknown_config_names_get_one_warning_line(tmp_path: Path) -> None:
 def test_known_config_names_get_no_warning(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", ["num.partitions=2", "log.retention.hours=5"]) as broker:
         assert _unused_warnings(broker) == []
+
+
+def test_serve_config_starts_from_a_directory_storage_format_wrote_keeping_its_ids(tmp_path: Path) -> None:
+    """A Kafka KRaft server.properties (node 5, its own only voter), formatted by
+    ``kafkalike storage format``: the node starts with that cluster id and node id, and leaves
+    the formatted files as they were."""
+    data = tmp_path / "data"
+    config = _with_config(
+        data,
+        KRAFT_NODE_1.replace("node.id=1", "node.id=5")
+        + f"controller.quorum.voters=5@127.0.0.1:19093\nlog.dirs={data}\n",
+    )
+    cluster_id = "RW5vdWdoVG9TdGFydFdpdA"
+    formatted = subprocess.run(
+        [sys.executable, "-m", "kafkalike", "storage", "format", "-t", cluster_id, "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert formatted.returncode == 0, formatted.stderr
+    files = {p.name: p.read_bytes() for p in data.iterdir()}
+    assert sorted(files) == ["bootstrap.checkpoint", "meta.properties"]
+    with BrokerProcess(data, args=["--config", str(config)]) as broker:
+        ready = next(line for line in broker.output if "kafkalike ready on" in line)
+        assert f"(node 5, cluster {cluster_id}," in ready
+        with WireClient(broker.host, broker.port) as client:
+            meta = client.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})
+        assert meta.cluster_id == cluster_id and [b.node_id for b in meta.brokers] == [5]
+        assert _unused_warnings(broker) == []  # the quorum's names are read, not "supplied but not used"
+        assert broker.stop() == 0
+    assert {name: (data / name).read_bytes() for name in files} == files

@@ -85,9 +85,6 @@ def test_the_views() -> None:
 
 # Issue 14's names and Kafka's defaults for the quorum and the cluster to come.
 QUORUM_DEFAULTS = {
-    "controller.quorum.voters": "",
-    "controller.quorum.bootstrap.servers": "",
-    "controller.listener.names": None,
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.election.backoff.max.ms": "1000",
@@ -106,12 +103,12 @@ def test_configs_declared_ahead_change_nothing_yet() -> None:
         # As before the declaration: not listed, not alterable, not a topic's, not used at start-up.
         assert name not in BROKER_CONFIGS and config_type(name) is None
         assert validate_value(name, "1") == f"Unknown config name: {name}"
-    config = BrokerConfig({"controller.quorum.voters": "1@localhost:9093", "node.id": "1"})
-    assert config.unknown_names() == ["controller.quorum.voters"]
+    config = BrokerConfig({"controller.quorum.election.timeout.ms": "500", "node.id": "1"})
+    assert config.unknown_names() == ["controller.quorum.election.timeout.ms"]
     config.check()  # a value it does not act on is not refused either
     # What the quorum reads once it exists: the value set, else Kafka's default.
-    assert config.get("controller.quorum.voters") == "1@localhost:9093"
-    assert config.get_int("controller.quorum.election.timeout.ms") == 1000
+    assert config.get_int("controller.quorum.election.timeout.ms") == 500
+    assert config.get_int("controller.quorum.fetch.timeout.ms") == 2000
 
 
 VOTERS = "controller.quorum.voters"
