@@ -577,7 +577,11 @@ class PartitionLog(RetentionMixin):
         try:
             active.on_become_inactive()  # its last index entries go into the files opened for it
         except OSError:
-            prepared.discard()  # the roll is tried again from scratch (its files made anew)
+            # The roll is tried again from scratch (its files made anew). Its files go too: an
+            # append may go on into the active segment meanwhile, and an empty segment left at
+            # ``base`` would put the log end back there at the next start-up.
+            prepared.remove_on_discard = base not in self._bases
+            prepared.discard()
             raise
         segment = LogSegment.from_files(self.directory, base, self.config, prepared.files, now_ms)
         prepared.files = None

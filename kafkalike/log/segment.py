@@ -192,6 +192,9 @@ class PreparedRoll:
                 self.old_index_files.append(self.directory.open_file(name, create=True) if name else None)
             self.directory.write_document(segment_name(self.base_offset, SNAPSHOT_SUFFIX), self.snapshot, durable=False)
         except OSError:
+            # Its files go too: the log end is past ``base_offset`` by the time a roll is tried
+            # again, if an append went into the active segment meanwhile.
+            self.remove_on_discard = True
             self.discard()
             raise
 
