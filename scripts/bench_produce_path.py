@@ -39,21 +39,29 @@ def _tree(argv: list[str]) -> str:
 sys.path.insert(0, _tree(sys.argv))
 
 from kafkalike.protocol.api import RequestHeader, encode_request  # noqa: E402
+from kafkalike.protocol.compression import NONE, ZSTD  # noqa: E402
 from kafkalike.protocol.records import Record, build_batch  # noqa: E402
 from kafkalike.server import connection  # noqa: E402
 from kafkalike.server.broker import Broker  # noqa: E402
 from kafkalike.server.config import BrokerConfig  # noqa: E402
 
-# (value bytes, partitions per request, Produce version): the shapes of the slow bench rows.
-LOADS = ((1024, 1, 11), (1024, 6, 11), (100, 6, 11))
+# (value bytes, partitions per request, Produce version, codec): the shapes of the slow bench rows.
+LOADS = ((1024, 1, 11, NONE), (1024, 6, 11, NONE), (100, 6, 11, NONE), (1024, 1, 11, ZSTD), (100, 6, 11, ZSTD))
+CODEC_NAMES = {NONE: "none", ZSTD: "zstd"}
+LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 BATCH_BYTES = 64 * 1024
 
 
-def produce_frame(value_size: int, partitions: int, version: int, rng: random.Random) -> bytes:
+def produce_frame(value_size: int, partitions: int, version: int, codec: int, rng: random.Random) -> bytes:
     count = max(BATCH_BYTES // (value_size + 8), 1)
     now_ms = int(time.time() * 1000)
+
+    def value() -> bytes:
+        # Compressed loads get kafka-producer-perf-test's payload (random capital letters), which compresses.
+        return bytes(rng.choices(LETTERS, k=value_size)) if codec != NONE else rng.randbytes(value_size)
+
     batch = build_batch(
-        [Record(key=None, value=rng.randbytes(value_size)) for _ in range(count)], base_timestamp=now_ms
+        [Record(key=None, value=value()) for _ in range(count)], base_timestamp=now_ms, compression=codec
     )
     body = {
         "transactional_id": None,
@@ -71,7 +79,7 @@ async def _serve(broker: Broker, frame: bytes) -> Any:
     return await connection._handle_frame(broker, bytearray(frame), "127.0.0.1")
 
 
-async def measure(frames: dict[tuple[int, int, int], bytes], requests: int, profile: bool) -> None:
+async def measure(frames: dict[tuple[int, int, int, int], bytes], requests: int, profile: bool) -> None:
     with tempfile.TemporaryDirectory() as data:
         broker = Broker(BrokerConfig({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}))
         broker.open()
@@ -86,8 +94,8 @@ async def measure(frames: dict[tuple[int, int, int], bytes], requests: int, prof
             await connection._handle_frame(
                 broker, bytearray(encode_request(RequestHeader(19, 5, 1, "a"), create)[4:]), "h"
             )
-            print(f"{'value':>6} {'parts':>5} {'ver':>3} {'CPU µs/request':>15}  (best of 5 x {requests})")
-            for (size, parts, version), frame in frames.items():
+            print(f"{'value':>6} {'parts':>5} {'ver':>3} {'codec':>5} {'CPU µs/request':>15}  (best of 5 x {requests})")
+            for (size, parts, version, codec), frame in frames.items():
                 for _ in range(200):  # warm: schemas compiled, segment files open
                     await _serve(broker, frame)
                 best = float("inf")
@@ -96,7 +104,7 @@ async def measure(frames: dict[tuple[int, int, int], bytes], requests: int, prof
                     for _ in range(requests):
                         await _serve(broker, frame)
                     best = min(best, (time.thread_time() - started) / requests)
-                print(f"{size:>6} {parts:>5} {version:>3} {best * 1e6:>15.1f}")
+                print(f"{size:>6} {parts:>5} {version:>3} {CODEC_NAMES[codec]:>5} {best * 1e6:>15.1f}")
             if profile:
                 frame = next(iter(frames.values()))
                 profiler = cProfile.Profile()

@@ -78,6 +78,7 @@ PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+_INT64_MIN = -(1 << 63)
 
 
 class FlushTicket(NamedTuple):
@@ -363,25 +364,36 @@ class PartitionLog(RetentionMixin):
         use_log_append_time = log_append_time or self.config.log_append_time
         assigned: list[tuple[int, RecordBatchHeader]] = []
         next_offset = self._log_end_offset
+        max_timestamp = _INT64_MIN  # below every batch's, so the first sets it
+        messages = 0
+        with_producer = False
         for pos, header in headers:
             set_base_offset(buf, pos, next_offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
             if use_log_append_time:
                 set_log_append_time(buf, pos, header, now_ms)
-            stamped = read_batch_header(buf, pos)
+                stamped = read_batch_header(buf, pos)
+            else:
+                # Only the two fields just written changed (neither is under the CRC).
+                stamped = RecordBatchHeader(next_offset, header[1], leader_epoch, *header[3:])
             assigned.append((pos, stamped))
-            next_offset = stamped.last_offset + 1
-        markers: list[tuple[RecordBatchHeader, ControlMarker | None]] = [
-            (h, parse_control_marker(buf, pos, h) if h.is_control and h.producer_id >= 0 else None)
-            for pos, h in assigned
-        ]
-        pending = self.producer_state.prepare(markers, origin)
-        if pending.duplicate is not None:
-            dup = pending.duplicate
-            return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
-        first_offset, last_offset = assigned[0][1].base_offset, assigned[-1][1].last_offset
-        max_timestamp = max(h.max_timestamp for _, h in assigned)
-        messages = sum(h.records_count for _, h in assigned)
+            next_offset = stamped.base_offset + stamped.last_offset_delta + 1
+            if stamped.max_timestamp > max_timestamp:
+                max_timestamp = stamped.max_timestamp
+            messages += stamped.records_count
+            with_producer = with_producer or stamped.producer_id >= 0
+        # Batches without a producer id neither change nor meet producer state: nothing to prepare.
+        pending: PendingAppend | None = None
+        if with_producer:
+            markers: list[tuple[RecordBatchHeader, ControlMarker | None]] = [
+                (h, parse_control_marker(buf, pos, h) if h.is_control and h.producer_id >= 0 else None)
+                for pos, h in assigned
+            ]
+            pending = self.producer_state.prepare(markers, origin)
+            if pending.duplicate is not None:
+                dup = pending.duplicate
+                return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
+        first_offset, last_offset = assigned[0][1].base_offset, next_offset - 1
         try:
             # Everything that may fail before a byte of the batches is in the log: a failure
             # here leaves the log as it was (a roll that failed half-way is tried again).
@@ -400,14 +412,15 @@ class PartitionLog(RetentionMixin):
             raise self._storage_error("append to", exc, now_ms) from exc
         self._log_end_offset = next_offset
         self._unflushed_messages += messages
-        self.producer_state.commit(pending)
         result = AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
-        try:
-            self._index_aborted(pending, segment)
-        except OSError as exc:
-            # A marker without its index entry would show aborted records as committed.
-            self._undo_append(result, now_ms, exc)
-            raise self._storage_error("transaction index append in", exc, now_ms) from exc
+        if pending is not None:
+            self.producer_state.commit(pending)
+            try:
+                self._index_aborted(pending, segment)
+            except OSError as exc:
+                # A marker without its index entry would show aborted records as committed.
+                self._undo_append(result, now_ms, exc)
+                raise self._storage_error("transaction index append in", exc, now_ms) from exc
         interval = self.config.flush_interval_ms
         if self._unflushed_messages >= self.config.flush_interval_messages or (
             interval is not None and now_ms - self._last_flush_ms >= interval
@@ -577,7 +590,11 @@ class PartitionLog(RetentionMixin):
         try:
             active.on_become_inactive()  # its last index entries go into the files opened for it
         except OSError:
-            prepared.discard()  # the roll is tried again from scratch (its files made anew)
+            # The roll is tried again from scratch (its files made anew). Its files go too: an
+            # append may go on into the active segment meanwhile, and an empty segment left at
+            # ``base`` would put the log end back there at the next start-up.
+            prepared.remove_on_discard = base not in self._bases
+            prepared.discard()
             raise
         segment = LogSegment.from_files(self.directory, base, self.config, prepared.files, now_ms)
         prepared.files = None

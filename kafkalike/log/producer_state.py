@@ -117,6 +117,9 @@ class CheckResult(NamedTuple):
             raise error(self.message)
 
 
+_OK = CheckResult(Verdict.OK)
+
+
 @dataclass
 class ProducerEntry:
     producer_id: int
@@ -143,8 +146,9 @@ class ProducerEntry:
     def find_duplicate(self, header: RecordBatchHeader) -> BatchMetadata | None:
         if header.producer_epoch != self.epoch:
             return None
+        first_seq, last_seq = header.base_sequence, header.last_sequence
         for batch in self.batches:
-            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
 
@@ -195,7 +199,7 @@ class ProducerStateManager:
     def check(self, header: RecordBatchHeader, origin: AppendOrigin = AppendOrigin.CLIENT) -> CheckResult:
         """What appending this (offset-assigned) data batch would meet, without changing state."""
         if header.producer_id < 0:
-            return CheckResult(Verdict.OK)
+            return _OK
         current = self.producers.get(header.producer_id)
         if origin is AppendOrigin.CLIENT and current is not None:
             duplicate = current.find_duplicate(header)
@@ -232,7 +236,7 @@ class ProducerStateManager:
                 )
         if entry.current_txn_first_offset is not None and not header.is_transactional and not header.is_control:
             return CheckResult(Verdict.INVALID_TXN_STATE, f"producer {pid} wrote outside its open transaction")
-        return CheckResult(Verdict.OK)
+        return _OK
 
     def prepare(
         self, batches: list[tuple[RecordBatchHeader, ControlMarker | None]], origin: AppendOrigin
@@ -248,16 +252,19 @@ class ProducerStateManager:
             if pid < 0:
                 continue
             current = self.producers.get(pid)
-            if origin is AppendOrigin.CLIENT and current is not None and not header.is_control:
+            control = header.is_control
+            if origin is AppendOrigin.CLIENT and current is not None and not control:
                 duplicate = current.find_duplicate(header)
                 if duplicate is not None:
                     pending.duplicate = duplicate
                     return pending
             entry = pending.entries.get(pid) or (current.copy() if current is not None else ProducerEntry(pid))
-            if header.is_control:
-                self._check_marker(entry, header, marker, origin).raise_for_error()
+            if control:
+                checked = self._check_marker(entry, header, marker, origin)
             else:
-                self._check_data(entry, current, header, origin).raise_for_error()
+                checked = self._check_data(entry, current, header, origin)
+            if checked is not _OK:
+                checked.raise_for_error()
             completed = _apply(entry, header, marker)
             if completed is not None:
                 pending.completed.append(completed)
@@ -268,12 +275,12 @@ class ProducerStateManager:
         self, entry: ProducerEntry, header: RecordBatchHeader, marker: ControlMarker | None, origin: AppendOrigin
     ) -> CheckResult:
         if origin is AppendOrigin.REPLICATION or marker is None:
-            return CheckResult(Verdict.OK)
+            return _OK
         if header.producer_epoch < entry.epoch:
             return CheckResult(Verdict.INVALID_PRODUCER_EPOCH, "transaction marker from an older producer epoch")
         if marker.coordinator_epoch < entry.coordinator_epoch:
             return CheckResult(Verdict.TRANSACTION_COORDINATOR_FENCED, "transaction marker from a zombie coordinator")
-        return CheckResult(Verdict.OK)
+        return _OK
 
     # ---- state changes -------------------------------------------------------------------------
 

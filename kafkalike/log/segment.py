@@ -192,6 +192,9 @@ class PreparedRoll:
                 self.old_index_files.append(self.directory.open_file(name, create=True) if name else None)
             self.directory.write_document(segment_name(self.base_offset, SNAPSHOT_SUFFIX), self.snapshot, durable=False)
         except OSError:
+            # Its files go too: the log end is past ``base_offset`` by the time a roll is tried
+            # again, if an append went into the active segment meanwhile.
+            self.remove_on_discard = True
             self.discard()
             raise
 
@@ -380,7 +383,9 @@ class LogSegment:
     def _account_batch(self, position: int, header: RecordBatchHeader) -> None:
         """Index bookkeeping for one batch at ``position``, Kafka's rule: an entry once more than
         ``index.interval.bytes`` were appended since the previous one."""
-        self._track_max_timestamp(header)
+        if header.max_timestamp > self.max_timestamp:  # ``_track_max_timestamp``, inline: once per batch
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(header.last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)

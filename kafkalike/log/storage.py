@@ -117,12 +117,16 @@ class FileSegmentFile(SegmentFile):
         start = self._size
         if self._torn_end is not None:
             self._cut_torn_tail(fd)
-        view = memoryview(data)
+        size = len(data)
         written = 0
         try:
-            while written < len(view):
+            if size:
+                written = os.pwrite(fd, data, start)
+            if written < size:
                 # pwrite on a regular file writes everything short of an error; loop for the odd short write.
-                written += os.pwrite(fd, view[written:], start + written)
+                view = memoryview(data)
+                while written < size:
+                    written += os.pwrite(fd, view[written:], start + written)
         except OSError:
             # ENOSPC after a short write leaves part of ``data`` on disk: cut it off now, or at the
             # next append or truncate if even that fails. ``size`` never counts it, so no read sees it.

@@ -40,8 +40,8 @@ _INT32: Final = struct.Struct(">i")
 _LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
 # Output is pulled from the lz4 and zstd decoders in slices this big, checking the budget in between.
 _SLICE: Final = 1024 * 1024
-# zstd input is fed in slices this small: one slice can expand at most ~44000x (RLE blocks), which
-# bounds the overshoot past max_output to a few tens of MiB.
+# zstd input the block headers do not account for is fed in slices this small: one slice can
+# expand at most ~44000x (RLE blocks), which bounds the overshoot past max_output to a few tens of MiB.
 _ZSTD_INPUT_SLICE: Final = 1024
 
 
@@ -252,20 +252,26 @@ def _xxh32(data: bytes) -> int:
 
 
 def _zstd_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[bytes]:
-    dctx = zstandard.ZstdDecompressor()
+    try:
+        dctx = _ZSTD_CONTEXTS.pop()
+    except IndexError:
+        dctx = zstandard.ZstdDecompressor()
     total = 0
     pending: list[bytes] = []
     pending_bytes = 0
     rest = memoryview(bytes(data))
+    budget = min(chunk_bytes, _SLICE)
     # One decompression object per frame: it reports a frame that ended early, and frames without a
     # content size (librdkafka's streaming output) decode the same way.
     while rest:
         d = dctx.decompressobj()
         pos = 0
         try:
-            while not d.eof and pos < len(rest):
-                chunk = d.decompress(rest[pos : pos + _ZSTD_INPUT_SLICE])
-                pos += _ZSTD_INPUT_SLICE
+            for end in _zstd_feeds(rest, budget):
+                if d.eof:
+                    break
+                chunk = d.decompress(rest[pos:end])
+                pos = end
                 total += len(chunk)
                 if total > max_output:
                     raise _too_big(max_output)
@@ -285,6 +291,71 @@ def _zstd_decode(data: Buffer, max_output: int, chunk_bytes: int) -> Iterator[by
         rest = memoryview(unused) if pos >= len(rest) else memoryview(unused + bytes(rest[pos:]))
     if pending:
         yield b"".join(pending)
+    # Only a context that finished cleanly is reused (a new decompressobj resets it anyway).
+    _ZSTD_CONTEXTS.append(dctx)
+
+
+def _zstd_feeds(frame: memoryview, budget: int) -> Iterator[int]:
+    """Where the successive input slices of the zstd frame at the start of ``frame`` end.
+
+    Whole blocks, as many at once as can inflate to ``budget`` bytes together: a block header
+    says how much its block can give (raw and RLE blocks their size, a compressed block at most
+    128 KiB), so even a frame of RLE blocks stays bounded, and a usual batch is one slice. What
+    the headers cannot vouch for (a cut block, an unknown frame or block type) goes in slices
+    of ``_ZSTD_INPUT_SLICE``, to the end of the data."""
+    end = len(frame)
+    pos, checksum_bytes = _zstd_first_block(frame)
+    fed = 0
+    if pos:
+        room = budget
+        while pos + 3 <= end:
+            header = frame[pos] | frame[pos + 1] << 8 | frame[pos + 2] << 16
+            kind = header >> 1 & 3
+            size = header >> 3
+            if kind == _ZSTD_RESERVED_BLOCK:
+                break
+            after = pos + 3 + (1 if kind == _ZSTD_RLE_BLOCK else size)
+            if after > end:
+                break
+            grows = _ZSTD_BLOCK_MAX if kind == _ZSTD_COMPRESSED_BLOCK else size
+            if grows > room and pos > fed:
+                yield pos
+                fed, room = pos, budget
+            room -= grows
+            pos = after
+            if header & 1:  # the last block, then the frame's checksum
+                pos = min(pos + checksum_bytes, end)
+                break
+        if pos > fed:
+            yield pos
+            fed = pos
+    for cut in range(fed + _ZSTD_INPUT_SLICE, end + _ZSTD_INPUT_SLICE, _ZSTD_INPUT_SLICE):
+        yield min(cut, end)
+
+
+def _zstd_first_block(frame: memoryview) -> tuple[int, int]:
+    """(where the first block starts, bytes of checksum after the last), or (0, 0) when ``frame``
+    does not start with a zstd frame header this reads (a skippable frame, reserved bits)."""
+    if len(frame) < 6 or frame[:4].tobytes() != _ZSTD_MAGIC:
+        return 0, 0
+    descriptor = frame[4]
+    if descriptor & 0x08:
+        return 0, 0
+    single_segment = bool(descriptor & 0x20)
+    content_size_bytes = ((1 if single_segment else 0), 2, 4, 8)[descriptor >> 6]
+    dictionary_id_bytes = (0, 1, 2, 4)[descriptor & 3]
+    window_bytes = 0 if single_segment else 1
+    return 5 + window_bytes + dictionary_id_bytes + content_size_bytes, 4 if descriptor & 0x04 else 0
+
+
+# Decompression contexts to reuse (making one costs about as much as decoding a small batch); a
+# decode takes one for itself, so interleaved streams and threads never share one.
+_ZSTD_CONTEXTS: list[zstandard.ZstdDecompressor] = []
+_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+_ZSTD_RLE_BLOCK: Final = 1
+_ZSTD_COMPRESSED_BLOCK: Final = 2
+_ZSTD_RESERVED_BLOCK: Final = 3
+_ZSTD_BLOCK_MAX: Final = 128 * 1024  # the format's largest block, decoded
 
 
 _DECODERS: Final[dict[int, Callable[[Buffer, int, int], Iterator[bytes]]]] = {

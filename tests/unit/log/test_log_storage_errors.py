@@ -103,6 +103,29 @@ def test_a_failed_write_leaves_the_log_as_it_was_and_writes_resume(
     assert reopened.truncated_bytes == 0
 
 
+@pytest.mark.parametrize(
+    ("operation", "name"), [("write_document", ".snapshot"), ("append", ".timeindex"), ("open", ".index")]
+)
+def test_a_failed_roll_leaves_no_segment_files_for_appends_to_run_past(
+    operation: str, name: str, tmp_path: Path
+) -> None:
+    # A roll nothing forced failed; appends go on into the active segment. An empty segment left
+    # at the old log end would put the log end back there at the next start-up.
+    disk = Disk("file", tmp_path)
+    log = disk.open(LogConfig(index_interval_bytes=1))
+    acked = append(log, "a")
+    disk.faults.fail(operation, errno.ENOSPC, name=name, times=1)
+    with pytest.raises(OSError):
+        log.roll(0)
+    acked += append(log, "b")
+    assert "00000000000000000002.log" not in os.listdir(tmp_path / "p-0")
+    log.release()  # as at a crash: nothing flushed
+    log = disk.open(LogConfig())
+    assert everything(log) == acked
+    assert log.log_end_offset == 4
+    assert append(log, "c")[0][0] == 4
+
+
 @pytest.mark.parametrize("kind", STORAGES)
 @pytest.mark.parametrize("err", ERRNOS, ids=errno.errorcode.get)
 def test_a_failed_transaction_index_append_takes_the_abort_marker_out_again(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import tracemalloc
 import types
 from collections.abc import Iterator
 
@@ -170,6 +171,55 @@ def test_gzip_matches_kafka_python() -> None:
     assert kafka.codec.lz4_decode(compress(LZ4, SAMPLE)) == SAMPLE
     assert decompress(ZSTD, kafka.codec.zstd_encode(SAMPLE)) == SAMPLE
     assert kafka.codec.zstd_decode(compress(ZSTD, SAMPLE)) == SAMPLE
+
+
+def _rle_frame(blocks: int, *, checksum: bool = False) -> bytes:
+    """A zstd frame of ``blocks`` RLE blocks of 128 KiB of zeros each (4 bytes per block), made by hand."""
+    descriptor = 0x04 if checksum else 0x00  # no content size, a window descriptor
+    header = b"\x28\xb5\x2f\xfd" + bytes([descriptor, 0x58])  # window 2 MiB
+    block = (128 * 1024) << 3 | 1 << 1  # RLE
+    body = b"".join((block | (i == blocks - 1)).to_bytes(3, "little") + b"\x00" for i in range(blocks))
+    digest = (zstandard.ZstdCompressor(write_checksum=True).compress(bytes(blocks * 128 * 1024)))[-4:]
+    return header + body + (digest if checksum else b"")
+
+
+def test_zstd_frames_fed_by_blocks_decode_as_the_library_does() -> None:
+    # Several blocks of each kind, a checksum, and two frames back to back.
+    noisy = os.urandom(300_000)  # raw blocks
+    blob = (
+        zstandard.ZstdCompressor(write_checksum=True).compress(SAMPLE * 3)
+        + zstandard.ZstdCompressor(level=1).compress(noisy)
+        + _rle_frame(5, checksum=True)
+    )
+    assert decompress(ZSTD, blob) == SAMPLE * 3 + noisy + bytes(5 * 128 * 1024)
+    for chunk_bytes in (1, 100_000, 1 << 20):
+        pieces = list(compression.decompress_stream(ZSTD, blob, chunk_bytes=chunk_bytes))
+        assert b"".join(pieces) == SAMPLE * 3 + noisy + bytes(5 * 128 * 1024)
+
+
+def test_zstd_refuses_a_frame_cut_at_any_block_boundary() -> None:
+    blob = _rle_frame(8, checksum=True)
+    assert decompress(ZSTD, blob) == bytes(8 * 128 * 1024)
+    for cut in range(6, len(blob), 4):  # after the header, after each block, inside the checksum
+        with pytest.raises(CorruptRecordError, match="truncated"):
+            decompress(ZSTD, blob[:cut])
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        decompress(ZSTD, blob[:-1])
+
+
+def test_zstd_inflates_little_past_the_bound_even_from_rle_blocks() -> None:
+    # 1 GiB from 32 KiB: 1 KiB of it alone holds 32 MiB. Memory at its peak shows what was inflated.
+    bomb = _rle_frame(8192)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptRecordError, match="more than"):
+            decompress(ZSTD, bomb, max_output=8 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 << 20
+    # Negative control: the same frame under a bound it fits in comes out whole.
+    assert len(decompress(ZSTD, _rle_frame(64), max_output=8 << 20)) == 8 << 20
 
 
 # -- bad input ------------------------------------------------------------------------------------
