@@ -9,7 +9,7 @@ the other to come. What any driver must do:
   ``quorum_state_durable``, ``snapshot``), drain ``outputs()`` in order and then wake the node at
   ``poll(now_ms)``.
 - :class:`SendMessage`: put the message on the wire to its destination (the bodies are the codec's
-  field names at ``messages.API_VERSIONS``; ``messages.check_wire_form`` first) and deliver answers
+  field names at ``messages.API_VERSIONS``) and deliver answers
   back with ``receive``. Messages across a restart of either end are dropped, as a closed connection
   drops them.
 - :class:`FlushLog`: flush the log (a worker thread for a file), then call ``durable``.

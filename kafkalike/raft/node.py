@@ -520,8 +520,8 @@ class RaftNode:
         return m.fetch_top_level_error(error) if api_key == m.FETCH else m.top_level_error(error)
 
     def _handle_vote(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any]:
-        pre_vote = bool(body.get("pre_vote", False))
-        candidate_id, candidate_epoch = p["candidate_id"], p["candidate_epoch"]
+        pre_vote = bool(p.get("pre_vote", False))  # absent before v2
+        candidate_id, candidate_epoch = p["replica_id"], p["replica_epoch"]
         last_epoch, last_offset = p["last_offset_epoch"], p["last_offset"]
         if last_offset < 0 or last_epoch < 0 or last_epoch >= candidate_epoch:
             return self._vote_reply(ErrorCode.INVALID_REQUEST, False)
@@ -536,7 +536,7 @@ class RaftNode:
             return self._vote_reply(ErrorCode.INVALID_VOTER_KEY, False)
         if not pre_vote and candidate_epoch > self.epoch:
             self._become_unattached(candidate_epoch, now_ms)
-        candidate = VoterKey(candidate_id, m.directory_id(p.get("candidate_directory_id")))
+        candidate = VoterKey(candidate_id, m.directory_id(p.get("replica_directory_id")))
         log_ok = (last_epoch, last_offset) >= (self.log.last_fetched_epoch(), self.log.end_offset)
         granted = self.is_voter and self._can_grant_vote(candidate, log_ok, pre_vote, now_ms)
         state = self.state

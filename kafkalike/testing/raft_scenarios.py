@@ -243,13 +243,8 @@ FAMILIES = {
     ]
 }
 
-# The leader-killed scenario with every message put through the codec, so without pre-vote (KIP-996's
-# flag needs Vote v2, see kafkalike.raft.messages).
-WIRE = Family(
-    "wire",
-    SimConfig(voters=3, wire=True, quorum=QuorumConfig(voters=(VoterKey(1),), pre_vote=False)),
-    leader_killed,
-)
+# The leader-killed scenario with every message put through the codec (pre-votes as Vote v2).
+WIRE = Family("wire", SimConfig(voters=3, wire=True), leader_killed)
 
 
 def run_seed(

@@ -375,7 +375,6 @@ class Simulation:
 
 def _through_the_wire(message: m.RaftMessage) -> m.RaftMessage:
     """The message as the peer would decode it from the bytes the codec makes of it."""
-    m.check_wire_form(message)
     version = message.api_version
     if message.is_response:
         frame = encode_response(message.api_key, version, message.correlation_id, message.body)
@@ -394,7 +393,7 @@ def message_epoch(message: m.RaftMessage) -> int:
     if message.api_key in (m.FETCH, m.FETCH_SNAPSHOT):
         return int(p["current_leader"]["leader_epoch"] if message.is_response else p["current_leader_epoch"])
     if message.api_key == m.VOTE and not message.is_response:
-        return int(p["candidate_epoch"]) - (1 if message.body.get("pre_vote") else 0)
+        return int(p["replica_epoch"]) - (1 if p.get("pre_vote") else 0)
     return int(p["leader_epoch"])
 
 
@@ -459,7 +458,8 @@ class Invariants:
             return
         key = (message.source, message.destination, message.correlation_id)
         if not message.is_response:
-            self.vote_requests[key] = bool(message.body.get("pre_vote"))
+            request = m.partition_of(message.body)
+            self.vote_requests[key] = bool(request is not None and request.get("pre_vote"))
             return
         pre_vote = self.vote_requests.pop((message.destination, message.source, message.correlation_id), True)
         p = m.partition_of(message.body)

@@ -23,8 +23,8 @@ def test_election_timeout_starts_a_pre_vote_that_keeps_the_epoch() -> None:
     assert h.persisted == []  # a pre-vote changes nothing on disk
     assert sorted(pre_votes) == [2, 3]
     for request in pre_votes.values():
-        assert request.body["pre_vote"] is True
-        assert partition(request)["candidate_epoch"] == 1
+        assert partition(request)["pre_vote"] is True
+        assert partition(request)["replica_epoch"] == 1
 
 
 def test_pre_vote_majority_makes_a_candidate_whose_votes_wait_for_the_disk() -> None:
@@ -37,8 +37,8 @@ def test_pre_vote_majority_makes_a_candidate_whose_votes_wait_for_the_disk() -> 
     votes = vote_requests(h.persist())
     assert sorted(votes) == [2, 3]
     for request in votes.values():
-        assert request.body["pre_vote"] is False
-        assert partition(request)["candidate_epoch"] == 1
+        assert partition(request)["pre_vote"] is False
+        assert partition(request)["replica_epoch"] == 1
 
 
 def test_without_pre_vote_the_timeout_makes_a_candidate_at_once() -> None:
