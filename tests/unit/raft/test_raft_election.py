@@ -215,3 +215,23 @@ def test_prospective_votes_like_an_unattached_voter() -> None:
     assert reply["vote_granted"] is True
     assert (h.node.role, h.node.stored_state) == (Role.UNATTACHED, QuorumStateRecord(2, -1, VoterKey(2)))
     assert partition(only(h.vote(3, 2), m.VOTE, 3))["vote_granted"] is False
+
+
+def test_a_lost_begin_quorum_epoch_is_sent_again_once_it_times_out() -> None:
+    """As Kafka's RequestManager, a request that timed out leaves its destination ready at once
+    (only an error response backs off): the leader's next BeginQuorumEpoch round, every half fetch
+    timeout, sends it again, before check quorum (1.5 fetch timeouts) would make it resign."""
+    h = Harness()
+    elect(h)
+    elected_ms = h.now
+
+    def begins_to_3(sent: list[m.RaftMessage]) -> int:
+        return sum(x.api_key == m.BEGIN_QUORUM_EPOCH and x.destination == 3 and not x.is_response for x in sent)
+
+    sent_at = [0] * begins_to_3(h.sent + h.settle())
+    h.respond(only(h.sent, m.BEGIN_QUORUM_EPOCH, 2), {"error_code": 0, "topics": [], "node_endpoints": []})
+    while h.now - elected_ms < 2900:
+        sent = h.advance(100)
+        sent_at += [h.now - elected_ms] * begins_to_3(sent)
+    assert sent_at == [0, 2000]  # the first lost, the second once the first timed out (request.timeout.ms)
+    assert h.node.role is Role.LEADER
