@@ -30,13 +30,13 @@ import itertools
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.records import iter_batches
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import QuorumConfig, VoterKey
-from kafkalike.raft.log import FlushToken, MemoryRaftLog
+from kafkalike.raft.log import LogBatch, MemoryRaftLog, OffsetAndEpoch, RaftLog
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
 from kafkalike.raft.state import QuorumStateRecord, Role
 
@@ -68,10 +68,28 @@ class SimConfig:
     quorum: QuorumConfig | None = None
 
 
+class SimLog(RaftLog, Protocol):
+    """What the simulation asks of a node's log besides the node's interface."""
+
+    installed_snapshots: int
+
+    @property
+    def batches(self) -> list[LogBatch]: ...
+    def batch_index(self, offset: int) -> int: ...
+    def snapshot_ids(self) -> list[OffsetAndEpoch]: ...
+    def flush_token(self) -> Any: ...
+    def complete_flush(self, token: Any) -> None: ...
+    def crash(self) -> None: ...
+
+
+# Makes the log of a node (by id); the default keeps it in memory.
+LogFactory = Callable[[int], SimLog]
+
+
 @dataclass
 class SimNode:
     node_id: int
-    log: MemoryRaftLog = field(default_factory=MemoryRaftLog)
+    log: SimLog = field(default_factory=MemoryRaftLog)
     durable_state: QuorumStateRecord = field(default_factory=lambda: QuorumStateRecord(0))
     node: RaftNode | None = None
     incarnation: int = 0
@@ -93,6 +111,7 @@ class Simulation:
         trace: bool = False,
         family: str = "custom",
         unchecked: frozenset[str] = frozenset(),
+        log_factory: LogFactory = lambda _node_id: MemoryRaftLog(),
     ) -> None:
         self.seed = seed
         self.family = family
@@ -108,7 +127,7 @@ class Simulation:
         base = self.config.quorum or QuorumConfig(voters=voters)
         self.quorum = replace(base, voters=voters)
         ids = list(range(1, self.config.voters + self.config.observers + 1))
-        self.nodes = {i: SimNode(i) for i in ids}
+        self.nodes = {i: SimNode(i, log_factory(i)) for i in ids}
         self.voter_ids = [v.node_id for v in voters]
         self.blocked: set[tuple[int, int]] = set()
         self.appended = 0
@@ -316,7 +335,7 @@ class Simulation:
             self._note(f"truncated {dst.node_id} from {end} to {dst.log.end_offset}")
         return dst
 
-    def _on_flush(self, node_id: int, incarnation: int, token: FlushToken) -> SimNode | None:
+    def _on_flush(self, node_id: int, incarnation: int, token: Any) -> SimNode | None:
         sim_node = self.nodes[node_id]
         if sim_node.node is None or sim_node.incarnation != incarnation:
             return None

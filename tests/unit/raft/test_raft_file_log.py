@@ -14,6 +14,8 @@ from kafkalike.protocol.records import iter_batches
 from kafkalike.raft.file_log import FileRaftLog, snapshot_name
 from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch, RaftLogError
 from kafkalike.raft.records import data_batch
+from kafkalike.testing.raft_file_log import SimFileRaftLog
+from kafkalike.testing.raft_scenarios import FAMILIES, run_seed
 
 LOG_FILE = "00000000000000000000.log"
 
@@ -223,3 +225,32 @@ def test_a_snapshot_installed_before_a_crash_is_where_the_log_restarts(tmp_path:
     (tmp_path / snapshot_name(OffsetAndEpoch(20, 4))).write_bytes(b"leader's state")
     reopened = FileRaftLog.open(tmp_path, now_ms=1)
     assert (reopened.start_offset, reopened.end_offset, reopened.last_fetched_epoch()) == (20, 20, 4)
+
+
+# -- the quorum over file logs, under the simulation ----------------------------------------------
+
+FILE_LOG_SEEDS = 20
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["leader_killed", "lose_unflushed_tail", "all_killed_majority_restarted", "follower_behind_the_log_start"],
+)
+def test_the_quorum_over_file_logs_holds_every_invariant(tmp_path: Path, name: str) -> None:
+    """The simulated quorum with every node's log in a real directory: crashes cut the files back
+    to what was fsynced and the node restarts from what kafkalike.log recovers."""
+    crashes_with_a_lost_tail = 0
+    for seed in range(FILE_LOG_SEEDS):
+        logs: list[SimFileRaftLog] = []
+
+        def make(node_id: int, seed: int = seed, logs: list[SimFileRaftLog] = logs) -> SimFileRaftLog:
+            log = SimFileRaftLog.create(tmp_path / f"seed-{seed}" / f"node-{node_id}" / "__cluster_metadata-0")
+            logs.append(log)
+            return log
+
+        run_seed(FAMILIES[name], seed, log_factory=make)
+        crashes_with_a_lost_tail += sum(log.crashes_with_a_lost_tail for log in logs)
+        for log in logs:
+            log.close()
+    if name == "lose_unflushed_tail":
+        assert crashes_with_a_lost_tail > 0  # the scenario did cut files
