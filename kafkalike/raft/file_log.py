@@ -9,12 +9,14 @@ Durability: appended bytes are *written*; they become durable when a flush's fsy
 The driver flushes off the event loop: ``prepare_flush`` (on the loop) collects the fsyncs,
 ``syncs.run()`` runs them on a worker thread, ``complete_flush`` (on the loop) then moves
 ``durable_end_offset``, unless the log was truncated meanwhile (the fsync may predate bytes written
-after the cut). ``flush`` does all three at once, for tests and start-up. ``open`` blocks (reads and
-fsyncs the directory): a driver runs it on a worker thread too; so do snapshot writes here, which
-are small and rare. A truncation or a deletion before a snapshot changes files on the calling
-thread, as kafkalike.log does for a follower's truncation.
+after the cut). ``flush`` does all three at once, for tests and start-up.
 
-Not done: a segment roll happens inside ``append`` (new files made on the caller's thread).
+Still on the calling thread, so on the event loop for a trio driver that calls the node there:
+``open`` (reads and fsyncs the directory: run it on a worker thread), a segment roll inside
+``append`` (new files, rare: one per metadata.log.segment.bytes), a truncation (files cut in place,
+as kafkalike.log does for a follower), and the snapshot calls the node makes (``create_snapshot``,
+``install_snapshot`` write and fsync the file; ``delete_before_snapshot`` unlinks segments). Taking
+those off the loop needs the node to hand them out as outputs, as it does flushes.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ METADATA_LOG_CONFIG = LogConfig(
     retention_ms=-1,
     retention_bytes=-1,
     max_message_bytes=8 * 1024 * 1024,
+    # Reads here copy the bytes out (no file ranges handed to a socket), so a segment cut off the
+    # log can go at once rather than after Kafka's 60 s.
+    file_delete_delay_ms=0,
 )
 
 
@@ -188,7 +193,8 @@ class FileRaftLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch from ``offset`` on (a batch boundary). The cut is made in the files at once."""
-        self._log.truncate_to(max(offset, self.start_offset), now_ms=self._now_ms)
+        if self._log.truncate_to(max(offset, self.start_offset), now_ms=self._now_ms):
+            self._log.delete_due_files(self._now_ms)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``, at least one, then up to ``max_bytes``."""
@@ -264,6 +270,7 @@ class FileRaftLog:
     def _delete_before(self, offset: int) -> None:
         self._log.high_watermark = self._log.log_end_offset  # the snapshot covers committed data
         self._log.delete_records_before(offset, now_ms=self._now_ms)
+        self._log.delete_due_files(self._now_ms)
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
         """Delete the log before a snapshot, and the older snapshots: it becomes the log start."""
@@ -279,6 +286,7 @@ class FileRaftLog:
         if snapshot_id.offset <= self.end_offset and snapshot_id.epoch <= self.last_fetched_epoch():
             return False
         self._log.truncate_fully_and_start_at(snapshot_id.offset, now_ms=self._now_ms)
+        self._log.delete_due_files(self._now_ms)
         self._log.flush(self._now_ms)
         self._delete_snapshots_before(snapshot_id)
         return True

@@ -11,13 +11,15 @@ import pytest
 
 from kafkalike.log.epoch_cache import LEADER_EPOCH_CHECKPOINT
 from kafkalike.protocol.records import iter_batches
-from kafkalike.raft.file_log import FileRaftLog, snapshot_name
+from kafkalike.raft.file_log import METADATA_LOG_CONFIG, FileRaftLog, snapshot_name
 from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch, RaftLogError
 from kafkalike.raft.records import data_batch
 from kafkalike.testing.raft_file_log import SimFileRaftLog
 from kafkalike.testing.raft_scenarios import FAMILIES, run_seed
 
 LOG_FILE = "00000000000000000000.log"
+# Segments of a few batches each, so that rolls, cuts across segments and deletions happen.
+SMALL_SEGMENTS = METADATA_LOG_CONFIG.with_overrides(segment_bytes=300)
 
 
 def batch(log: FileRaftLog | MemoryRaftLog, epoch: int, count: int = 1) -> bytes:
@@ -41,10 +43,11 @@ def observed(log: FileRaftLog | MemoryRaftLog, max_epoch: int) -> dict[str, obje
     }
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_answers_as_the_memory_log_does(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    memory, disk = MemoryRaftLog(), FileRaftLog.open(tmp_path, now_ms=0)
+    config = SMALL_SEGMENTS if seed % 2 else METADATA_LOG_CONFIG
+    memory, disk = MemoryRaftLog(), FileRaftLog.open(tmp_path, now_ms=0, config=config)
     epoch = 1
     for step in range(60):
         action = rng.random()
@@ -75,8 +78,10 @@ def test_answers_as_the_memory_log_does(tmp_path: Path, seed: int) -> None:
     memory.flush(memory.end_offset)
     disk.flush(disk.end_offset)
     disk.close()
-    reopened = FileRaftLog.open(tmp_path, now_ms=1)
+    reopened = FileRaftLog.open(tmp_path, now_ms=1, config=config)
     assert observed(reopened, epoch) == observed(memory, epoch)
+    if config is SMALL_SEGMENTS:
+        assert len(reopened.partition_log.segments) > 1 or memory.start_offset > 0
 
 
 def write_and_flush_some(tmp_path: Path) -> tuple[FileRaftLog, int]:
@@ -184,7 +189,7 @@ def test_appends_out_of_order_are_refused_and_change_nothing(tmp_path: Path) -> 
 
 
 def test_snapshots_move_the_log_start_and_survive_a_restart(tmp_path: Path) -> None:
-    log = FileRaftLog.open(tmp_path, now_ms=0)
+    log = FileRaftLog.open(tmp_path, now_ms=0, config=SMALL_SEGMENTS)
     for epoch in (1, 1, 2, 2):
         log.append(batch(log, epoch, 2))
     log.flush(log.end_offset)
@@ -195,8 +200,10 @@ def test_snapshots_move_the_log_start_and_survive_a_restart(tmp_path: Path) -> N
     assert (log.start_offset, log.earliest_snapshot_id()) == (6, second)
     assert not (tmp_path / snapshot_name(first)).exists()
     assert (tmp_path / snapshot_name(second)).read_bytes() == b"up to 6"
+    assert log.partition_log.segments[0].base_offset > 0  # whole segments before the snapshot went
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".deleted")]  # at once, files and all
     log.close()
-    reopened = FileRaftLog.open(tmp_path, now_ms=1)
+    reopened = FileRaftLog.open(tmp_path, now_ms=1, config=SMALL_SEGMENTS)
     assert (reopened.start_offset, reopened.end_offset) == (6, 8)
     assert reopened.read_snapshot(second) == b"up to 6"
     assert reopened.end_offset_for_epoch(1) == OffsetAndEpoch(6, 2)  # before the log: the snapshot
