@@ -405,14 +405,14 @@ def _through_the_wire(message: m.RaftMessage) -> m.RaftMessage:
 
 
 def message_epoch(message: m.RaftMessage) -> int:
-    """The epoch a message speaks for (the sender's own epoch; a pre-vote asks for the next one)."""
+    """The epoch a message speaks for: the sender's own (a pre-vote's too, as Kafka sends it)."""
     p = m.partition_of(message.body)
     if p is None:
         return -1
     if message.api_key in (m.FETCH, m.FETCH_SNAPSHOT):
         return int(p["current_leader"]["leader_epoch"] if message.is_response else p["current_leader_epoch"])
     if message.api_key == m.VOTE and not message.is_response:
-        return int(p["replica_epoch"]) - (1 if p.get("pre_vote") else 0)
+        return int(p["replica_epoch"])
     return int(p["leader_epoch"])
 
 

@@ -24,7 +24,7 @@ def test_election_timeout_starts_a_pre_vote_that_keeps_the_epoch() -> None:
     assert sorted(pre_votes) == [2, 3]
     for request in pre_votes.values():
         assert partition(request)["pre_vote"] is True
-        assert partition(request)["replica_epoch"] == 1
+        assert partition(request)["replica_epoch"] == 0  # its own epoch, as Kafka 4.0 sends it
 
 
 def test_pre_vote_majority_makes_a_candidate_whose_votes_wait_for_the_disk() -> None:
@@ -121,13 +121,25 @@ def test_vote_for_an_older_epoch_is_fenced() -> None:
     assert (p["error_code"], p["leader_epoch"], p["vote_granted"]) == (ErrorCode.FENCED_LEADER_EPOCH, 5, False)
 
 
-def test_pre_vote_neither_bumps_the_epoch_nor_binds() -> None:
+def test_pre_vote_binds_nothing() -> None:
     h = Harness()
-    p = partition(only(h.vote(2, 1, pre_vote=True), m.VOTE, 2))
+    p = partition(only(h.vote(2, 0, pre_vote=True), m.VOTE, 2))
     assert p["vote_granted"] is True
     assert (h.node.epoch, h.persisted) == (0, [])
-    h.vote(3, 1)  # the real vote in that epoch is still free
+    h.vote(3, 1)  # the real vote of the next epoch is still free
     assert partition(only(h.persist(), m.VOTE, 3))["vote_granted"] is True
+
+
+def test_a_pre_vote_from_a_later_epoch_moves_the_voter_up_to_it_without_a_vote() -> None:
+    """As Kafka 4.0's handleVoteRequest: any Vote naming a later epoch is news of that epoch."""
+    h = Harness()
+    assert h.vote(2, 3, last_epoch=3, pre_vote=True) == []  # the answer waits for the new epoch on disk
+    assert (h.node.role, h.node.epoch) == (Role.UNATTACHED, 3)
+    p = partition(only(h.persist(), m.VOTE, 2))
+    assert (p["vote_granted"], p["leader_epoch"]) == (True, 3)
+    assert h.persisted == [QuorumStateRecord(3)]  # no vote recorded
+    invalid = partition(only(h.vote(2, 3, last_epoch=4, pre_vote=True), m.VOTE, 2))
+    assert invalid["error_code"] == ErrorCode.INVALID_REQUEST  # its last record cannot be of a later epoch
 
 
 def test_follower_refuses_pre_votes_while_its_leader_answers() -> None:
@@ -135,11 +147,11 @@ def test_follower_refuses_pre_votes_while_its_leader_answers() -> None:
     h.begin_epoch(3, 1)
     fetch = only(h.persist(), m.FETCH, 3)
     h.respond(fetch, m.fetch_response(ErrorCode.NONE, 1, 3, -1, 0))
-    refused = partition(only(h.vote(2, 2, pre_vote=True), m.VOTE, 2))
+    refused = partition(only(h.vote(2, 1, pre_vote=True), m.VOTE, 2))
     assert (refused["vote_granted"], refused["leader_id"]) == (False, 3)
     h.end_epoch(3, 1, [2, 1])  # the leader resigns: now a pre-vote may pass
     assert h.node.role is Role.FOLLOWER
-    assert partition(only(h.vote(2, 2, pre_vote=True), m.VOTE, 2))["vote_granted"] is True
+    assert partition(only(h.vote(2, 1, pre_vote=True), m.VOTE, 2))["vote_granted"] is True
 
 
 def test_leader_refuses_votes_of_its_epoch() -> None:

@@ -169,10 +169,10 @@ def test_negative_control_is_caught(
 
 def test_a_pre_vote_stays_a_pre_vote_through_the_codec() -> None:
     """Vote v2 carries the flag; at v1, which has no such field, it would arrive as a binding vote."""
-    body = vote_request("c", VoterKey(1), 1, VoterKey(2), 0, 0, pre_vote=True)
+    body = vote_request("c", VoterKey(1), 3, VoterKey(2), 0, 0, pre_vote=True)
     header = RequestHeader(VOTE, 2, 7, "node-1")
     _, decoded = decode_request(encode_request(header, body)[4:])
     assert partition_of(decoded)["pre_vote"] is True
-    assert partition_of(decoded)["replica_epoch"] == 1
+    assert partition_of(decoded)["replica_epoch"] == 3
     _, old = decode_request(encode_request(dataclasses.replace(header, api_version=1), body)[4:])
     assert partition_of(old)["pre_vote"] is False  # the default of a field the version lacks
