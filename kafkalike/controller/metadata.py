@@ -9,6 +9,7 @@ document: ``{"type": "topic", ...}``. A multi-node quorum replicates the same lo
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalike.protocol.errors import ErrorCode
+
+log = logging.getLogger("kafkalike.controller")
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -72,7 +75,15 @@ class MetadataImage:
 
     def _config_target(self, record: Mapping[str, Any]) -> dict[str, str]:
         if record["resource_type"] == TOPIC_RESOURCE:
-            return self.topics[record["resource_name"]].configs
+            topic = self.topics.get(record["resource_name"])
+            if topic is None:
+                # A config of a topic removed before it (written by a change that raced the
+                # deletion): nothing holds it, as the removal took the topic's configs with it.
+                log.warning(
+                    "config %s of topic %s, which does not exist: ignored", record["name"], record["resource_name"]
+                )
+                return {}
+            return topic.configs
         return self.broker_configs.setdefault(record["resource_name"], {})
 
 
@@ -226,9 +237,13 @@ class QuorumController:
     def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
         self._commit(self.plan_configs(resource_type, resource_name, changes))
 
-    @staticmethod
-    def plan_configs(resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> list[dict[str, Any]]:
-        """The records of a config change (a value of None removes the config)."""
+    def plan_configs(
+        self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]
+    ) -> list[dict[str, Any]]:
+        """The records of a config change (a value of None removes the config). A topic must
+        still exist when its turn comes: one deleted meanwhile is UNKNOWN_TOPIC_OR_PARTITION."""
+        if resource_type == TOPIC_RESOURCE and resource_name not in self.image.topics:
+            raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist")
         return [
             {"type": "config", "resource_type": resource_type, "resource_name": resource_name, "name": k, "value": v}
             for k, v in changes.items()

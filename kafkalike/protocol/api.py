@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalike.protocol import produce_wire
 from kafkalike.protocol.codec import Message, request_schema, response_schema
 from kafkalike.protocol.errors import DecodeError, UnsupportedVersionError
 from kafkalike.protocol.spec import api_specs
@@ -90,6 +91,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
 
     RECORDS fields (Produce's batches) are views of ``frame``, not copies: writable when the
     frame is a bytearray."""
+    fast = _decode_produce(frame)
+    if fast is not None:
+        return fast
     reader = frame_reader(frame, share_records=True)
     header = decode_request_header(reader)
     try:
@@ -99,6 +103,39 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     # Bytes after the body are ignored, as Apache Kafka ignores them: some clients send them
     # (librdkafka's Metadata v13 request for all topics carries three).
     return header, schema.decode_from(reader)
+
+
+_PRODUCE_PREFIX = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+
+
+def _decode_produce(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message] | None:
+    """A Produce request read by ``produce_wire``, header and body, as the generic path reads it;
+    None for anything else, and for anything that path leaves to the generic one."""
+    if len(frame) < _PRODUCE_PREFIX.size:
+        return None
+    api_key, version, correlation_id, n = _PRODUCE_PREFIX.unpack_from(frame, 0)
+    if api_key != produce_wire.PRODUCE_KEY or not produce_wire.MIN_VERSION <= version <= produce_wire.MAX_VERSION:
+        return None
+    pos = _PRODUCE_PREFIX.size
+    client_id = None
+    if n >= 0:
+        if n > len(frame) - pos:
+            return None
+        try:
+            client_id = str(memoryview(frame)[pos : pos + n], "utf-8")
+        except UnicodeDecodeError:
+            return None
+        pos += n
+    elif n != -1:
+        return None
+    if is_flexible(api_key, version):  # request header v2: its tagged fields, none expected
+        if pos >= len(frame) or frame[pos] != 0:
+            return None
+        pos += 1
+    body = produce_wire.decode_produce_request(frame, pos, version)
+    if body is None:
+        return None
+    return RequestHeader(api_key, version, correlation_id, client_id), body
 
 
 def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:
@@ -127,6 +164,10 @@ def encode_response_parts(
 ) -> list[bytes | ExternalBytes]:
     """A whole response frame, size prefix included, as bytes and the ``ExternalBytes`` values
     of the body left uncopied, in order (one bytes part when the body has none)."""
+    if api_key == produce_wire.PRODUCE_KEY:
+        frame = produce_wire.encode_produce_response(api_version, correlation_id, body)
+        if frame is not None:
+            return [frame]
     flexible_header = response_header_version(api_key, api_version) >= 1
     writer = _ResponseWriter(correlation_id, flexible_header)
     response_schema(api_key, api_version).encode_into(body, writer)

@@ -534,6 +534,11 @@ class EndTxnMarker:
     version: int = END_TXN_MARKER_VERSION
 
 
+def control_record_key(type_id: int) -> bytes:
+    """The key of a control record of type ``type_id`` (a marker, or a KRaft control message)."""
+    return _CONTROL_KEY.pack(CONTROL_KEY_VERSION, type_id)
+
+
 def control_record_type(record: Record) -> int:
     """The type id in a control record's key; unknown ids are returned as they are."""
     key = record.key
@@ -572,7 +577,7 @@ def build_end_txn_marker(
     """The control batch that ends a transaction, laid out as Kafka's broker writes it."""
     type_id = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     record = Record(
-        key=_CONTROL_KEY.pack(CONTROL_KEY_VERSION, type_id),
+        key=control_record_key(type_id),
         value=_END_TXN_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch),
     )
     return build_batch(

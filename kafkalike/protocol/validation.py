@@ -27,6 +27,7 @@ Kafka stores every other batch as it came, with its max timestamp set from the r
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ DEFAULT_TIMESTAMP_BEFORE_MAX_MS = LONG_MAX
 DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 # The smallest entry Kafka's batch iterator accepts (a magic 0 message's overhead).
 _MIN_ENTRY_SIZE = 14
+_ENTRY_SIZE = struct.Struct(">i")  # an entry's size field, after its base offset
 _HEADER_UP_TO_MAGIC = 17
 # Decompressed bytes handed to the record walk per call; a batch smaller than this takes one call.
 _CHUNK_BYTES = 4 * 1024 * 1024
@@ -196,7 +198,7 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
     remaining = len(view) - pos
     if remaining < LOG_OVERHEAD:
         return None
-    size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
+    size: int = _ENTRY_SIZE.unpack_from(view, pos + 8)[0]
     if size < _MIN_ENTRY_SIZE:
         raise RecordsRefused(
             ErrorCode.CORRUPT_MESSAGE,
@@ -205,7 +207,9 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
         )
     if remaining < _HEADER_UP_TO_MAGIC:
         return None
-    magic = int.from_bytes(view[pos + 16 : pos + 17], "big", signed=True)
+    magic = view[pos + 16]
+    if magic > 127:  # a signed byte
+        magic -= 256
     if magic < 0 or magic > 2:
         raise RecordsRefused(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}", with_log_start=False)
     if remaining < size + LOG_OVERHEAD:
@@ -300,8 +304,9 @@ def _validate_records(
         if not state.consecutive and mode == _walk.MODE_STREAM_PARTIAL:
             # Kafka would rebuild from records it read without keys and values, and fails doing so.
             raise RecordsRefused(ErrorCode.UNKNOWN_SERVER_ERROR, "compressed batch with non-consecutive inner offsets")
-        _stamp_max_timestamp(batch, header, state.max_timestamp)
-        return ValidBatch(batch, read_batch_header(batch), state.done, state.max_timestamp, rebuilt=False)
+        if _stamp_max_timestamp(batch, header, state.max_timestamp):
+            header = read_batch_header(batch)
+        return ValidBatch(batch, header, state.done, state.max_timestamp, rebuilt=False)
     rebuilt = bytearray(_rebuild(batch, header, target))
     return ValidBatch(rebuilt, read_batch_header(rebuilt), state.done, state.max_timestamp, rebuilt=True)
 
@@ -418,14 +423,16 @@ def _record_errors(
     return RecordsRefused(code, summary, error_message=summary, record_errors=errors)
 
 
-def _stamp_max_timestamp(batch: memoryview, header: RecordBatchHeader, max_timestamp: int) -> None:
-    """Kafka's setMaxTimestamp(CreateTime, max of the records) on a batch stored as it came."""
+def _stamp_max_timestamp(batch: memoryview, header: RecordBatchHeader, max_timestamp: int) -> bool:
+    """Kafka's setMaxTimestamp(CreateTime, max of the records) on a batch stored as it came;
+    False when the batch already says so (and was left as it was)."""
     if header.max_timestamp == max_timestamp and not header.log_append_time:
-        return
+        return False
     attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
     batch[CRC_START : CRC_START + 2] = attributes.to_bytes(2, "big", signed=True)
     batch[35:43] = max_timestamp.to_bytes(8, "big", signed=True)
     batch[CRC_OFFSET:CRC_START] = crc32c.crc32c(batch[CRC_START:]).to_bytes(4, "big")
+    return True
 
 
 def _rebuild(batch: memoryview, header: RecordBatchHeader, target: int) -> bytes:

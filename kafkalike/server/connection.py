@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalike.connection")
 RECEIVE_BYTES = 256 * 1024  # the receive buffer every connection of a trio run shares
 SENDFILE_MIN_BYTES = 64 * 1024
+YIELD_INTERVAL_S = 0.001  # a connection that never has to wait lets other tasks run at least this often
 Response = bytes | Sequence[bytes | ExternalBytes]
 PRODUCE_KEY = 0
 _shared_receive_buffer: trio.lowlevel.RunVar[bytearray] = trio.lowlevel.RunVar("kafkalike_receive_buffer")
@@ -191,15 +192,18 @@ class _Socket:
 
     Trio's socket methods add a trip through the scheduler before and after each call; here a
     request that is already in the receive buffer, and a response the send buffer takes whole,
-    cost one system call each. ``yield_if_not_waited`` then lets other tasks run once per
-    request, so a client that keeps the socket busy cannot starve the rest.
+    cost one system call each. ``yield_if_not_waited`` then lets other tasks run when this
+    connection has not waited for ``YIELD_INTERVAL_S``, so a client that keeps the socket busy
+    cannot starve the rest (a trip through the scheduler after every request cost a producer
+    sending a thousand requests a second more than its responses).
     """
 
-    __slots__ = ("fd", "idle_scope", "idle_since", "receives", "receiving", "seen_receives", "waited")
+    __slots__ = ("fd", "idle_scope", "idle_since", "receives", "receiving", "seen_receives", "waited", "yielded_at")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.waited = False
+        self.yielded_at = 0.0
         # For IdleConnections: receives that waited, whether one is waiting now, and what the
         # idle check last saw; cancelling idle_scope ends the connection.
         self.receives = 0
@@ -260,9 +264,13 @@ class _Socket:
             length -= n
 
     async def yield_if_not_waited(self) -> None:
-        if not self.waited:
+        now = trio.current_time()
+        if self.waited:
+            self.waited = False
+            self.yielded_at = now
+        elif now - self.yielded_at >= YIELD_INTERVAL_S:
+            self.yielded_at = now
             await trio.lowlevel.checkpoint()
-        self.waited = False
 
 
 async def _send(conn: _Socket, response: Response) -> None:
@@ -318,7 +326,10 @@ async def _handle_frame(
         raise ProtocolError("internal error while handling the request") from None
     if result is None:
         return None
-    return encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
+    parts = encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
+    if len(parts) == 1 and isinstance(parts[0], bytes):
+        return parts[0]  # most responses: sent without looking for file ranges
+    return parts
 
 
 class DroppedByFault(ProtocolError):

@@ -173,7 +173,7 @@ class GroupService:
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
-            "segment.bytes": self.broker.config.get("offsets.topic.segment.bytes") or "104857600",
+            "segment.bytes": str(self.broker.config.get_int("offsets.topic.segment.bytes")),
         }
         if await self.broker.create_internal_topic(
             OFFSETS_TOPIC, self.coordinator.config.offsets_topic_partitions, configs

@@ -353,7 +353,7 @@ class TxnService:
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
-            "segment.bytes": self.broker.config.get("transaction.state.log.segment.bytes") or "104857600",
+            "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
         }
         try:
             partitions = self.coordinator.config.state_log_partitions
@@ -447,7 +447,11 @@ class TxnService:
         self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int
     ) -> InitResult:
         await self._ensure_state_topic()
-        await self.broker.reserve_producer_id()
+        try:
+            await self.broker.reserve_producer_id()
+        except ControllerError as exc:  # Kafka's answer while no producer id block can be had
+            log.warning("no producer id block for transactional id %r: %s", transactional_id, exc.message)
+            return InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
         result = self.coordinator.init_producer_id(transactional_id, timeout_ms, producer_id, epoch, now_ms())
         if await self._durable(self._after_call(transactional_id)):
             return result

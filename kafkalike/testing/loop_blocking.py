@@ -5,8 +5,8 @@
     calls.check(allow={"kafkalike.log.coordinator_log": "why it may block, for now"})
 
 While installed it wraps the calls that can wait for a disk (fsync, opening, renaming, removing,
-creating and truncating files), and records each one made on a thread that is running a trio
-loop, with the stack of its caller. Calls on worker threads (``trio.to_thread``) are what the
+creating and truncating files, listing directories), and records each one made on a thread that
+is running a trio loop, with the stack of its caller. Calls on worker threads (``trio.to_thread``) are what the
 broker is meant to make, and are not recorded. Path calls count only under ``roots`` (when
 given), so the test's own imports and logging are left out; descriptor calls always count.
 ``check`` fails with every recorded call not allowed by a caller on its stack.
@@ -43,6 +43,8 @@ WATCHED: tuple[tuple[Any, str, str], ...] = (
     (os, "mkdir", "path"),
     (os, "makedirs", "path"),
     (os, "truncate", "path"),
+    (os, "listdir", "path"),
+    (os, "scandir", "path"),
     (shutil, "rmtree", "path"),
 )
 STACK_LIMIT = 40

@@ -1,11 +1,11 @@
 """Apache Kafka's own message definitions (its JSON) as the oracle ``protocol_specs/`` is checked against.
 
 Definitions come from a directory (``../shared/kafka-message-specs``, kafka-python's resources) or
-from the jars of an Apache Kafka release (``common/message/*.json`` inside ``kafka-clients`` and the
-other ``kafka-*`` jars), which carry versions newer than the shared snapshot. For every version both
-sides define, the fields present at that version must agree in order, name, type, nullability, tags,
-defaults, entity type and flexible encoding (and, where the oracle is trusted for it, the ignorable
-and map-key flags).
+from the jars of an Apache Kafka release (``common/message/*.json`` and ``common/metadata/*.json``
+inside ``kafka-clients`` and the other ``kafka-*`` jars), which carry versions newer than the shared
+snapshot. For every version both sides define, the fields present at that version must agree in
+order, name, type, nullability, tags, defaults, entity type and flexible encoding (and, where the
+oracle is trusted for it, the ignorable and map-key flags).
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ def clients_jar(lib: Path) -> Path:
 
 
 def definitions_in_jars(lib: Path) -> Definitions:
-    """Every message definition the release's ``kafka-*`` jars carry (``common/message/*.json``);
-    the clients jar must be there."""
+    """Every message and metadata record definition the release's ``kafka-*`` jars carry; the
+    clients jar must be there."""
     clients_jar(lib)
     found: Definitions = {}
     for jar in sorted(lib.glob("kafka*.jar")):
         with zipfile.ZipFile(jar) as archive:
             for name in archive.namelist():
-                if name.startswith("common/message/") and name.endswith(".json"):
+                if name.startswith(("common/message/", "common/metadata/")) and name.endswith(".json"):
                     found[Path(name).stem] = parse_definition(archive.read(name).decode("utf-8"))
     return found
 

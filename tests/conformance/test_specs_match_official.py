@@ -118,3 +118,53 @@ def test_the_renames_name_fields_of_the_shared_definitions() -> None:
         for old in renames:
             camel = "".join(part.capitalize() for part in old.split("_"))
             assert f"'{camel}'" in text, f"{official_name} has no field {camel}"
+
+
+# The __cluster_metadata log's records (issue 14): metadata records by api key, and the KRaft
+# control records' messages.
+REQUIRED_METADATA_RECORDS = [
+    "FeatureLevelRecord",
+    "RegisterBrokerRecord",
+    "UnregisterBrokerRecord",
+    "BrokerRegistrationChangeRecord",
+    "FenceBrokerRecord",
+    "UnfenceBrokerRecord",
+    "TopicRecord",
+    "PartitionRecord",
+    "PartitionChangeRecord",
+    "RemoveTopicRecord",
+    "ConfigRecord",
+    "ProducerIdsRecord",
+    "NoOpRecord",
+    "BeginTransactionRecord",
+    "EndTransactionRecord",
+    "AbortTransactionRecord",
+]
+REQUIRED_CONTROL_MESSAGES = [
+    "LeaderChangeMessage",
+    "SnapshotHeaderRecord",
+    "SnapshotFooterRecord",
+    "KRaftVersionRecord",
+    "VotersRecord",
+]
+
+
+def test_every_required_metadata_record_has_a_spec() -> None:
+    missing = [n for n in REQUIRED_METADATA_RECORDS + REQUIRED_CONTROL_MESSAGES if n not in SPECS]
+    assert not missing, f"no spec for {missing}"
+
+
+def test_metadata_record_types_match_official_api_keys() -> None:
+    from kafkalike.protocol.metadata_records import ControlMessageType, MetadataRecordType
+
+    official = {
+        doc["name"]: doc["apiKey"]
+        for doc in ORACLES[0].definitions.values()
+        if doc.get("type") == "metadata" and "apiKey" in doc
+    }
+    ours = {t.spec_name: int(t) for t in MetadataRecordType}
+    # Every type Kafka defines is known by its key (so none is misread), and ours are Kafka's.
+    assert {n: k for n, k in official.items() if n in ours} == {n: k for n, k in ours.items() if n in official}
+    assert not [n for n in official if n not in ours], "official metadata record types we do not know"
+    assert all(t.has_spec for t in MetadataRecordType if t.spec_name in REQUIRED_METADATA_RECORDS)
+    assert sorted(t.spec_name for t in ControlMessageType) == sorted(REQUIRED_CONTROL_MESSAGES)

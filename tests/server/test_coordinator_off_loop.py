@@ -11,8 +11,8 @@ import errno
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
 from kafkalike.txn import TRANSACTION_STATE_TOPIC
 from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import serving as serving_with
 from tests.server.test_broker_basics import _create, _fetch_body
 from tests.server.test_groups import assignment, subscription
 from tests.server.test_transactions import Producer
@@ -80,20 +81,9 @@ class GatedFsync:
         assert self.entered.is_set(), "no fsync of the gated directory began"
 
 
-@asynccontextmanager
-async def serving(tmp_path: Path, **overrides: str) -> AsyncIterator[RunningBroker]:
-    broker = Broker(make_config(tmp_path, **{**SMALL, **overrides}))
-    broker.open()
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        running = RunningBroker(broker, host, port)
-        try:
-            yield running
-        finally:
-            for client in running.clients:
-                await client.aclose()
-            nursery.cancel_scope.cancel()
-    broker.close()
+def serving(tmp_path: Path, **overrides: str) -> AbstractAsyncContextManager[RunningBroker]:
+    """The shared broker context, with one partition per coordinator unless ``overrides`` say otherwise."""
+    return serving_with(tmp_path, **{**SMALL, **overrides})
 
 
 class Answer:

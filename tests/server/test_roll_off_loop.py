@@ -16,7 +16,7 @@ from kafkalike.log.segment import PreparedRoll
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.broker import Broker
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, make_config, serving
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 GATE_S = 10.0
@@ -35,82 +35,70 @@ async def values(running: RunningBroker, topic: str) -> list[bytes]:
 
 
 async def test_appends_behind_a_roll_on_a_worker_thread_wait_in_order_and_others_are_answered(
-    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker = Broker(make_config(tmp_path))
-    broker.open()
-    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    running = RunningBroker(broker, host, port)
-    first, second, other = await running.client(), await running.client(), await running.client()
-    assert (await _create(other, "rolling", internal_segment_bytes="1024")).error_code == 0
-    assert (await _create(other, "calm")).error_code == 0
-    assert produced(await first.request(0, 9, _produce_body("rolling", 0, HALF))) == (0, 0)
-    entered, release = threading.Event(), threading.Event()
-    create = PreparedRoll.create
+    async with serving(tmp_path) as running:
+        broker = running.broker
+        first, second, other = await running.client(), await running.client(), await running.client()
+        assert (await _create(other, "rolling", internal_segment_bytes="1024")).error_code == 0
+        assert (await _create(other, "calm")).error_code == 0
+        assert produced(await first.request(0, 9, _produce_body("rolling", 0, HALF))) == (0, 0)
+        entered, release = threading.Event(), threading.Event()
+        create = PreparedRoll.create
 
-    def held_create(self: PreparedRoll) -> None:
-        if threading.current_thread() is threading.main_thread():
-            raise AssertionError("a roll's files made on the event loop")
-        entered.set()
-        release.wait(GATE_S)
-        create(self)
+        def held_create(self: PreparedRoll) -> None:
+            if threading.current_thread() is threading.main_thread():
+                raise AssertionError("a roll's files made on the event loop")
+            entered.set()
+            release.wait(GATE_S)
+            create(self)
 
-    monkeypatch.setattr(PreparedRoll, "create", held_create)
-    await first.send(0, 9, _produce_body("rolling", 0, HALF))  # needs a new segment
-    await trio.to_thread.run_sync(entered.wait, GATE_S)
-    await second.send(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"behind")])))
-    with trio.fail_after(GATE_S / 2):  # all answered while the roll's thread is held
-        versions = await other.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
-        assert versions.error_code == 0
-        assert produced(await other.request(0, 9, _produce_body("calm", 0, build_batch([Record(value=b"x")])))) == (
-            0,
-            0,
-        )
-        fetched = await other.request(1, 12, _fetch_body("rolling", 0, 0))
-        assert fetched.responses[0].partitions[0].high_watermark == 1
-    release.set()
-    _, rolled = await first.receive(0, 9)
-    _, behind = await second.receive(0, 9)
-    assert (produced(rolled), produced(behind)) == ((0, 1), (0, 2))
-    assert await values(running, "rolling") == [b"h" * 600, b"h" * 600, b"behind"]
-    assert len(broker.partitions[("rolling", 0)].log.segments) == 2
-    for client in running.clients:
-        await client.aclose()
-    nursery.cancel_scope.cancel()
-    broker.close()
+        monkeypatch.setattr(PreparedRoll, "create", held_create)
+        await first.send(0, 9, _produce_body("rolling", 0, HALF))  # needs a new segment
+        await trio.to_thread.run_sync(entered.wait, GATE_S)
+        await second.send(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"behind")])))
+        with trio.fail_after(GATE_S / 2):  # all answered while the roll's thread is held
+            versions = await other.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            assert versions.error_code == 0
+            assert produced(await other.request(0, 9, _produce_body("calm", 0, build_batch([Record(value=b"x")])))) == (
+                0,
+                0,
+            )
+            fetched = await other.request(1, 12, _fetch_body("rolling", 0, 0))
+            assert fetched.responses[0].partitions[0].high_watermark == 1
+        release.set()
+        _, rolled = await first.receive(0, 9)
+        _, behind = await second.receive(0, 9)
+        assert (produced(rolled), produced(behind)) == ((0, 1), (0, 2))
+        assert await values(running, "rolling") == [b"h" * 600, b"h" * 600, b"behind"]
+        assert len(broker.partitions[("rolling", 0)].log.segments) == 2
 
 
 async def test_a_roll_the_disk_refuses_answers_storage_error_and_the_next_append_rolls(
-    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker = Broker(make_config(tmp_path))
-    broker.open()
-    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    running = RunningBroker(broker, host, port)
-    client = await running.client()
-    assert (await _create(client, "rolling", internal_segment_bytes="1024")).error_code == 0
-    assert produced(await client.request(0, 9, _produce_body("rolling", 0, HALF))) == (0, 0)
-    create = PreparedRoll.create
-    failures = [OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))]
+    async with serving(tmp_path) as running:
+        broker = running.broker
+        client = await running.client()
+        assert (await _create(client, "rolling", internal_segment_bytes="1024")).error_code == 0
+        assert produced(await client.request(0, 9, _produce_body("rolling", 0, HALF))) == (0, 0)
+        create = PreparedRoll.create
+        failures = [OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))]
 
-    def full_disk(self: PreparedRoll) -> None:
-        if failures:
-            create(self)  # the files are made, then the disk fills up: all of it is undone
-            self.discard()
-            raise failures.pop()
-        create(self)
+        def full_disk(self: PreparedRoll) -> None:
+            if failures:
+                create(self)  # the files are made, then the disk fills up: all of it is undone
+                self.discard()
+                raise failures.pop()
+            create(self)
 
-    monkeypatch.setattr(PreparedRoll, "create", full_disk)
-    refused = await client.request(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"r" * 600)])))
-    assert produced(refused) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
-    assert len(broker.partitions[("rolling", 0)].log.segments) == 1
-    kept = await client.request(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"k" * 600)])))
-    assert produced(kept) == (0, 1)
-    assert await values(running, "rolling") == [b"h" * 600, b"k" * 600]
-    for c in running.clients:
-        await c.aclose()
-    nursery.cancel_scope.cancel()
-    broker.close()
+        monkeypatch.setattr(PreparedRoll, "create", full_disk)
+        refused = await client.request(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"r" * 600)])))
+        assert produced(refused) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+        assert len(broker.partitions[("rolling", 0)].log.segments) == 1
+        kept = await client.request(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"k" * 600)])))
+        assert produced(kept) == (0, 1)
+        assert await values(running, "rolling") == [b"h" * 600, b"k" * 600]
 
     reopened = Broker(make_config(tmp_path))
     reopened.open()

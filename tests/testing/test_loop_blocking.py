@@ -13,9 +13,8 @@ import trio
 
 from kafkalike.log.storage import DeferredSyncs, SegmentFile
 from kafkalike.protocol.records import Record, build_batch
-from kafkalike.server.broker import Broker
 from kafkalike.testing.loop_blocking import LoopBlockingCalls
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import serving
 from tests.server.test_broker_basics import _create, _produce_body
 
 
@@ -28,6 +27,9 @@ def _blocking_work(root: Path) -> None:
         os.close(fd)
     os.replace(root / "file", root / "renamed")
     os.mkdir(root / "dir")
+    os.listdir(root / "dir")
+    with os.scandir(root / "dir"):
+        pass
     shutil.rmtree(root / "dir")
     os.unlink(root / "renamed")
 
@@ -41,7 +43,8 @@ async def test_calls_on_the_loop_are_recorded_with_their_callers_and_worker_thre
         assert calls.calls == []
         _blocking_work(tmp_path)
     names = [c.call.split("(", 1)[0] for c in calls.calls]
-    for expected in ("os.open", "os.fsync", "os.ftruncate", "os.replace", "os.mkdir", "shutil.rmtree", "os.unlink"):
+    expected_calls = ("os.open", "os.fsync", "os.ftruncate", "os.replace", "os.mkdir", "os.listdir", "os.scandir")
+    for expected in (*expected_calls, "shutil.rmtree", "os.unlink"):
         assert expected in names
     # Each call names its caller first (the functions shutil.rmtree calls, rmtree itself).
     callers = {c.stack[0].split(" ", 1)[0] for c in calls.calls}
@@ -75,7 +78,7 @@ def test_outside_a_trio_loop_nothing_is_recorded(tmp_path: Path) -> None:
 
 
 async def test_it_catches_the_broker_fsyncing_on_the_event_loop(
-    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Negative control: an append's flush (flush.messages=1) fsyncs on the loop again, as if
     ``DeferredSyncs`` ran each fsync where it is collected; the checker names the call and
@@ -84,25 +87,19 @@ async def test_it_catches_the_broker_fsyncing_on_the_event_loop(
     def fsync_at_once(self: DeferredSyncs, file: SegmentFile) -> None:
         file.flush()
 
-    broker = Broker(make_config(tmp_path))
-    broker.open()
-    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    running = RunningBroker(broker, host, port)
-    client = await running.client()
-    assert (await _create(client, "durable", flush_messages="1")).error_code == 0
-    batch = build_batch([Record(value=b"x")])
-    with LoopBlockingCalls(roots=[tmp_path]) as calls:
-        answer = await client.request(0, 9, _produce_body("durable", 0, batch))
-        assert answer.responses[0].partition_responses[0].error_code == 0
-        calls.check()  # as it is: the fsync runs on a worker thread
-        monkeypatch.setattr(DeferredSyncs, "file", fsync_at_once)
-        answer = await client.request(0, 9, _produce_body("durable", 0, batch))
-        assert answer.responses[0].partition_responses[0].error_code == 0
-    with pytest.raises(AssertionError) as failure:
-        calls.check()
-    report = str(failure.value)
-    assert "os.fsync(" in report
-    assert "kafkalike.server.broker.Broker.append" in report
-    await client.aclose()
-    nursery.cancel_scope.cancel()
-    broker.close()
+    async with serving(tmp_path) as running:
+        client = await running.client()
+        assert (await _create(client, "durable", flush_messages="1")).error_code == 0
+        batch = build_batch([Record(value=b"x")])
+        with LoopBlockingCalls(roots=[tmp_path]) as calls:
+            answer = await client.request(0, 9, _produce_body("durable", 0, batch))
+            assert answer.responses[0].partition_responses[0].error_code == 0
+            calls.check()  # as it is: the fsync runs on a worker thread
+            monkeypatch.setattr(DeferredSyncs, "file", fsync_at_once)
+            answer = await client.request(0, 9, _produce_body("durable", 0, batch))
+            assert answer.responses[0].partition_responses[0].error_code == 0
+        with pytest.raises(AssertionError) as failure:
+            calls.check()
+        report = str(failure.value)
+        assert "os.fsync(" in report
+        assert "kafkalike.server.broker.Broker.append" in report

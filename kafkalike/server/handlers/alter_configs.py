@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalike.configs import BROKER_CONFIGS, is_topic_config, validate_value
-from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
+from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE, ControllerError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
@@ -70,7 +70,10 @@ async def apply_new_configs(
     changes: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
     changes.update({k: None for k in old if k not in new})
     if changes:
-        await ctx.broker.set_configs(resource_type, resource_name, changes)
+        try:
+            await ctx.broker.set_configs(resource_type, resource_name, changes)
+        except ControllerError as exc:  # the metadata log's disk refused the records: nothing changed
+            raise ConfigError(exc.code, exc.message or "the configs could not be written") from None
         ctx.broker.apply_configs()
 
 

@@ -2,26 +2,31 @@
 
 v0 looks up a group; v1 adds the key type (0 group, 1 transaction, 2 share group); v4+
 looks up several keys at once (KIP-699). Group lookups create ``__consumer_offsets`` on first
-use, as Kafka does. Transactional ids are answered with this broker too, whose transaction
+use, as Kafka does; while it cannot be made (a setting the topic refuses, a disk error) the
+answer is COORDINATOR_NOT_AVAILABLE, Kafka's answer until the topic exists. Transactional ids are answered with this broker too, whose transaction
 coordinator creates ``__transaction_state`` on its first write. Share groups (v6) are not
 served: INVALID_REQUEST, which is also Kafka's answer when no share coordinator runs.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.controller.metadata import ControllerError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
+log = logging.getLogger("kafkalike.find_coordinator")
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 # Errors.message() for v1-3 responses: the exception's message, or the name for NONE.
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
     "or the message was sent to an incompatible broker. See the broker logs for more details.",
 }
@@ -29,7 +34,11 @@ _MESSAGES = {
 
 async def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
-        await ctx.broker.groups.ensure_offsets_topic()
+        try:
+            await ctx.broker.groups.ensure_offsets_topic()
+        except ControllerError as exc:
+            log.warning("cannot create the group coordinator's topic: %s", exc.message)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     elif key_type != TRANSACTION_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     host, port = ctx.broker.advertised

@@ -6,19 +6,24 @@ current id and epoch. With one, the transaction coordinator answers: a new id, o
 of the id's producer, which fences any older instance; if that instance left a transaction
 open, it is aborted first and the answer is CONCURRENT_TRANSACTIONS until that is done (the
 client retries). The timeout must lie in (0, transaction.max.timeout.ms]
-(INVALID_TRANSACTION_TIMEOUT). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
+(INVALID_TRANSACTION_TIMEOUT). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4. A new
+producer id block the metadata log cannot take (a disk error) is COORDINATOR_LOAD_IN_PROGRESS,
+Kafka's retriable answer while it waits for a block.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalike.controller.metadata import ControllerError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
+log = logging.getLogger("kafkalike.init_producer_id")
 MAX_EPOCH = 32767
 
 
@@ -38,6 +43,12 @@ async def handle_init_producer_id(ctx: RequestContext, request: Message) -> Mapp
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         response.update(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
         return response
-    await ctx.broker.reserve_producer_id()
-    response.update(producer_id=ctx.broker.controller.allocate_producer_id(), producer_epoch=0)
+    try:
+        await ctx.broker.reserve_producer_id()
+        producer_id = ctx.broker.controller.allocate_producer_id()
+    except ControllerError as exc:  # no producer id block to be had: Kafka's retriable answer
+        log.warning("no producer id block: %s", exc.message)
+        response.update(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return response
+    response.update(producer_id=producer_id, producer_epoch=0)
     return response

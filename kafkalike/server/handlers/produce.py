@@ -212,10 +212,10 @@ async def _append(
     ctx: RequestContext, state: PartitionState, records: Buffer, transactional_id: str | None
 ) -> dict[str, Any]:
     # Kafka verifies a transactional batch's partition before its log validates the records.
-    header = _first_header(records)
-    transactional = header is not None and header.is_transactional and header.producer_id >= 0
-    if header is not None and transactional and transactional_id is not None and ctx.broker.txn.verification_enabled:
-        _verify_transaction(ctx, state, header, transactional_id)
+    if transactional_id is not None and ctx.broker.txn.verification_enabled:
+        header = _first_header(records)
+        if header is not None and header.is_transactional and header.producer_id >= 0:
+            _verify_transaction(ctx, state, header, transactional_id)
     now = now_ms()
     try:
         valid = validate_produce_records(
