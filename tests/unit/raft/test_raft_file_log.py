@@ -5,7 +5,9 @@ what was not fsynced; reopening; Kafka's layout of the directory."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,24 @@ from kafkalike.testing.raft_scenarios import FAMILIES, run_seed
 LOG_FILE = "00000000000000000000.log"
 # Segments of a few batches each, so that rolls, cuts across segments and deletions happen.
 SMALL_SEGMENTS = METADATA_LOG_CONFIG.with_overrides(segment_bytes=300)
+
+
+@pytest.fixture(autouse=True)
+def close_every_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every log a test opens is closed after it (its descriptors released)."""
+    opened: list[FileRaftLog] = []
+    real_open = FileRaftLog.open.__func__  # type: ignore[attr-defined]
+
+    def tracking_open(cls: type[FileRaftLog], *args: Any, **kwargs: Any) -> FileRaftLog:
+        log: FileRaftLog = real_open(cls, *args, **kwargs)
+        opened.append(log)
+        return log
+
+    monkeypatch.setattr(FileRaftLog, "open", classmethod(tracking_open))
+    yield
+    for log in opened:
+        if not log.partition_log.closed:
+            log.close()
 
 
 def batch(log: FileRaftLog | MemoryRaftLog, epoch: int, count: int = 1) -> bytes:
