@@ -4,6 +4,7 @@
     python scripts/simulate.py --seeds 10000              # every family, seeds 0..9999
     python scripts/simulate.py --family leader_killed --seeds 500 --start 2000
     python scripts/simulate.py --family split_3_2 --seed 42 --trace   # replay one seed, print its events
+    python scripts/simulate.py --family lose_unflushed_tail --seeds 200 --file-logs  # logs in real files
 
 A failing seed prints its invariant, the seed and the command that replays it; the exit status is 1.
 """
@@ -12,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+from kafkalike.testing.raft_file_log import SimFileRaftLog
 from kafkalike.testing.raft_scenarios import FAMILIES, WIRE, family_named, run_seed
-from kafkalike.testing.raft_simulation import InvariantViolation
+from kafkalike.testing.raft_simulation import InvariantViolation, LogFactory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--seed", type=int, help="run (replay) only this seed")
     parser.add_argument("--trace", action="store_true", help="print every event of a --seed run")
+    parser.add_argument(
+        "--file-logs",
+        action="store_true",
+        help="each node's log in a temp directory (FileRaftLog), crashes cutting files",
+    )
     args = parser.parse_args(argv)
     families = [family_named(name) for name in args.family or FAMILIES]
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
@@ -35,7 +44,18 @@ def main(argv: list[str] | None = None) -> int:
         elections: list[int] = []
         for seed in seeds:
             try:
-                sim = run_seed(family, seed, trace=args.trace and args.seed is not None)
+                with tempfile.TemporaryDirectory(prefix="kafkalike-sim-") as root:
+                    opened: list[SimFileRaftLog] = []
+                    try:
+                        sim = run_seed(
+                            family,
+                            seed,
+                            trace=args.trace and args.seed is not None,
+                            log_factory=file_logs(Path(root), opened) if args.file_logs else None,
+                        )
+                    finally:
+                        for log in opened:
+                            log.close()
             except InvariantViolation as exc:
                 failures += 1
                 if exc.trace is not None:
@@ -54,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
             line += f"; new leader after {p50} ms (median), {p99} ms (p99), {elections[-1]} ms (max) simulated"
         print(line, flush=True)
     return 1 if failures else 0
+
+
+def file_logs(root: Path, opened: list[SimFileRaftLog]) -> LogFactory:
+    def make(node_id: int) -> SimFileRaftLog:
+        log = SimFileRaftLog.create(root / f"node-{node_id}" / "__cluster_metadata-0")
+        opened.append(log)
+        return log
+
+    return make
 
 
 if __name__ == "__main__":

@@ -9,13 +9,18 @@ the other to come. What any driver must do:
   ``quorum_state_durable``, ``snapshot``), drain ``outputs()`` in order and then wake the node at
   ``poll(now_ms)``.
 - :class:`SendMessage`: put the message on the wire to its destination (the bodies are the codec's
-  field names at ``messages.API_VERSIONS``; ``messages.check_wire_form`` first) and deliver answers
+  field names at ``messages.API_VERSIONS``) and deliver answers
   back with ``receive``. Messages across a restart of either end are dropped, as a closed connection
   drops them.
-- :class:`FlushLog`: flush the log (a worker thread for a file), then call ``durable``.
+- :class:`FlushLog`: flush the log (a worker thread for a file), then call ``durable``. For
+  :class:`~kafkalike.raft.file_log.FileRaftLog`: ``prepare_flush`` on the loop, ``syncs.run()`` on
+  a worker thread, ``complete_flush`` on the loop.
 - :class:`PersistQuorumState`: write the quorum-state file durably (write aside, fsync, rename),
   then call ``quorum_state_durable(version)``; nothing the node sends leaves before that.
-- At start, build the node from the quorum-state file and the log as they are on disk.
+  :class:`~kafkalike.raft.quorum_state_file.QuorumStateFile` writes Kafka's file (``write`` on a
+  worker thread).
+- At start, build the node from the quorum-state file and the log as they are on disk
+  (``QuorumStateFile.read``, ``FileRaftLog.open``, both in ``__cluster_metadata-0``).
 - DescribeQuorum: answer with :func:`kafkalike.raft.describe.describe_quorum`.
 """
 

@@ -6,11 +6,8 @@ A body is a plain mapping with the spec's field names at the version in ``API_VE
 server layer can put it on the wire unchanged (``encode_request``/``encode_response_parts``) and hand
 a decoded ``Container`` back to the node: the node reads bodies only by key.
 
-One field has no wire form yet: KIP-996's ``pre_vote`` flag is Vote v2, a version the official
-definitions this project checks its specs against do not have. It travels as an extra key of the Vote
-body, which the v1 codec would drop; until Vote v2 exists a wire driver must configure the quorum with
-``pre_vote=False`` (:class:`~kafkalike.raft.config.QuorumConfig`), and :func:`check_wire_form` refuses
-a pre-vote on its way to the codec.
+Vote is spoken at v2 (KIP-996), whose partition carries the ``pre_vote`` flag and names the sender
+the *replica* (``replica_id``, ``replica_epoch``): a pre-vote's sender is not a candidate yet.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 FETCH_SNAPSHOT = 59
-API_VERSIONS = {FETCH: 17, VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
+API_VERSIONS = {FETCH: 17, VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
 API_NAMES = {
     FETCH: "Fetch",
     VOTE: "Vote",
@@ -62,17 +59,6 @@ class RaftMessage:
     def __str__(self) -> str:
         kind = "response" if self.is_response else "request"
         return f"{API_NAMES[self.api_key]} {kind} {self.source}->{self.destination} #{self.correlation_id}"
-
-
-class NoWireFormError(ValueError):
-    """A message the wire versions in ``API_VERSIONS`` cannot carry (a pre-vote: Vote v2)."""
-
-
-def check_wire_form(message: RaftMessage) -> None:
-    """Raise :class:`NoWireFormError` for a message that would lose meaning on the wire: a pre-vote
-    encoded as Vote v1 would arrive as a real vote."""
-    if message.api_key == VOTE and not message.is_response and message.body.get("pre_vote"):
-        raise NoWireFormError("a pre-vote needs Vote v2 (KIP-996); configure the quorum with pre_vote=False")
 
 
 def partition_of(body: Body) -> Any | None:
@@ -110,8 +96,8 @@ def _topic(partition: dict[str, Any]) -> list[dict[str, Any]]:
 
 def vote_request(
     cluster_id: str | None,
-    candidate: VoterKey,
-    candidate_epoch: int,
+    replica: VoterKey,
+    replica_epoch: int,
     voter: VoterKey,
     last_offset_epoch: int,
     last_offset: int,
@@ -122,15 +108,15 @@ def vote_request(
         "voter_id": voter.node_id,
         "topics": _topic(
             {
-                "candidate_epoch": candidate_epoch,
-                "candidate_id": candidate.node_id,
-                "candidate_directory_id": candidate.directory_id,
+                "replica_epoch": replica_epoch,
+                "replica_id": replica.node_id,
+                "replica_directory_id": replica.directory_id,
                 "voter_directory_id": voter.directory_id,
                 "last_offset_epoch": last_offset_epoch,
                 "last_offset": last_offset,
+                "pre_vote": pre_vote,
             }
         ),
-        "pre_vote": pre_vote,
     }
 
 

@@ -12,7 +12,8 @@ Rules that make it safe, each enforced here:
   a vote is answered, a candidacy announced and a leadership claimed only once the disk has it.
 - One vote per epoch: a voter grants a (real) vote only in the unattached state, to the first
   candidate whose log is at least as up to date as its own, or again to the same one. Pre-votes bind
-  nobody and change no state.
+  nobody; one carries its sender's own epoch, and a voter behind that moves up to it, as on any
+  message of a later epoch (Kafka 4.0's handleVoteRequest).
 - The leader's own log counts toward the high watermark only up to its durable end; a follower
   reports (fetches from) only a durable offset; the high watermark moves only past the epoch's first
   offset (the LeaderChange record), so that a leader commits nothing from older epochs before one of
@@ -400,8 +401,10 @@ class RaftNode:
             and self._requests.can_send(election.leader_id, now_ms)
         ):
             self._send_fetch(election.leader_id, now_ms)
+        # As Kafka 4.0's buildVoteRequest, a pre-vote carries the prospective's own epoch (the
+        # candidate it would become asks for the next one); a voter behind it moves up to it.
         pre_vote = election.role is Role.PROSPECTIVE
-        epoch = election.epoch + 1 if pre_vote else election.epoch
+        epoch = election.epoch
         for voter in self.config.voters:
             node_id = voter.node_id
             if (
@@ -520,10 +523,12 @@ class RaftNode:
         return m.fetch_top_level_error(error) if api_key == m.FETCH else m.top_level_error(error)
 
     def _handle_vote(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any]:
-        pre_vote = bool(body.get("pre_vote", False))
-        candidate_id, candidate_epoch = p["candidate_id"], p["candidate_epoch"]
+        pre_vote = bool(p.get("pre_vote", False))  # absent before v2
+        candidate_id, candidate_epoch = p["replica_id"], p["replica_epoch"]
         last_epoch, last_offset = p["last_offset_epoch"], p["last_offset"]
-        if last_offset < 0 or last_epoch < 0 or last_epoch >= candidate_epoch:
+        # A pre-vote's epoch is the sender's own, which its last record may be of (Kafka's isIllegalEpoch).
+        illegal_epoch = last_epoch > candidate_epoch if pre_vote else last_epoch >= candidate_epoch
+        if last_offset < 0 or last_epoch < 0 or illegal_epoch:
             return self._vote_reply(ErrorCode.INVALID_REQUEST, False)
         if candidate_epoch < self.epoch:
             return self._vote_reply(ErrorCode.FENCED_LEADER_EPOCH, False)
@@ -534,9 +539,9 @@ class RaftNode:
         voter_id = body.get("voter_id", -1)
         if voter_id >= 0 and not self.key.matches(voter_id, m.directory_id(p.get("voter_directory_id"))):
             return self._vote_reply(ErrorCode.INVALID_VOTER_KEY, False)
-        if not pre_vote and candidate_epoch > self.epoch:
+        if candidate_epoch > self.epoch:
             self._become_unattached(candidate_epoch, now_ms)
-        candidate = VoterKey(candidate_id, m.directory_id(p.get("candidate_directory_id")))
+        candidate = VoterKey(candidate_id, m.directory_id(p.get("replica_directory_id")))
         log_ok = (last_epoch, last_offset) >= (self.log.last_fetched_epoch(), self.log.end_offset)
         granted = self.is_voter and self._can_grant_vote(candidate, log_ok, pre_vote, now_ms)
         state = self.state

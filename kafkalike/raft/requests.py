@@ -53,11 +53,12 @@ class RequestManager:
         self._backoff_until_ms[destination] = now_ms + self.retry_backoff_ms
 
     def expire(self, now_ms: int) -> None:
-        """Time out requests past their deadline (then back off) and end finished backoffs."""
+        """Time out requests past their deadline and end finished backoffs. A timed-out request
+        leaves its destination ready at once, as Kafka's RequestManager (only an error response
+        backs off): a leader whose BeginQuorumEpoch was lost sends it again at its next round."""
         for destination, inflight in list(self._inflight.items()):
             if inflight.deadline_ms <= now_ms:
                 del self._inflight[destination]
-                self.fail(destination, now_ms)
         for destination, until in list(self._backoff_until_ms.items()):
             if until <= now_ms:
                 del self._backoff_until_ms[destination]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kafkalike.raft.config import QuorumConfig, VoterKey
 from kafkalike.raft.node import RaftNode
-from kafkalike.testing.raft_simulation import NodeFactory, SimConfig, Simulation
+from kafkalike.testing.raft_simulation import LogFactory, NodeFactory, SimConfig, Simulation
 
 # Elections take one to two election timeouts, plus a pre-vote round and backoffs; a fetch timeout
 # (2 s) passes before followers give up on a dead leader.
@@ -243,13 +243,8 @@ FAMILIES = {
     ]
 }
 
-# The leader-killed scenario with every message put through the codec, so without pre-vote (KIP-996's
-# flag needs Vote v2, see kafkalike.raft.messages).
-WIRE = Family(
-    "wire",
-    SimConfig(voters=3, wire=True, quorum=QuorumConfig(voters=(VoterKey(1),), pre_vote=False)),
-    leader_killed,
-)
+# The leader-killed scenario with every message put through the codec (pre-votes as Vote v2).
+WIRE = Family("wire", SimConfig(voters=3, wire=True), leader_killed)
 
 
 def run_seed(
@@ -259,11 +254,13 @@ def run_seed(
     node_factory: NodeFactory = RaftNode,
     trace: bool = False,
     unchecked: frozenset[str] = frozenset(),
+    log_factory: LogFactory | None = None,
 ) -> Simulation:
     """One seed of one family, invariants after every event and liveness at the end; raises
     :class:`~kafkalike.testing.raft_simulation.InvariantViolation` naming the seed."""
+    extra = {} if log_factory is None else {"log_factory": log_factory}
     sim = Simulation(
-        seed, family.config, node_factory=node_factory, trace=trace, family=family.name, unchecked=unchecked
+        seed, family.config, node_factory=node_factory, trace=trace, family=family.name, unchecked=unchecked, **extra
     )
     family.script(sim)
     check_liveness(sim, restart_all=family.restart_all_for_liveness)

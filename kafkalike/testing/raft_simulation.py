@@ -30,13 +30,13 @@ import itertools
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.records import iter_batches
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import QuorumConfig, VoterKey
-from kafkalike.raft.log import FlushToken, MemoryRaftLog
+from kafkalike.raft.log import LogBatch, MemoryRaftLog, OffsetAndEpoch, RaftLog
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
 from kafkalike.raft.state import QuorumStateRecord, Role
 
@@ -68,10 +68,28 @@ class SimConfig:
     quorum: QuorumConfig | None = None
 
 
+class SimLog(RaftLog, Protocol):
+    """What the simulation asks of a node's log besides the node's interface."""
+
+    installed_snapshots: int
+
+    @property
+    def batches(self) -> list[LogBatch]: ...
+    def batch_index(self, offset: int) -> int: ...
+    def snapshot_ids(self) -> list[OffsetAndEpoch]: ...
+    def flush_token(self) -> Any: ...
+    def complete_flush(self, token: Any) -> None: ...
+    def crash(self) -> None: ...
+
+
+# Makes the log of a node (by id); the default keeps it in memory.
+LogFactory = Callable[[int], SimLog]
+
+
 @dataclass
 class SimNode:
     node_id: int
-    log: MemoryRaftLog = field(default_factory=MemoryRaftLog)
+    log: SimLog = field(default_factory=MemoryRaftLog)
     durable_state: QuorumStateRecord = field(default_factory=lambda: QuorumStateRecord(0))
     node: RaftNode | None = None
     incarnation: int = 0
@@ -93,6 +111,7 @@ class Simulation:
         trace: bool = False,
         family: str = "custom",
         unchecked: frozenset[str] = frozenset(),
+        log_factory: LogFactory = lambda _node_id: MemoryRaftLog(),
     ) -> None:
         self.seed = seed
         self.family = family
@@ -108,7 +127,7 @@ class Simulation:
         base = self.config.quorum or QuorumConfig(voters=voters)
         self.quorum = replace(base, voters=voters)
         ids = list(range(1, self.config.voters + self.config.observers + 1))
-        self.nodes = {i: SimNode(i) for i in ids}
+        self.nodes = {i: SimNode(i, log_factory(i)) for i in ids}
         self.voter_ids = [v.node_id for v in voters]
         self.blocked: set[tuple[int, int]] = set()
         self.appended = 0
@@ -316,7 +335,7 @@ class Simulation:
             self._note(f"truncated {dst.node_id} from {end} to {dst.log.end_offset}")
         return dst
 
-    def _on_flush(self, node_id: int, incarnation: int, token: FlushToken) -> SimNode | None:
+    def _on_flush(self, node_id: int, incarnation: int, token: Any) -> SimNode | None:
         sim_node = self.nodes[node_id]
         if sim_node.node is None or sim_node.incarnation != incarnation:
             return None
@@ -375,7 +394,6 @@ class Simulation:
 
 def _through_the_wire(message: m.RaftMessage) -> m.RaftMessage:
     """The message as the peer would decode it from the bytes the codec makes of it."""
-    m.check_wire_form(message)
     version = message.api_version
     if message.is_response:
         frame = encode_response(message.api_key, version, message.correlation_id, message.body)
@@ -387,14 +405,14 @@ def _through_the_wire(message: m.RaftMessage) -> m.RaftMessage:
 
 
 def message_epoch(message: m.RaftMessage) -> int:
-    """The epoch a message speaks for (the sender's own epoch; a pre-vote asks for the next one)."""
+    """The epoch a message speaks for: the sender's own (a pre-vote's too, as Kafka sends it)."""
     p = m.partition_of(message.body)
     if p is None:
         return -1
     if message.api_key in (m.FETCH, m.FETCH_SNAPSHOT):
         return int(p["current_leader"]["leader_epoch"] if message.is_response else p["current_leader_epoch"])
     if message.api_key == m.VOTE and not message.is_response:
-        return int(p["candidate_epoch"]) - (1 if message.body.get("pre_vote") else 0)
+        return int(p["replica_epoch"])
     return int(p["leader_epoch"])
 
 
@@ -459,7 +477,8 @@ class Invariants:
             return
         key = (message.source, message.destination, message.correlation_id)
         if not message.is_response:
-            self.vote_requests[key] = bool(message.body.get("pre_vote"))
+            request = m.partition_of(message.body)
+            self.vote_requests[key] = bool(request is not None and request.get("pre_vote"))
             return
         pre_vote = self.vote_requests.pop((message.destination, message.source, message.correlation_id), True)
         p = m.partition_of(message.body)

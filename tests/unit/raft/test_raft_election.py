@@ -23,8 +23,8 @@ def test_election_timeout_starts_a_pre_vote_that_keeps_the_epoch() -> None:
     assert h.persisted == []  # a pre-vote changes nothing on disk
     assert sorted(pre_votes) == [2, 3]
     for request in pre_votes.values():
-        assert request.body["pre_vote"] is True
-        assert partition(request)["candidate_epoch"] == 1
+        assert partition(request)["pre_vote"] is True
+        assert partition(request)["replica_epoch"] == 0  # its own epoch, as Kafka 4.0 sends it
 
 
 def test_pre_vote_majority_makes_a_candidate_whose_votes_wait_for_the_disk() -> None:
@@ -37,8 +37,8 @@ def test_pre_vote_majority_makes_a_candidate_whose_votes_wait_for_the_disk() -> 
     votes = vote_requests(h.persist())
     assert sorted(votes) == [2, 3]
     for request in votes.values():
-        assert request.body["pre_vote"] is False
-        assert partition(request)["candidate_epoch"] == 1
+        assert partition(request)["pre_vote"] is False
+        assert partition(request)["replica_epoch"] == 1
 
 
 def test_without_pre_vote_the_timeout_makes_a_candidate_at_once() -> None:
@@ -121,13 +121,25 @@ def test_vote_for_an_older_epoch_is_fenced() -> None:
     assert (p["error_code"], p["leader_epoch"], p["vote_granted"]) == (ErrorCode.FENCED_LEADER_EPOCH, 5, False)
 
 
-def test_pre_vote_neither_bumps_the_epoch_nor_binds() -> None:
+def test_pre_vote_binds_nothing() -> None:
     h = Harness()
-    p = partition(only(h.vote(2, 1, pre_vote=True), m.VOTE, 2))
+    p = partition(only(h.vote(2, 0, pre_vote=True), m.VOTE, 2))
     assert p["vote_granted"] is True
     assert (h.node.epoch, h.persisted) == (0, [])
-    h.vote(3, 1)  # the real vote in that epoch is still free
+    h.vote(3, 1)  # the real vote of the next epoch is still free
     assert partition(only(h.persist(), m.VOTE, 3))["vote_granted"] is True
+
+
+def test_a_pre_vote_from_a_later_epoch_moves_the_voter_up_to_it_without_a_vote() -> None:
+    """As Kafka 4.0's handleVoteRequest: any Vote naming a later epoch is news of that epoch."""
+    h = Harness()
+    assert h.vote(2, 3, last_epoch=3, pre_vote=True) == []  # the answer waits for the new epoch on disk
+    assert (h.node.role, h.node.epoch) == (Role.UNATTACHED, 3)
+    p = partition(only(h.persist(), m.VOTE, 2))
+    assert (p["vote_granted"], p["leader_epoch"]) == (True, 3)
+    assert h.persisted == [QuorumStateRecord(3)]  # no vote recorded
+    invalid = partition(only(h.vote(2, 3, last_epoch=4, pre_vote=True), m.VOTE, 2))
+    assert invalid["error_code"] == ErrorCode.INVALID_REQUEST  # its last record cannot be of a later epoch
 
 
 def test_follower_refuses_pre_votes_while_its_leader_answers() -> None:
@@ -135,11 +147,11 @@ def test_follower_refuses_pre_votes_while_its_leader_answers() -> None:
     h.begin_epoch(3, 1)
     fetch = only(h.persist(), m.FETCH, 3)
     h.respond(fetch, m.fetch_response(ErrorCode.NONE, 1, 3, -1, 0))
-    refused = partition(only(h.vote(2, 2, pre_vote=True), m.VOTE, 2))
+    refused = partition(only(h.vote(2, 1, pre_vote=True), m.VOTE, 2))
     assert (refused["vote_granted"], refused["leader_id"]) == (False, 3)
     h.end_epoch(3, 1, [2, 1])  # the leader resigns: now a pre-vote may pass
     assert h.node.role is Role.FOLLOWER
-    assert partition(only(h.vote(2, 2, pre_vote=True), m.VOTE, 2))["vote_granted"] is True
+    assert partition(only(h.vote(2, 1, pre_vote=True), m.VOTE, 2))["vote_granted"] is True
 
 
 def test_leader_refuses_votes_of_its_epoch() -> None:
@@ -215,3 +227,23 @@ def test_prospective_votes_like_an_unattached_voter() -> None:
     assert reply["vote_granted"] is True
     assert (h.node.role, h.node.stored_state) == (Role.UNATTACHED, QuorumStateRecord(2, -1, VoterKey(2)))
     assert partition(only(h.vote(3, 2), m.VOTE, 3))["vote_granted"] is False
+
+
+def test_a_lost_begin_quorum_epoch_is_sent_again_once_it_times_out() -> None:
+    """As Kafka's RequestManager, a request that timed out leaves its destination ready at once
+    (only an error response backs off): the leader's next BeginQuorumEpoch round, every half fetch
+    timeout, sends it again, before check quorum (1.5 fetch timeouts) would make it resign."""
+    h = Harness()
+    elect(h)
+    elected_ms = h.now
+
+    def begins_to_3(sent: list[m.RaftMessage]) -> int:
+        return sum(x.api_key == m.BEGIN_QUORUM_EPOCH and x.destination == 3 and not x.is_response for x in sent)
+
+    sent_at = [0] * begins_to_3(h.sent + h.settle())
+    h.respond(only(h.sent, m.BEGIN_QUORUM_EPOCH, 2), {"error_code": 0, "topics": [], "node_endpoints": []})
+    while h.now - elected_ms < 2900:
+        sent = h.advance(100)
+        sent_at += [h.now - elected_ms] * begins_to_3(sent)
+    assert sent_at == [0, 2000]  # the first lost, the second once the first timed out (request.timeout.ms)
+    assert h.node.role is Role.LEADER
