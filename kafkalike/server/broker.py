@@ -11,7 +11,6 @@ import base64
 import functools
 import logging
 import os
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import (
     INTERNAL_TOPIC_CONFIGS,
     TOPIC_CONFIGS,
@@ -87,10 +87,6 @@ def _new_cluster_id() -> str:
             return cluster_id
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class OperationTooLarge(ControllerError):
     """A whole request refused: its records would not fit in one metadata operation."""
 
@@ -124,13 +120,22 @@ class PartitionState:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, ephemeral: bool = False, logs: LogManager | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        ephemeral: bool = False,
+        logs: LogManager | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         """``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
-        storage of a previous broker object, so an ephemeral broker can be restarted.
+        storage of a previous broker object, so an ephemeral broker can be restarted; ``clock``
+        is the only clock the broker and everything it runs read (``SystemClock`` by default).
         Raises ValueError for a configuration Kafka would refuse to start with, StartupError for
         a data directory it cannot use (missing and not creatable, or locked by another process)."""
         config.check()
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
         self.data_dir = config.log_dirs[0]
         self.ephemeral = ephemeral or (logs is not None and logs.memory)
@@ -179,7 +184,7 @@ class Broker:
         metadata_config = LogConfig(
             flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES, retention_ms=-1, retention_bytes=-1
         )
-        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, metadata_config, now_ms())
+        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, metadata_config, self.clock.wall_ms())
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
         self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
@@ -251,9 +256,9 @@ class Broker:
         if self._metadata_syncing:
             raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, "another metadata operation is being written")
         # One batch per operation, so a crash keeps all of it or none.
-        batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=now_ms()))
+        batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=self.clock.wall_ms()))
         try:
-            self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=now_ms())
+            self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=self.clock.wall_ms())
         except KafkaStorageError as exc:
             raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
@@ -265,7 +270,7 @@ class Broker:
         again and raises ControllerError (KAFKA_STORAGE_ERROR), the image unchanged."""
         assert self._metadata_log is not None
         plog = self._metadata_log
-        now = now_ms()
+        now = self.clock.wall_ms()
         batch = bytearray(build_batch([Record(value=v) for v in self.controller.encode(records)], base_timestamp=now))
         syncs = DeferredSyncs()
         error: OSError | None = None
@@ -285,7 +290,7 @@ class Broker:
                     error = exc
                 finally:
                     self._metadata_syncing = False
-            plog.complete_append(result, error, now_ms())
+            plog.complete_append(result, error, self.clock.wall_ms())
         except KafkaStorageError as exc:
             raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
         self.controller.apply_durable(records)
@@ -392,7 +397,7 @@ class Broker:
         config = self.log_config(topic)
         for index in range(topic.partitions):
             if (topic.name, index) not in self.partitions:
-                plog = self.logs.get_or_create(topic.name, index, config, now_ms(), topic_id=topic.topic_id)
+                plog = self.logs.get_or_create(topic.name, index, config, self.clock.wall_ms(), topic_id=topic.topic_id)
                 plog.high_watermark = plog.log_end_offset
                 self.partitions[(topic.name, index)] = PartitionState(topic.name, index, topic.topic_id, plog)
 
@@ -575,7 +580,7 @@ class Broker:
         ``await commit()`` (records durable, then applied) and register them, with no await
         between the apply and the registration; all or none. An error (OSError:
         a full disk, no file descriptors left) undoes what was made and propagates."""
-        now = now_ms()
+        now = self.clock.wall_ms()
         wanted = [(topic, index) for topic, first in topics for index in range(first, topic.partitions)]
         by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}  # LogConfig is frozen: shared
         configs = {}
@@ -688,12 +693,12 @@ class Broker:
         )
         try:
             # An in-memory log rolls in place: it has no files to make.
-            result = append(now_ms=now_ms(), defer_roll=plog.directory.on_disk)
+            result = append(now_ms=self.clock.wall_ms(), defer_roll=plog.directory.on_disk)
         except RollNeeded:
             await self.roll(state)
             # Rolled (nothing ran in between): only a log changed meanwhile by another writer
             # (a transaction marker) can still need a roll, made here then.
-            result = append(now_ms=now_ms())
+            result = append(now_ms=self.clock.wall_ms())
         if result.flush is not None:
             error: OSError | None = None
             if syncs:
@@ -706,7 +711,7 @@ class Broker:
                 finally:
                     state.flushing = None
                     done.set()
-            plog.complete_append(result, error, now_ms())
+            plog.complete_append(result, error, self.clock.wall_ms())
         plog.high_watermark = plog.log_end_offset
         state.notify()
         return result
@@ -724,9 +729,9 @@ class Broker:
             with trio.CancelScope(shield=True):  # the files must be installed or discarded
                 try:
                     await trio.to_thread.run_sync(prepared.create)
-                    installed = plog.complete_roll(prepared, now_ms())
+                    installed = plog.complete_roll(prepared, self.clock.wall_ms())
                 except OSError as exc:
-                    raise plog.storage_error("roll of", exc, now_ms()) from exc
+                    raise plog.storage_error("roll of", exc, self.clock.wall_ms()) from exc
                 if installed is None:
                     await trio.to_thread.run_sync(prepared.discard)
         finally:
@@ -772,9 +777,12 @@ class Broker:
                 await job()
                 return
             except Exception:
-                if last_logged_ms is None or now_ms() - last_logged_ms >= BACKGROUND_RESTART_LOG_INTERVAL_MS:
+                if (
+                    last_logged_ms is None
+                    or self.clock.wall_ms() - last_logged_ms >= BACKGROUND_RESTART_LOG_INTERVAL_MS
+                ):
                     log.exception("%s failed; restarting it in %.0f s", name, BACKGROUND_RESTART_DELAY_S)
-                    last_logged_ms = now_ms()
+                    last_logged_ms = self.clock.wall_ms()
             await trio.sleep(BACKGROUND_RESTART_DELAY_S)
 
     async def _log_cleaner(self) -> None:
@@ -782,13 +790,13 @@ class Broker:
         cleaner = LogCleaner(dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
         try:
             while True:
-                more = self.logs.run_cleaner(cleaner, now_ms(), checkpoint=False)
+                more = self.logs.run_cleaner(cleaner, self.clock.wall_ms(), checkpoint=False)
                 syncs = cleaner.take_syncs()  # a cleaned segment to fsync before its swap
                 if syncs is not None:
                     try:
                         await trio.to_thread.run_sync(syncs.run)
                     except OSError as exc:
-                        reporter.report("cleaning in", str(self.data_dir), exc, now_ms())
+                        reporter.report("cleaning in", str(self.data_dir), exc, self.clock.wall_ms())
                         cleaner.abort()
                 await self.checkpoint_offsets()
                 await trio.sleep(0 if more else self.config.get_int("log.cleaner.backoff.ms") / 1000)
@@ -802,25 +810,25 @@ class Broker:
         interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_ms = self.config.get("log.flush.interval.ms")
         tick_s = min(interval_s, int(flush_ms) / 1000 if flush_ms else interval_s, 1.0)
-        next_retention = trio.current_time() + interval_s
+        next_retention = self.clock.monotonic_s() + interval_s
         while True:
             await trio.sleep(tick_s)
-            prepared = self.logs.prepare_due_flushes(now_ms())
+            prepared = self.logs.prepare_due_flushes(self.clock.wall_ms())
             errors = await _off_loop(functools.partial(run_flushes, prepared), any(p.syncs for p in prepared))
-            self.logs.complete_flushes(prepared, errors, now_ms())
-            retention_due = trio.current_time() >= next_retention
+            self.logs.complete_flushes(prepared, errors, self.clock.wall_ms())
+            retention_due = self.clock.monotonic_s() >= next_retention
             if retention_due:
-                next_retention = trio.current_time() + interval_s
+                next_retention = self.clock.monotonic_s() + interval_s
                 unlinks = DeferredSyncs()
-                deleted = self.logs.run_retention(now_ms(), unlinks)
+                deleted = self.logs.run_retention(self.clock.wall_ms(), unlinks)
                 deleted += await self._roll_for_retention(unlinks)
                 try:
                     await _off_loop(unlinks.run, bool(unlinks))
                 except OSError as exc:  # the files stay as *.deleted; start-up removes them
-                    reporter.report("segment deletion in", str(self.data_dir), exc, now_ms())
+                    reporter.report("segment deletion in", str(self.data_dir), exc, self.clock.wall_ms())
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
-            if self.logs.checkpoint_due(now_ms()) or retention_due:
+            if self.logs.checkpoint_due(self.clock.wall_ms()) or retention_due:
                 await self.checkpoint_offsets()
 
     async def _roll_for_retention(self, unlinks: DeferredSyncs) -> int:
@@ -834,11 +842,11 @@ class Broker:
                 continue
             try:
                 await self.roll(state)
-                deleted += state.log.apply_retention(now_ms(), unlinks)
+                deleted += state.log.apply_retention(self.clock.wall_ms(), unlinks)
             except KafkaStorageError:  # reported; the segments stay for the next round
                 pass
             except OSError as exc:
-                reporter.report("retention of", state.log.directory.path, exc, now_ms())
+                reporter.report("retention of", state.log.directory.path, exc, self.clock.wall_ms())
         return deleted
 
     async def checkpoint_offsets(self) -> None:
@@ -847,7 +855,7 @@ class Broker:
             pending = self.logs.prepare_checkpoints()
             if pending:
                 errors = await trio.to_thread.run_sync(write_checkpoints, pending)
-                self.logs.complete_checkpoints(pending, errors, now_ms())
+                self.logs.complete_checkpoints(pending, errors, self.clock.wall_ms())
 
     def close(self) -> None:
         self.logs.close_all()

@@ -40,6 +40,7 @@ from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.protocol.wire import ExternalBytes
+from kafkalike.server.clock import Clock
 from kafkalike.server.context import RequestContext
 from kafkalike.server.error_responses import error_response
 from kafkalike.server.faults import Fault
@@ -81,7 +82,8 @@ class IdleConnections:
     own path only counts its receives: a deadline per wait (a cancel scope) would cost more than
     the rest of a small request's receive."""
 
-    def __init__(self, idle_ms: int) -> None:
+    def __init__(self, idle_ms: int, clock: Clock) -> None:
+        self.clock = clock
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
         self.sockets: set[_Socket] = set()
 
@@ -90,7 +92,7 @@ class IdleConnections:
             return
         while True:
             await trio.sleep(min(1.0, self.idle_s / 10))
-            self.close_idle(trio.current_time())
+            self.close_idle(self.clock.monotonic_s())
 
     def close_idle(self, now: float) -> None:
         assert self.idle_s is not None

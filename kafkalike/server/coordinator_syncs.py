@@ -15,7 +15,6 @@ Rules:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,12 +26,11 @@ from kafkalike.log.partition_log import FlushTicket
 log = logging.getLogger("kafkalike.coordinator_syncs")
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class CoordinatorSyncs:
-    def __init__(self, on_cut: Callable[[int], None], on_durable: Callable[[int], None]) -> None:
+    def __init__(
+        self, on_cut: Callable[[int], None], on_durable: Callable[[int], None], wall_ms: Callable[[], int]
+    ) -> None:
+        self._wall_ms = wall_ms
         self.tracker = SyncTracker(on_cut, on_durable, on_behind=self._on_behind)
         self._changed = trio.Event()  # set (and replaced) whenever a sync completed or failed
         self._wakeup = trio.Event()
@@ -80,7 +78,7 @@ class CoordinatorSyncs:
 
     def _complete(self, partition: int, ticket: FlushTicket | OSError, error: OSError | None) -> None:
         try:
-            self.tracker.complete(partition, ticket, error, now_ms())
+            self.tracker.complete(partition, ticket, error, self._wall_ms())
         finally:
             changed, self._changed = self._changed, trio.Event()
             changed.set()

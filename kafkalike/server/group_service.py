@@ -3,7 +3,7 @@
 Rules:
 
 - The coordinator is only touched in synchronous code between awaits, by handlers and by one
-  timer task; the clock is read here (``now_ms()``) and passed in.
+  timer task; the time is read here, from the broker's clock, and passed in.
 - After every coordinator call the timer task is woken (the call may have moved the next
   deadline closer) and completed parked requests are handed to their waiting handlers.
 - The timer task sleeps until the coordinator's next deadline or until woken, then polls.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -64,10 +63,6 @@ if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
 
 log = logging.getLogger("kafkalike.groups")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 E = ErrorCode
@@ -115,7 +110,7 @@ class GroupService:
         self._coordinator: GroupCoordinator | None = None
         self._waiters: dict[int, _Waiter] = {}
         self._wakeup = trio.Event()
-        self.syncs = CoordinatorSyncs(self._reload, self.on_durable)
+        self.syncs = CoordinatorSyncs(self._reload, self.on_durable, broker.clock.wall_ms)
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -135,7 +130,7 @@ class GroupService:
             consumer_config=consumer_group_config(self.broker),
             topics=lambda: self.broker.controller.image.topics,
         )
-        start = now_ms()
+        start = self.broker.clock.wall_ms()
         topic = self.broker.controller.image.topics.get(OFFSETS_TOPIC)
         records = 0
         for partition in range(topic.partitions if topic else 0):
@@ -145,9 +140,11 @@ class GroupService:
             for _, (key, value) in read_records(state.log):
                 self.coordinator.replay(key, value, start)
                 records += 1
-        self.coordinator.on_loaded(now_ms())
+        self.coordinator.on_loaded(self.broker.clock.wall_ms())
         if records:
-            log.info("replayed %d record(s) of %s in %d ms", records, OFFSETS_TOPIC, now_ms() - start)
+            log.info(
+                "replayed %d record(s) of %s in %d ms", records, OFFSETS_TOPIC, self.broker.clock.wall_ms() - start
+            )
 
     def _reload(self, partition: int) -> None:
         """After a failed fsync cut ``__consumer_offsets-{partition}``: the groups of that
@@ -159,7 +156,7 @@ class GroupService:
         coordinator.unload_partition(partition)
         state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
         if state is not None:
-            now = now_ms()
+            now = self.broker.clock.wall_ms()
             coordinator.load_partition((record for _, record in read_records(state.log)), now)
             replay_transactional_offsets(coordinator, state.log, now)
         self._deliver()
@@ -212,9 +209,9 @@ class GroupService:
         task_status.started()
         while True:
             wakeup = self._wakeup = trio.Event()
-            deadline = self.coordinator.poll(now_ms())
+            deadline = self.coordinator.poll(self.broker.clock.wall_ms())
             self._deliver()
-            wait_s = math.inf if deadline is None else max(deadline - now_ms(), 0) / 1000
+            wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
             with trio.move_on_after(wait_s):
                 await wakeup.wait()
 
@@ -263,7 +260,7 @@ class GroupService:
 
     async def join_group(self, request: JoinRequest) -> JoinResult:
         await self.ready()
-        result = self.coordinator.join_group(request, now_ms())
+        result = self.coordinator.join_group(request, self.broker.clock.wall_ms())
         if isinstance(result, Pending):
             self._waiters[result.token] = _Waiter(request.group_id)
         appends = self._after_call(request.group_id)
@@ -275,7 +272,7 @@ class GroupService:
 
     async def sync_group(self, request: SyncRequest) -> SyncResult:
         await self.ready()
-        result = self.coordinator.sync_group(request, now_ms())
+        result = self.coordinator.sync_group(request, self.broker.clock.wall_ms())
         if isinstance(result, Pending):
             self._waiters[result.token] = _Waiter(request.group_id)
         appends = self._after_call(request.group_id)
@@ -286,19 +283,19 @@ class GroupService:
         return done
 
     async def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
-        error = self.coordinator.heartbeat(group_id, member_id, instance_id, generation_id, now_ms())
+        error = self.coordinator.heartbeat(group_id, member_id, instance_id, generation_id, self.broker.clock.wall_ms())
         appends = self._after_call(group_id)
         return error if not appends or await self.syncs.wait(appends) else E.NOT_COORDINATOR
 
     async def leave_group(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
-        result = self.coordinator.leave_group(group_id, members, now_ms())
+        result = self.coordinator.leave_group(group_id, members, self.broker.clock.wall_ms())
         return await self._durable(self._after_call(group_id), result, replace(result, error=E.NOT_COORDINATOR))
 
     async def commit_offsets(self, request: CommitRequest) -> list[tuple[str, int, ErrorCode]]:
         """OffsetCommit, answered once its records are durable; NOT_COORDINATOR for each
         partition it stored if they were cut (the coordinator reloaded without them)."""
         await self.ready()
-        result = self.coordinator.commit_offsets(request, now_ms())
+        result = self.coordinator.commit_offsets(request, self.broker.clock.wall_ms())
         appends = self._after_call(request.group_id)
         if not appends or await self.syncs.wait(appends):
             return result
@@ -320,12 +317,12 @@ class GroupService:
     async def delete_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
-        result = self.coordinator.delete_offsets(group_id, topics, now_ms())
+        result = self.coordinator.delete_offsets(group_id, topics, self.broker.clock.wall_ms())
         appends = self._after_call(group_id)
         return result if not appends or await self.syncs.wait(appends) else (E.NOT_COORDINATOR, [])
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[tuple[str, ErrorCode]]:
-        result = self.coordinator.delete_groups(group_ids, now_ms())
+        result = self.coordinator.delete_groups(group_ids, self.broker.clock.wall_ms())
         appends = self._after_call(*group_ids)
         if not appends or await self.syncs.wait(appends):
             return result
@@ -339,7 +336,7 @@ class GroupService:
 
     async def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         await self.ready()
-        result = self.coordinator.consumer_group_heartbeat(request, now_ms())
+        result = self.coordinator.consumer_group_heartbeat(request, self.broker.clock.wall_ms())
         return await self._durable(
             self._after_call(request.group_id), result, ConsumerHeartbeatResult(E.NOT_COORDINATOR)
         )
@@ -356,5 +353,5 @@ class GroupService:
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC and self._coordinator is not None:
-            self.coordinator.on_topic_deleted(topic, now_ms())
+            self.coordinator.on_topic_deleted(topic, self.broker.clock.wall_ms())
             self._after_call()

@@ -32,7 +32,7 @@ OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.E
 
 
 async def serve_listeners(broker: Broker, listeners: list[trio.SocketListener]) -> None:
-    idle = IdleConnections(broker.config.get_int("connections.max.idle.ms"))
+    idle = IdleConnections(broker.config.get_int("connections.max.idle.ms"), broker.clock)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(idle.run)
         for listener in listeners:

@@ -3,7 +3,7 @@
 Rules:
 
 - The coordinator is only touched in synchronous code between awaits, by handlers and by one
-  timer task; the clock is read here (``now_ms()``) and passed in.
+  timer task; the time is read here, from the broker's clock, and passed in.
 - After every coordinator call the timer task is woken: it writes the markers the call asked
   for, through ``write_markers`` (the same function the WriteTxnMarkers handler serves, so a
   marker takes the path it would take from a coordinator on another broker). As in Kafka, EndTxn
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -78,10 +77,6 @@ COORDINATOR_EPOCH = 0  # the leader epoch of __transaction_state's partitions on
 MAX_FLUSH_WAITS = 1000  # appends a marker waits behind (each one fsync) before it goes in anyway
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def txn_config(broker: Broker) -> TxnConfig:
     config = broker.config
     existing = broker.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
@@ -113,7 +108,7 @@ class MarkerEntry:
 
 def write_markers_at_once(broker: Broker, markers: Sequence[MarkerEntry]) -> list[dict[TopicPartition, ErrorCode]]:
     """``write_markers`` with the flush on the event loop (at start-up, before anything is served)."""
-    now = now_ms()
+    now = broker.clock.wall_ms()
     touched: dict[TopicPartition, PartitionLog] = {}
     offsets_appends: dict[TopicPartition, Appended] = {}
     results = [
@@ -137,7 +132,7 @@ async def write_markers(broker: Broker, markers: Sequence[MarkerEntry]) -> list[
     per partition, per marker. Every partition that got a marker is flushed, on a worker thread,
     before returning (``__consumer_offsets`` partitions with the group coordinator's records)."""
     await _no_flush_in_flight(broker, {tp for m in markers for tp in m.partitions})
-    now = now_ms()
+    now = broker.clock.wall_ms()
     touched: dict[TopicPartition, PartitionLog] = {}
     offsets_appends: dict[TopicPartition, Appended] = {}
     results: list[dict[TopicPartition, ErrorCode]] = []
@@ -165,7 +160,7 @@ async def write_markers(broker: Broker, markers: Sequence[MarkerEntry]) -> list[
         syncs.discard()
     for tp, ticket in tickets.items():
         if error is None:
-            touched[tp].complete_flush(ticket, now_ms())
+            touched[tp].complete_flush(ticket, broker.clock.wall_ms())
         else:
             log.warning("cannot flush the marker of %s-%d: %s", *tp, error)
             _refuse(results, tp)
@@ -278,7 +273,7 @@ class TxnService:
         # Replaced after each answer to a job's markers reached the coordinator, so a waiter
         # (a test looking at a transaction half-way) wakes once per answer without missing one.
         self.markers_answered = trio.Event()
-        self.syncs = CoordinatorSyncs(self._reload, self._state_appended)
+        self.syncs = CoordinatorSyncs(self._reload, self._state_appended, broker.clock.wall_ms)
         self._offsets_writer = LogTxnOffsetWriter(
             self._offsets_log, on_append=self._offsets_appended, tracker=broker.groups.syncs.tracker
         )
@@ -293,7 +288,7 @@ class TxnService:
     def open(self) -> None:
         """Replay the transactional offset commits (the group coordinator is open by now) and
         ``__transaction_state``, then finish what the previous run left half-way."""
-        start = now_ms()
+        start = self.broker.clock.wall_ms()
         offsets = self.broker.controller.image.topics.get(OFFSETS_TOPIC)
         pending = 0
         for partition in range(offsets.partitions if offsets else 0):
@@ -308,7 +303,7 @@ class TxnService:
                 records,
                 TRANSACTION_STATE_TOPIC,
                 pending,
-                now_ms() - start,
+                self.broker.clock.wall_ms() - start,
             )
 
     def _load(self) -> int:
@@ -330,7 +325,7 @@ class TxnService:
             for key, value in read_records(state.log):
                 self.coordinator.replay(key, value)
                 records += 1
-        self.coordinator.on_loaded(now_ms())
+        self.coordinator.on_loaded(self.broker.clock.wall_ms())
         return records
 
     def _reload(self, partition: int) -> None:
@@ -342,7 +337,7 @@ class TxnService:
         self.coordinator.unload_partition(partition)
         state = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, partition))
         if state is not None:
-            self.coordinator.load_partition(read_records(state.log), now_ms())
+            self.coordinator.load_partition(read_records(state.log), self.broker.clock.wall_ms())
         self._wakeup.set()
 
     async def _ensure_state_topic(self) -> None:
@@ -397,9 +392,9 @@ class TxnService:
         task_status.started()
         while True:
             wakeup = self._wakeup = trio.Event()
-            deadline = self.coordinator.poll(now_ms())
+            deadline = self.coordinator.poll(self.broker.clock.wall_ms())
             await self._send_markers()
-            wait_s = math.inf if deadline is None else max(deadline - now_ms(), 0) / 1000
+            wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
             with trio.move_on_after(wait_s):
                 await wakeup.wait()
 
@@ -409,7 +404,7 @@ class TxnService:
                 job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
             )
             (errors,) = write_markers_at_once(self.broker, [entry])
-            self.coordinator.on_markers_written(job, errors, now_ms())
+            self.coordinator.on_markers_written(job, errors, self.broker.clock.wall_ms())
 
     async def _send_markers(self) -> None:
         """Each job's markers, once the PrepareCommit / PrepareAbort before them is durable; a
@@ -427,7 +422,7 @@ class TxnService:
                 job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
             )
             (errors,) = await write_markers(self.broker, [entry])
-            coordinator.on_markers_written(job, errors, now_ms())
+            coordinator.on_markers_written(job, errors, self.broker.clock.wall_ms())
             answered, self.markers_answered = self.markers_answered, trio.Event()
             answered.set()
 
@@ -452,7 +447,9 @@ class TxnService:
         except ControllerError as exc:  # Kafka's answer while no producer id block can be had
             log.warning("no producer id block for transactional id %r: %s", transactional_id, exc.message)
             return InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
-        result = self.coordinator.init_producer_id(transactional_id, timeout_ms, producer_id, epoch, now_ms())
+        result = self.coordinator.init_producer_id(
+            transactional_id, timeout_ms, producer_id, epoch, self.broker.clock.wall_ms()
+        )
         if await self._durable(self._after_call(transactional_id)):
             return result
         return replace(result, error=E.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
@@ -460,7 +457,9 @@ class TxnService:
     async def add_partitions(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
     ) -> ErrorCode:
-        error = self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions, now_ms())
+        error = self.coordinator.add_partitions(
+            transactional_id, producer_id, epoch, partitions, self.broker.clock.wall_ms()
+        )
         return error if await self._durable(self._after_call(transactional_id)) else E.NOT_COORDINATOR
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
@@ -488,7 +487,9 @@ class TxnService:
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         """EndTxn, answered once PrepareCommit / PrepareAbort is durable."""
-        error = self.coordinator.end_transaction(transactional_id, producer_id, epoch, commit, now_ms())
+        error = self.coordinator.end_transaction(
+            transactional_id, producer_id, epoch, commit, self.broker.clock.wall_ms()
+        )
         return error if await self._durable(self._after_call(transactional_id)) else E.NOT_COORDINATOR
 
     async def commit_offsets(self, request: TxnCommitRequest) -> list[tuple[str, int, ErrorCode]]:
@@ -496,7 +497,9 @@ class TxnService:
         once durable with the group coordinator's records; NOT_COORDINATOR if they were cut."""
         groups = self.broker.groups
         await groups.ready()
-        result = commit_transactional_offsets(groups.coordinator, self._offsets_writer, request, now_ms())
+        result = commit_transactional_offsets(
+            groups.coordinator, self._offsets_writer, request, self.broker.clock.wall_ms()
+        )
         pending = groups.pending(request.group_id)
         if not pending or await groups.syncs.wait(pending):
             return result
@@ -506,4 +509,4 @@ class TxnService:
         return [self.coordinator.describe(t) for t in transactional_ids]
 
     def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int) -> ListResult:
-        return self.coordinator.list_transactions(states, producer_ids, duration_ms, now_ms())
+        return self.coordinator.list_transactions(states, producer_ids, duration_ms, self.broker.clock.wall_ms())

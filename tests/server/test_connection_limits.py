@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.clock import SystemClock
 from kafkalike.server.config import BrokerConfig, validate_value
 from kafkalike.server.connection import IdleConnections, _Socket
 from kafkalike.server.faults import Fault
@@ -212,7 +213,7 @@ async def test_negative_connections_max_idle_ms_keeps_idle_connections(
 
 
 async def test_idle_check_closes_only_connections_waiting_with_nothing_received_since() -> None:
-    idle = IdleConnections(10_000)
+    idle = IdleConnections(10_000, SystemClock())
     waiting, busy, handling = _Socket(-1), _Socket(-1), _Socket(-1)
     idle.sockets.update({waiting, busy, handling})
     for sock in (waiting, busy):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkalike.server.broker import METADATA_TOPIC, Broker, now_ms
+from kafkalike.server.broker import METADATA_TOPIC, Broker
 from tests.server.conftest import make_config
 
 DAY_MS = 86_400_000
@@ -27,9 +27,9 @@ def test_retention_keeps_the_metadata_log_and_its_topics_survive_a_restart(tmp_p
     second = _opened(tmp_path)
     metadata_log = second.logs.get(METADATA_TOPIC, 0)
     assert metadata_log is not None and metadata_log.high_watermark == metadata_log.log_end_offset
-    metadata_log.roll(now_ms())  # the first topic's records now sit in an inactive segment
+    metadata_log.roll(second.clock.wall_ms())  # the first topic's records now sit in an inactive segment
     second.create_topic("later", 1, {})
-    second.logs.run_retention(now_ms() + 30 * DAY_MS)
+    second.logs.run_retention(second.clock.wall_ms() + 30 * DAY_MS)
     assert metadata_log.log_start_offset == 0
     second.close()
 

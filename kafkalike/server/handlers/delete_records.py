@@ -16,7 +16,6 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import now_ms
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -38,7 +37,12 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Mappin
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     entry["low_watermark"] = ctx.broker.logs.delete_records(
-                        topic.name, part.partition_index, offset, now_ms(), checkpoint=False, syncs=files
+                        topic.name,
+                        part.partition_index,
+                        offset,
+                        ctx.broker.clock.wall_ms(),
+                        checkpoint=False,
+                        syncs=files,
                     )
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
@@ -46,6 +50,6 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Mappin
         try:  # the segments' renames to .deleted, on a worker thread
             await trio.to_thread.run_sync(files.run)
         except OSError as exc:  # the records are deleted (the log start moved); the files go at the next start
-            reporter.report("segment deletion in", str(ctx.broker.data_dir), exc, now_ms())
+            reporter.report("segment deletion in", str(ctx.broker.data_dir), exc, ctx.broker.clock.wall_ms())
     await ctx.broker.checkpoint_offsets()  # the new log starts are on disk before the answer, written off the loop
     return {"throttle_time_ms": 0, "topics": topics}

@@ -24,7 +24,7 @@ from typing import Any
 
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import METADATA_TOPIC, now_ms
+from kafkalike.server.broker import METADATA_TOPIC
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -39,7 +39,7 @@ async def handle_describe_quorum(ctx: RequestContext, request: Message) -> Mappi
         return _unknown_partitions(request)
     broker = ctx.broker
     end_offset = broker.metadata_end_offset
-    now = now_ms()
+    now = broker.clock.wall_ms()
     leader = {
         "replica_id": broker.node_id,
         "replica_directory_id": NO_DIRECTORY_ID,

@@ -27,7 +27,7 @@ from kafkalike.log.storage import FileSlices
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import PartitionState, now_ms
+from kafkalike.server.broker import PartitionState
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -36,12 +36,12 @@ READ_COMMITTED = 1
 
 @handles(1, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    deadline = ctx.broker.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
     while True:
         # Remember which events to wait on before reading, so no append is missed in between.
         events = [s.new_data for s in _states(ctx, request)]
         responses, total = _read_all(ctx, request)
-        if total >= request.min_bytes or trio.current_time() >= deadline or not events:
+        if total >= request.min_bytes or ctx.broker.clock.monotonic_s() >= deadline or not events:
             break
         with trio.move_on_at(deadline):
             await _any_event(events)
@@ -145,7 +145,7 @@ def _read_partition(
             error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
         )
     except OSError as exc:  # EMFILE opening a cold segment, EIO: this partition only, logged once a minute
-        reporter.report("read of", plog.directory.path, exc, now_ms())
+        reporter.report("read of", plog.directory.path, exc, ctx.broker.clock.wall_ms())
         entry.update(
             error_code=ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
         )

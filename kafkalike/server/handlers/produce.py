@@ -50,7 +50,7 @@ from kafkalike.protocol.validation import (
     request_fault,
     validate_produce_records,
 )
-from kafkalike.server.broker import PartitionState, now_ms
+from kafkalike.server.broker import PartitionState
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -216,7 +216,7 @@ async def _append(
         header = _first_header(records)
         if header is not None and header.is_transactional and header.producer_id >= 0:
             _verify_transaction(ctx, state, header, transactional_id)
-    now = now_ms()
+    now = ctx.broker.clock.wall_ms()
     try:
         valid = validate_produce_records(
             records,
