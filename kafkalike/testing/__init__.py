@@ -8,10 +8,14 @@
 - The pytest plugin (``kafkalike.testing.pytest_plugin``, loaded by pytest on its own once
   kafkalike is installed): ``kafka_broker``, ``kafka_bootstrap``, ``kafka_topic`` and more.
 - ``wire_client``: raw protocol clients for tests of the broker itself.
+- ``TrioClock``: a broker clock whose wall time follows trio's clock, so that a broker run on
+  trio's ``MockClock`` (``InProcessBroker(clock=TrioClock())``) times out, expires and retains
+  as the test sleeps, without real waiting.
 """
 
 from kafkalike.testing.broker import Faults, InProcessBroker
+from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.cluster import Cluster, ClusterNode
 from kafkalike.testing.process import BrokerProcess
 
-__all__ = ["BrokerProcess", "Cluster", "ClusterNode", "Faults", "InProcessBroker"]
+__all__ = ["BrokerProcess", "Cluster", "ClusterNode", "Faults", "InProcessBroker", "TrioClock"]

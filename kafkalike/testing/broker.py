@@ -29,6 +29,7 @@ from kafkalike.log import LogManager
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.broker import Broker
+from kafkalike.server.clock import Clock
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig
 from kafkalike.server.faults import Fault, Interceptor
 from kafkalike.testing.wire_client import WireClient
@@ -118,7 +119,10 @@ class InProcessBroker:
         seed_topics: Mapping[str, int] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: the broker's clock; ``TrioClock()`` with ``async with`` on a trio
+        ``MockClock`` makes the broker's time follow the test's (the real clock by default)."""
         if not ephemeral and data_dir is None:
             raise ValueError("a durable broker needs a data_dir")
         values = dict(TEST_PROFILE) if test_profile else {}
@@ -128,6 +132,7 @@ class InProcessBroker:
         self.ephemeral = ephemeral
         self.seed = dict(seed_topics or {})
         self.host, self.port = host, port
+        self.clock = clock
         self.faults = Faults(self)
         self.broker: Broker | None = None
         self._logs: LogManager | None = None
@@ -160,7 +165,7 @@ class InProcessBroker:
     # -- running --------------------------------------------------------------------------
 
     def _new_broker(self) -> Broker:
-        broker = Broker(self.config, ephemeral=self.ephemeral, logs=self._logs)
+        broker = Broker(self.config, ephemeral=self.ephemeral, logs=self._logs, clock=self.clock)
         broker.open()
         broker.seed_topics(list(self.seed.items()))
         self._logs = broker.logs if self.ephemeral else None

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from kafkalike.server.broker import Broker
+from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
+from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
 
 
@@ -34,10 +37,13 @@ def make_config(tmp_path: Path, **overrides: str) -> BrokerConfig:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, **overrides: str) -> AsyncIterator[RunningBroker]:
+async def serving(
+    tmp_path: Path, *, clock: Clock | None = None, ephemeral: bool = False, **overrides: str
+) -> AsyncIterator[RunningBroker]:
     """A broker on a loopback port with ``overrides`` (``make_config``'s), serving until the block
-    ends; then its clients are closed and it is closed. Again on the same ``tmp_path``: a restart."""
-    broker = Broker(make_config(tmp_path, **overrides))
+    ends; then its clients are closed and it is closed. Again on the same ``tmp_path``: a restart.
+    ``clock``: the broker's clock (the real one by default); ``ephemeral``: logs in memory."""
+    broker = Broker(make_config(tmp_path, **overrides), clock=clock, ephemeral=ephemeral)
     broker.open()
     try:
         async with trio.open_nursery() as nursery:
@@ -57,3 +63,13 @@ async def serving(tmp_path: Path, **overrides: str) -> AsyncIterator[RunningBrok
 async def running(tmp_path: Path) -> AsyncIterator[RunningBroker]:
     async with serving(tmp_path) as running:
         yield running
+
+
+@pytest.fixture
+async def trio_clock() -> TrioClock:
+    """A broker clock whose wall time follows the test's autojump ``MockClock``: the broker's
+    timeouts, retention and timestamps move as the test sleeps, and no sleep takes real time.
+    pytest-trio runs a test on a mock clock only when the test itself takes ``autojump_clock``."""
+    if not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+        raise pytest.UsageError("a test with trio_clock takes autojump_clock too (trio's MockClock)")
+    return TrioClock()
