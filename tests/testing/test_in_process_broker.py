@@ -20,6 +20,8 @@ from kafkalike.protocol.api import RequestHeader
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.testing.broker import InProcessBroker
+from kafkalike.testing.clock import DEFAULT_EPOCH_MS, TrioClock
+from kafkalike.testing.wire_client import AsyncWireClient
 
 PRODUCE, METADATA = 0, 3
 
@@ -183,6 +185,19 @@ def test_restart_keeps_ephemeral_data() -> None:
         kafka.restart()
         assert kafka.port == port
         assert [r.value for _, r in kafka.consume("kept", partition=1)] == [b"v1"]
+
+
+async def test_a_broker_on_a_trio_clock_tells_the_mock_clocks_time(autojump_clock: trio.testing.MockClock) -> None:
+    async with InProcessBroker(clock=TrioClock()) as kafka:
+        await trio.sleep(3 * 3600)  # on the mock clock: no real wait
+        client = await AsyncWireClient.connect(kafka.host, kafka.port)
+        try:
+            body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+            response = await client.request(55, 1, body)  # DescribeQuorum: "now" for the leader itself
+        finally:
+            await client.aclose()
+        (voter,) = response.topics[0].partitions[0].current_voters
+        assert voter.last_fetch_timestamp == DEFAULT_EPOCH_MS + int(trio.current_time() * 1000)
 
 
 async def test_async_use_inside_trio() -> None:
