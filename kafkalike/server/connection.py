@@ -137,7 +137,7 @@ async def serve_connection(
                         memory.release()
                     if response is not None:
                         await _send(conn, response)
-                    await conn.yield_if_not_waited()
+                    await conn.yield_if_not_waited(broker.clock.monotonic_s())
         if conn.idle_scope.cancelled_caught:
             raise IdleConnection
     except ProtocolError as exc:
@@ -265,8 +265,7 @@ class _Socket:
             position += n
             length -= n
 
-    async def yield_if_not_waited(self) -> None:
-        now = trio.current_time()
+    async def yield_if_not_waited(self, now: float) -> None:
         if self.waited:
             self.waited = False
             self.yielded_at = now
