@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rafttest_harness import CLUSTER, Harness, elect, fetch_ok, fill_log, only, partition
 
-from kafkalike.protocol.api import RequestHeader, encode_request, encode_response
+from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import VoterKey
@@ -125,10 +125,23 @@ def test_fetch_snapshot_errors() -> None:
     assert p["current_leader"] == {"leader_id": 3, "leader_epoch": 1}
 
 
-def test_fetch_snapshot_messages_encode() -> None:
+def test_fetch_snapshot_messages_survive_the_wire() -> None:
     request = m.fetch_snapshot_request(CLUSTER, VoterKey(2), 1, (5, 1), 0, 100)
-    encode_request(RequestHeader(m.FETCH_SNAPSHOT, 1, 1, "node-2"), request)
-    encode_response(m.FETCH_SNAPSHOT, 1, 1, m.fetch_snapshot_response(ErrorCode.NONE, 1, 1, (5, 1), 9, 0, b"abc"))
+    header, decoded = decode_request(encode_request(RequestHeader(m.FETCH_SNAPSHOT, 1, 1, "node-2"), request)[4:])
+    (wanted,) = decoded.topics[0].partitions
+    assert (header.api_key, decoded.replica_id, decoded.max_bytes) == (m.FETCH_SNAPSHOT, 2, 100)
+    assert (wanted.snapshot_id.end_offset, wanted.snapshot_id.epoch, wanted.position) == (5, 1, 0)
+
+    response = m.fetch_snapshot_response(ErrorCode.NONE, 1, 1, (5, 1), 9, 0, b"abc")
+    _, answer = decode_response(m.FETCH_SNAPSHOT, 1, encode_response(m.FETCH_SNAPSHOT, 1, 1, response)[4:])
+    (chunk,) = answer.topics[0].partitions
+    assert (chunk.snapshot_id.end_offset, chunk.size, chunk.position, bytes(chunk.unaligned_records)) == (
+        5,
+        9,
+        0,
+        b"abc",
+    )
+    assert (chunk.current_leader.leader_id, chunk.current_leader.leader_epoch) == (1, 1)
 
 
 # -- the follower ---------------------------------------------------------------------------------
