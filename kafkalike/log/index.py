@@ -87,7 +87,36 @@ class _IndexFile:
             self._file = None
 
 
-class OffsetIndex:
+class _IndexFileOwner:
+    """What both indexes do with their file: ``_io`` writes, flushes and releases it."""
+
+    _io: _IndexFile
+
+    def write_pending(self) -> None:
+        self._io.write_pending()
+
+    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
+        self._io.flush(syncs)
+
+    def release(self) -> None:
+        self._io.release()
+
+    def abandon(self) -> None:
+        self._io.abandon()
+
+    @property
+    def file_open(self) -> bool:
+        return self._io.is_open
+
+    def adopt_file(self, file: SegmentFile) -> None:
+        self._io.adopt(file)
+
+    def open_file(self) -> None:
+        """Open the file now (it is otherwise opened at the first write)."""
+        self._io.file()
+
+
+class OffsetIndex(_IndexFileOwner):
     """``%020d.index``: 8-byte entries, ``int32 offset - base_offset`` then ``int32 file position``.
 
     An entry maps the last offset of a batch to the position where that batch starts; entries rise
@@ -169,31 +198,8 @@ class OffsetIndex:
     def entries(self) -> list[tuple[int, int]]:
         return [(self.base_offset + o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
 
-    def write_pending(self) -> None:
-        self._io.write_pending()
 
-    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
-        self._io.flush(syncs)
-
-    def release(self) -> None:
-        self._io.release()
-
-    def abandon(self) -> None:
-        self._io.abandon()
-
-    @property
-    def file_open(self) -> bool:
-        return self._io.is_open
-
-    def adopt_file(self, file: SegmentFile) -> None:
-        self._io.adopt(file)
-
-    def open_file(self) -> None:
-        """Open the file now (it is otherwise opened at the first write)."""
-        self._io.file()
-
-
-class TimeIndex:
+class TimeIndex(_IndexFileOwner):
     """``%020d.timeindex``: 12-byte entries, ``int64 timestamp`` then ``int32 offset - base_offset``.
 
     An entry says "the largest timestamp up to this offset is T"; one is added beside an offset
@@ -271,26 +277,3 @@ class TimeIndex:
 
     def entries(self) -> list[tuple[int, int]]:
         return [(t, self.base_offset + o) for t, o in zip(self._timestamps, self._offsets, strict=True)]
-
-    def write_pending(self) -> None:
-        self._io.write_pending()
-
-    def flush(self, syncs: Syncs = IMMEDIATE) -> None:
-        self._io.flush(syncs)
-
-    def release(self) -> None:
-        self._io.release()
-
-    def abandon(self) -> None:
-        self._io.abandon()
-
-    @property
-    def file_open(self) -> bool:
-        return self._io.is_open
-
-    def adopt_file(self, file: SegmentFile) -> None:
-        self._io.adopt(file)
-
-    def open_file(self) -> None:
-        """Open the file now (it is otherwise opened at the first write)."""
-        self._io.file()
