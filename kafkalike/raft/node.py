@@ -557,22 +557,26 @@ class RaftNode:
     def _vote_reply(self, error: ErrorCode, granted: bool) -> dict[str, Any]:
         return m.vote_response(error, self.epoch, self.leader_id, granted)
 
-    def _handle_begin_quorum_epoch(self, p: Any, now_ms: int) -> dict[str, Any]:
+    def _epoch_announcement_error(self, p: Any, now_ms: int) -> dict[str, Any] | None:
+        """BeginQuorumEpoch's and EndQuorumEpoch's common part: refuse an older epoch or no
+        leader, else follow the announced leader; None when accepted."""
         leader_id, epoch = p["leader_id"], p["leader_epoch"]
         if epoch < self.epoch:
             return m.epoch_response(ErrorCode.FENCED_LEADER_EPOCH, self.epoch, self.leader_id)
         if leader_id < 0:
             return m.epoch_response(ErrorCode.INVALID_REQUEST, self.epoch, self.leader_id)
         self._follow_if_new(leader_id, epoch, now_ms)
-        return m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id)
+        return None
+
+    def _handle_begin_quorum_epoch(self, p: Any, now_ms: int) -> dict[str, Any]:
+        refused = self._epoch_announcement_error(p, now_ms)
+        return refused if refused is not None else m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id)
 
     def _handle_end_quorum_epoch(self, p: Any, now_ms: int) -> dict[str, Any]:
-        leader_id, epoch = p["leader_id"], p["leader_epoch"]
-        if epoch < self.epoch:
-            return m.epoch_response(ErrorCode.FENCED_LEADER_EPOCH, self.epoch, self.leader_id)
-        if leader_id < 0:
-            return m.epoch_response(ErrorCode.INVALID_REQUEST, self.epoch, self.leader_id)
-        self._follow_if_new(leader_id, epoch, now_ms)
+        refused = self._epoch_announcement_error(p, now_ms)
+        if refused is not None:
+            return refused
+        leader_id = p["leader_id"]
         state = self.state
         if isinstance(state, Follower) and state.leader_id == leader_id:
             successors = [c["candidate_id"] for c in p.get("preferred_candidates") or []]
