@@ -12,6 +12,7 @@ compared with kafka-storage's: the same exit status, and our one line is its mes
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -247,12 +248,16 @@ def test_each_refusal_is_kafka_storages(tmp_path: Path, case: str) -> None:
 
 
 def test_formatted_twice_is_refused_as_kafka_storage_refuses_it(tmp_path: Path) -> None:
+    # Both tools on the very same paths, one after the other: the directory named first follows a
+    # Java HashMap's order of the path strings, so different paths could name another one.
     results = {}
+    node = tmp_path / "node"
     for tool, run in TOOLS.items():
-        config = node_config(tmp_path / tool, STATIC)
+        shutil.rmtree(node, ignore_errors=True)
+        config = node_config(node, STATIC)
         assert run("format", "-t", CLUSTER_ID, "-c", str(config)).returncode == 0
         again = [run("format", "-t", t, "-c", str(config)) for t in (CLUSTER_ID, "AAAAAAAAAAAAAAAAAAAAAA")]
-        results[tool] = [(r.returncode, r.stderr.replace(str(tmp_path / tool), "WORK")) for r in again]
+        results[tool] = [(r.returncode, r.stderr.replace(str(node), "WORK")) for r in again]
     for (our_code, ours), (kafka_code, kafka) in zip(results["kafkalike"], results["kafka"], strict=True):
         assert (our_code, kafka_code) == (1, 1)
         assert ours.splitlines() == [kafka_message_text(kafka)]
