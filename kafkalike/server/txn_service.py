@@ -175,7 +175,9 @@ async def _no_flush_in_flight(broker: Broker, partitions: set[TopicPartition]) -
     """Until no append to ``partitions`` waits for its fsync on a worker thread: a marker
     appended behind it would be in the way if that append had to be cut."""
     for _ in range(MAX_FLUSH_WAITS):
-        busy = [s.flushing for tp in partitions if (s := broker.partitions.get(tp)) is not None and s.flushing]
+        busy = [
+            s.flushing for tp in partitions if (s := broker.partitions.get(tp)) is not None and s.flushing is not None
+        ]
         if not busy:
             return
         await busy[0].wait()
