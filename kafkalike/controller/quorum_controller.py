@@ -77,10 +77,11 @@ class QuorumController:
         topic_defaults: TopicDefaults | None = None,
         config_defaults: ConfigDefaults | None = None,
         image: MetadataImage = EMPTY_IMAGE,
+        delete_topic_enable: bool = True,
     ) -> None:
         self.node_id = node_id
         self.loader = MetadataLoader(image)
-        self.replication = ReplicationControl(rng, topic_defaults, config_defaults)
+        self.replication = ReplicationControl(rng, topic_defaults, config_defaults, delete_topic_enable)
         self.configuration = ConfigurationControl(config_defaults or ConfigDefaults(), node_id)
         self._uncommitted: deque[_Uncommitted] = deque()
         self._latest = image

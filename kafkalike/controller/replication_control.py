@@ -163,8 +163,10 @@ class ReplicationControl:
         rng: random.Random,
         topic_defaults: TopicDefaults | None = None,
         config_defaults: ConfigDefaults | None = None,
+        delete_topic_enable: bool = True,
     ) -> None:
         self.rng = rng
+        self.delete_topic_enable = delete_topic_enable  # the brokers' delete.topic.enable
         self.topic_defaults = topic_defaults or TopicDefaults()
         self.config_defaults = config_defaults or ConfigDefaults()
 
@@ -420,12 +422,20 @@ class ReplicationControl:
         """Delete topics by name (every version) or by id (v6+), as Kafka's ControllerApis sorts
         them out: a name or id given twice, both or neither given, a name naming a topic also
         given by id: INVALID_REQUEST; an unknown name UNKNOWN_TOPIC_OR_PARTITION, an unknown id
-        UNKNOWN_TOPIC_ID. Answered in the request's order (a repeated entry answered once)."""
+        UNKNOWN_TOPIC_ID. Answered in the request's order (a repeated entry answered once).
+        With ``delete.topic.enable=false`` every entry is refused: TOPIC_DELETION_DISABLED, or
+        INVALID_REQUEST before v3, which has no such code."""
         wanted: list[tuple[str | None, uuid.UUID]]
         if version >= 6:
             wanted = [(t.name, t.topic_id) for t in request.topics]
         else:
             wanted = [(name, ZERO_UUID) for name in request.topic_names]
+        if not self.delete_topic_enable:
+            if version < 3:
+                disabled = ApiError(ErrorCode.INVALID_REQUEST, "Topic deletion is disabled.")
+            else:
+                disabled = ApiError(ErrorCode.TOPIC_DELETION_DISABLED)
+            return ControllerResult.of([], [DeletableTopicResult(n, i, disabled) for n, i in wanted])
         names = Counter(n for n, i in wanted if n is not None and i == ZERO_UUID)
         ids = Counter(i for n, i in wanted if n is None and i != ZERO_UUID)
         by_id = {i for n, i in wanted if n is None and ids[i] == 1}

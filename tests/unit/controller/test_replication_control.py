@@ -442,3 +442,16 @@ def test_delete_errors() -> None:
     both = control().delete_topics(image, delete_request(("d", ZERO), (None, d_id)), 6)
     assert {r.error.message for r in both.reply} == {"The provided topic name maps to an ID that was already supplied."}
     assert both.records == ()
+
+
+def test_deletion_disabled_refuses_every_entry() -> None:
+    image = with_topic([1], "kept", 1)
+    disabled = control(delete_topic_enable=False)
+    result = disabled.delete_topics(image, delete_request(("kept", ZERO), ("nope", ZERO)), 6)
+    assert result.records == ()
+    assert [(r.name, r.error) for r in result.reply] == [
+        ("kept", ApiError(E.TOPIC_DELETION_DISABLED)),
+        ("nope", ApiError(E.TOPIC_DELETION_DISABLED)),
+    ]
+    old = disabled.delete_topics(image, delete_request(("kept", ZERO), version=2), 2)
+    assert [r.error for r in old.reply] == [ApiError(E.INVALID_REQUEST, "Topic deletion is disabled.")]
