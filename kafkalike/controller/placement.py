@@ -12,7 +12,8 @@ has an unfenced broker left in this round, then its other replicas from the foll
 per rack in turn, so that replicas spread over racks. Every rack's offset moves by one per round
 (a round is as many partitions as there are unfenced brokers), after which racks and brokers are
 reshuffled, so that the same assignments do not repeat. Randomness comes from the
-``random.Random`` the caller gives (seeded in tests).
+``random.Random`` the caller gives (seeded in tests), drawn in Kafka's order: given a Random
+that draws as java.util.Random does, this places exactly as Kafka's class (tested so).
 
 Refusals are Kafka's InvalidReplicationFactorException messages; the caller prefixes them with
 "Unable to replicate the partition N time(s): " as ReplicationControlManager does.
@@ -124,6 +125,31 @@ class _Rack:
         return broker if broker >= 0 else self.fenced.next(epoch)
 
 
+def _java_string_hash(text: str) -> int:
+    """Java's String.hashCode, as an unsigned 32-bit number."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_map_order(racks: Sequence[str | None]) -> list[str | None]:
+    """The order a ``java.util.HashMap<Optional<String>, _>`` filled with these keys in this order
+    iterates them: by bucket (the key's hash spread as HashMap.hash does, over a table of 16
+    doubled while more than 3/4 full), insertion order within a bucket. Kafka's placer draws
+    each rack's random start in this order, so the same seed places as Kafka places."""
+    capacity = 16
+    while len(racks) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(rack: str | None) -> int:
+        h = 0 if rack is None else _java_string_hash(rack)  # Optional.hashCode
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(racks, key=bucket)  # stable: insertion order within a bucket
+
+
 class StripedReplicaPlacer:
     """Places one topic's new partitions over a cluster's usable brokers (see the module doc)."""
 
@@ -136,9 +162,10 @@ class StripedReplicaPlacer:
             (rack.fenced if b.fenced else rack.unfenced).brokers.append(b.broker_id)
             self._total += 1
             self._unfenced += not b.fenced
-        for rack in self._racks.values():
-            rack.fenced.initialize(rng)
-            rack.unfenced.initialize(rng)
+        self._rack_order = java_hash_map_order(list(self._racks))
+        for name in self._rack_order:
+            self._racks[name].fenced.initialize(rng)
+            self._racks[name].unfenced.initialize(rng)
         # No rack first, then by name (Kafka's OptionalStringComparator).
         self._rack_names: list[str | None] = sorted(self._racks, key=lambda r: (r is not None, r or ""))
         self._epoch = 0
@@ -151,9 +178,9 @@ class StripedReplicaPlacer:
 
     def _shuffle(self) -> None:
         self._rng.shuffle(self._rack_names)
-        for rack in self._racks.values():
-            self._rng.shuffle(rack.fenced.brokers)
-            self._rng.shuffle(rack.unfenced.brokers)
+        for name in self._rack_order:
+            self._rng.shuffle(self._racks[name].fenced.brokers)
+            self._rng.shuffle(self._racks[name].unfenced.brokers)
 
     def _place_one(self, replication_factor: int) -> list[int]:
         _check_factor(replication_factor, self._total, self._unfenced)

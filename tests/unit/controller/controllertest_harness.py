@@ -102,3 +102,36 @@ def commit(image: MetadataImage, result: ControllerResult[Any]) -> MetadataImage
 
 def controller(image: MetadataImage, seed: int = 7, **kwargs: Any) -> QuorumController:
     return QuorumController(node_id=1, rng=random.Random(seed), image=image, **kwargs)
+
+
+class JavaRandom(random.Random):
+    """Draws as ``java.util.Random`` does (its 48-bit LCG, nextInt and Collections.shuffle), so
+    that code given it makes the choices Kafka's makes with ``new Random(seed)``."""
+
+    _MULTIPLIER, _MASK = 0x5DEECE66D, (1 << 48) - 1
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self._state = (seed ^ self._MULTIPLIER) & self._MASK
+
+    def _next(self, bits: int) -> int:
+        self._state = (self._state * self._MULTIPLIER + 0xB) & self._MASK
+        return self._state >> (48 - bits)
+
+    def next_int(self, bound: int) -> int:
+        if bound & -bound == bound:  # a power of two
+            return (bound * self._next(31)) >> 31
+        while True:
+            bits = self._next(31)
+            value = bits % bound
+            if bits - value + (bound - 1) < 2**31:  # Java's int overflow test
+                return value
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+        assert stop is None and step == 1, "the placer draws randrange(n) only"
+        return self.next_int(start)
+
+    def shuffle(self, x: list[Any]) -> None:  # type: ignore[override]
+        for i in range(len(x), 1, -1):
+            j = self.next_int(i)
+            x[i - 1], x[j] = x[j], x[i - 1]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
-from controllertest_harness import cluster
+from controllertest_harness import JavaRandom, cluster
 
 from kafkalike.controller.api_error import ControllerApiError
 from kafkalike.controller.placement import (
@@ -116,3 +117,64 @@ def test_manual_assignment_errors(replicas: list[int], factor: int | None, messa
 
 def test_a_valid_manual_assignment_passes() -> None:
     check_manual_assignment([3, 1], cluster([1, 2, 3]).brokers, 2)
+
+
+def test_leaders_stripe_over_racks_whatever_their_sizes() -> None:
+    racks = {1: "a", 2: "a", 3: "b"}
+    placed = StripedReplicaPlacer(brokers(1, 2, 3, racks=racks), random.Random(4)).place(300, 1)
+    # Racks take turns for the leader, so the lone broker of b leads about half, not a third.
+    by_rack = Counter(racks[r[0]] for r in placed)
+    assert 120 <= by_rack["b"] <= 180, by_rack
+
+
+def test_brokers_without_a_rack_are_one_rack_of_their_own() -> None:
+    racks = {1: "a", 2: "b"}
+    for replicas in StripedReplicaPlacer(brokers(1, 2, 3, racks=racks), random.Random(8)).place(30, 3):
+        assert sorted(replicas) == [1, 2, 3]
+
+
+KAFKA_PLACEMENTS = Path(__file__).with_name("kafka_placements.txt")
+
+
+def kafka_cases() -> list[tuple[str, str]]:
+    lines = KAFKA_PLACEMENTS.read_text().splitlines()
+    return [tuple(part.strip() for part in line.split("|")) for line in lines if not line.startswith("#")]  # type: ignore[misc]
+
+
+def place_as_the_fixture_says(case: str) -> str:
+    seed, partitions, factor, *listed = case.split(" ")
+    usable = []
+    for entry in listed[0].split(",") if listed else []:
+        broker_id, rack, fenced = entry.split(":")
+        usable.append(UsableBroker(int(broker_id), None if rack == "-" else rack, fenced == "1"))
+    try:
+        placed = StripedReplicaPlacer(usable, JavaRandom(int(seed))).place(int(partitions), int(factor))
+    except PlacementError as exc:
+        return f"ERROR {exc.message}"
+    return ";".join(" ".join(str(b) for b in replicas) for replicas in placed)
+
+
+def test_the_same_placements_as_kafkas_placer_for_the_same_random_draws() -> None:
+    """kafka_placements.txt holds what Kafka 4.0.2's StripedReplicaPlacer placed, given
+    ``new Random(seed)``, for 401 clusters (with and without racks, fenced brokers, factors 0 to
+    brokers + 1); made by oracle/PlacementOracle.java. Our placer, drawing from a Random that
+    draws as Java's, must place every one the same (or refuse with the same words)."""
+    cases = kafka_cases()
+    assert len(cases) > 400
+    wrong = [(case, kafka, ours) for case, kafka in cases if (ours := place_as_the_fixture_says(case)) != kafka]
+    assert not wrong, wrong[:3]
+
+
+def test_the_fixture_comparison_notices_a_different_draw() -> None:
+    """Negative control: Python's own Random (other draws) does not reproduce Kafka's choices."""
+    placed = [c for c in kafka_cases() if not c[1].startswith("ERROR") and ";" in c[1]]
+    differing = 0
+    for case, kafka in placed:
+        seed, partitions, factor, listed = case.split(" ")
+        usable = [
+            UsableBroker(int(i), None if r == "-" else r, f == "1")
+            for i, r, f in (e.split(":") for e in listed.split(","))
+        ]
+        ours = StripedReplicaPlacer(usable, random.Random(int(seed))).place(int(partitions), int(factor))
+        differing += ";".join(" ".join(map(str, r)) for r in ours) != kafka
+    assert differing > len(placed) // 2

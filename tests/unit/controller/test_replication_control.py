@@ -455,3 +455,13 @@ def test_deletion_disabled_refuses_every_entry() -> None:
     ]
     old = disabled.delete_topics(image, delete_request(("kept", ZERO), version=2), 2)
     assert [r.error for r in old.reply] == [ApiError(E.INVALID_REQUEST, "Topic deletion is disabled.")]
+
+
+def test_checks_run_in_kafkas_order() -> None:
+    image = with_topic([1], "taken", 1)
+    bad_config = {"no.such.config": "1"}
+    # The name and existence come before configs, configs before counts.
+    assert one_error(image, topic_spec("taken", configs=bad_config))[0] == E.TOPIC_ALREADY_EXISTS
+    assert one_error(image, topic_spec("bad/name", configs=bad_config))[0] == E.INVALID_TOPIC_EXCEPTION
+    assert one_error(image, topic_spec("fresh", 0, rf=0, configs=bad_config))[0] == E.INVALID_CONFIG
+    assert one_error(image, topic_spec("fresh", 0, rf=0))[0] == E.INVALID_REPLICATION_FACTOR
