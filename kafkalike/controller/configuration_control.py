@@ -19,7 +19,9 @@ operation. Checks, in order, with the codes and words clients see today:
 
 Records are ConfigRecords (a null value removes a config). As Kafka (KAFKA-14136), a broker
 resource gets a record for every config the request names even when its value is unchanged,
-so that brokers reload it; a topic only for changed values.
+so that brokers reload it; a topic only for changed values. A resource's records follow the
+order of Kafka's HashMap of its config names (``limits.java_hash_set_order``), so that the
+same change is the same batch.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kafkalike.configs import config_type as declared_type
 from kafkalike.controller.api_error import ApiError, ControllerApiError
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import BROKER_RESOURCE, EMPTY, TOPIC_RESOURCE, ConfigResource, MetadataImage
+from kafkalike.controller.limits import java_hash_set_order
 from kafkalike.log.config import LogConfig
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
@@ -201,11 +204,12 @@ class ConfigurationControl:
         on_broker = resource.type == BROKER_RESOURCE
         out = [
             _config_record(resource, name, new.get(name))
-            for name in dict.fromkeys(named)
+            for name in java_hash_set_order(named)
             if on_broker or old.get(name) != new.get(name)
         ]
         done = set(named)
-        out += [_config_record(resource, name, None) for name in old if name not in new and name not in done]
+        gone = [name for name in old if name not in new and name not in done]
+        out += [_config_record(resource, name, None) for name in java_hash_set_order(gone)]
         return out
 
     def _apply_op(self, resource: ConfigResource, configs: dict[str, str], op: Message) -> None:

@@ -29,7 +29,7 @@ for more than 10,000 partitions, or when its records would exceed one operation'
 
 A new partition's leader is its first replica, its ISR the active replicas, leader and partition
 epoch 0 (Kafka's PartitionRecord for a new partition). The records of a topic: TopicRecord, its
-ConfigRecords, then its PartitionRecords.
+ConfigRecords (in the order of Kafka's HashMap of them), then its PartitionRecords.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ class ReplicationControl:
         records = [metadata_record(T.TOPIC_RECORD, name=name, topic_id=topic_id)]
         records += [
             metadata_record(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
-            for k, v in configs.items()
+            for k, v in ((k, configs[k]) for k in java_hash_set_order(configs))
         ]
         records += [partition_record(p, topic_id, i, image.metadata_version) for i, p in enumerate(partitions)]
         assert len(records) == topic_records(len(partitions), len(configs))
