@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
 import random
 import uuid
 from collections import Counter
@@ -75,6 +76,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
 T = MetadataRecordType
+log = logging.getLogger("kafkalike.controller")
 ZERO_UUID = uuid.UUID(int=0)
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, never a topic's
 UNKNOWN_TOPIC = "This server does not host this topic-partition."
@@ -112,12 +114,13 @@ def partition_record(
     return dataclasses.replace(partition.to_record(topic_id, partition_id), version=version)
 
 
-def random_topic_id(rng: random.Random) -> uuid.UUID:
+def random_topic_id(rng: random.Random, taken: Mapping[uuid.UUID, object] | None = None) -> uuid.UUID:
     """A new topic id as Kafka's Uuid.randomUuid makes one: never the zero or metadata topic id,
-    and never one whose text starts with '-' (a command line would read it as an option)."""
+    and never one whose text starts with '-' (a command line would read it as an option); nor
+    one of ``taken`` (two controllers seeded alike must not reuse a topic's id)."""
     while True:
         candidate = uuid.UUID(int=rng.getrandbits(128))
-        if candidate in (ZERO_UUID, METADATA_TOPIC_ID):
+        if candidate in (ZERO_UUID, METADATA_TOPIC_ID) or (taken is not None and candidate in taken):
             continue
         if not base64.urlsafe_b64encode(candidate.bytes).startswith(b"-"):
             return candidate
@@ -235,7 +238,7 @@ class ReplicationControl:
             partitions = self._manual_partitions(image, topic)
         else:
             partitions = self._placed_partitions(image, topic)
-        topic_id = random_topic_id(self.rng)
+        topic_id = random_topic_id(self.rng, image.topics_by_id)
         records = [metadata_record(T.TOPIC_RECORD, name=name, topic_id=topic_id)]
         records += [
             metadata_record(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
@@ -368,19 +371,16 @@ class ReplicationControl:
             if counts[name] > 1:
                 continue
             try:
-                grown = self._grow(image, by_name[name])
+                grown = self._grow(image, by_name[name], budget)
             except ControllerApiError as exc:
                 results.append(CreatePartitionsTopicResult(name, exc.error))
                 continue
-            if not budget.take(len(grown)):
-                # Kafka's bounded record list overflows: an exception with no message.
-                results.append(CreatePartitionsTopicResult(name, ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, None)))
-                continue
+            budget.take(len(grown))
             results.append(CreatePartitionsTopicResult(name, ApiError.NONE))
             records += grown
         return ControllerResult.of([] if request.validate_only else records, results)
 
-    def _grow(self, image: MetadataImage, wanted: Message) -> list[ApiMessageAndVersion]:
+    def _grow(self, image: MetadataImage, wanted: Message, budget: RecordBudget) -> list[ApiMessageAndVersion]:
         topic = image.topic(wanted.name)
         if topic is None:
             raise ControllerApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC)
@@ -404,6 +404,12 @@ class ReplicationControl:
                 ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid state: topic {wanted.name} appears to have no partitions."
             )
         factor = len(next(iter(topic.partitions.values())).replicas)
+        if budget.full or additional > budget.left:
+            # Kafka's bounded record list overflows: an exception with no message. Checked
+            # before placing anything, so that a count of 2**31 - 1 costs nothing.
+            budget.full = True
+            log.warning("CreatePartitions for %s refused: %s", wanted.name, BATCH_TOO_LARGE)
+            raise ControllerApiError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
         if wanted.assignments is not None:
             partitions = [
                 self._manual_partition(image, list(a.broker_ids), factor, have + i)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import random
 import uuid
 from typing import Any
@@ -97,11 +98,19 @@ def test_record_versions_follow_the_metadata_version() -> None:
     assert [partition_record_version(v) for v in (7, 16, 17, 22, 23, 25, 0)] == [0, 0, 1, 1, 2, 2, 2]
 
 
-def test_topic_ids_are_never_reserved_and_never_print_with_a_leading_dash() -> None:
+def test_topic_ids_are_never_reserved_taken_or_printed_with_a_leading_dash() -> None:
     rng = random.Random(0)
     for _ in range(2000):
         topic_id = random_topic_id(rng)
-        assert topic_id.int > 1
+        assert topic_id.int > 1 and not base64.urlsafe_b64encode(topic_id.bytes).startswith(b"-")
+    first = random_topic_id(random.Random(5))
+    assert random_topic_id(random.Random(5), {first: None}) != first
+
+
+def test_two_controllers_seeded_alike_do_not_reuse_a_topic_id() -> None:
+    image = with_topic([1], "a", 1)
+    image = commit(image, control().create_topics(image, create_topics(topic_spec("b", 1))))
+    assert {"a", "b"} == set(image.topics_by_name) and len(image.topics_by_id) == 2
 
 
 @pytest.mark.parametrize(
@@ -465,3 +474,20 @@ def test_checks_run_in_kafkas_order() -> None:
     assert one_error(image, topic_spec("bad/name", configs=bad_config))[0] == E.INVALID_TOPIC_EXCEPTION
     assert one_error(image, topic_spec("fresh", 0, rf=0, configs=bad_config))[0] == E.INVALID_CONFIG
     assert one_error(image, topic_spec("fresh", 0, rf=0))[0] == E.INVALID_REPLICATION_FACTOR
+
+
+def test_a_huge_partition_count_is_refused_before_anything_is_placed() -> None:
+    image = with_topic([1, 2, 3])
+    result = control().create_partitions(image, create_partitions(("g", 2**31 - 1)))
+    assert answers(result) == [("g", E.UNKNOWN_SERVER_ERROR, None)] and result.records == ()
+
+
+def test_an_overflowing_topic_does_not_stop_the_ones_before_it() -> None:
+    image = with_topic([1], "a", 1)
+    image = commit(image, control().create_topics(image, create_topics(topic_spec("b", 1))))
+    grow = create_partitions(("a", 6000), ("b", 6000))
+    result = control().create_partitions(image, grow)
+    outcome = dict((n, c) for n, c, _ in answers(result))
+    # Whichever Kafka takes first (its HashSet's order) grows; the other overflows.
+    assert sorted(outcome.values()) == [E.UNKNOWN_SERVER_ERROR, E.NONE]
+    assert len(result.records) == 5999
