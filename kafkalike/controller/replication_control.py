@@ -114,6 +114,24 @@ def partition_record(
     return dataclasses.replace(partition.to_record(topic_id, partition_id), version=version)
 
 
+def partition_records(
+    partitions: Sequence[PartitionRegistration], topic_id: uuid.UUID, first_id: int, metadata_version: int
+) -> list[ApiMessageAndVersion]:
+    """The records of new partitions ``first_id``, ``first_id + 1``...: built once per distinct
+    registration (a topic's partitions share a few) and copied with their partition id, since
+    building a record costs far more than copying one."""
+    built: dict[PartitionRegistration, ApiMessageAndVersion] = {}
+    out = []
+    for offset, partition in enumerate(partitions):
+        template = built.get(partition)
+        if template is None:
+            template = built[partition] = partition_record(partition, topic_id, first_id + offset, metadata_version)
+        message = type(template.message)(template.message)
+        message["partition_id"] = first_id + offset
+        out.append(dataclasses.replace(template, message=message))
+    return out
+
+
 def random_topic_id(rng: random.Random, taken: Mapping[uuid.UUID, object] | None = None) -> uuid.UUID:
     """A new topic id as Kafka's Uuid.randomUuid makes one: never the zero or metadata topic id,
     and never one whose text starts with '-' (a command line would read it as an option); nor
@@ -244,7 +262,7 @@ class ReplicationControl:
             metadata_record(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
             for k, v in ((k, configs[k]) for k in java_hash_set_order(configs))
         ]
-        records += [partition_record(p, topic_id, i, image.metadata_version) for i, p in enumerate(partitions)]
+        records += partition_records(partitions, topic_id, 0, image.metadata_version)
         assert len(records) == topic_records(len(partitions), len(configs))
         result = CreatableTopicResult(name, ApiError.NONE, topic_id, len(partitions), len(partitions[0].replicas))
         return result, records
@@ -418,7 +436,7 @@ class ReplicationControl:
             check_replication_available(factor)
         else:
             partitions = self._place(image, additional, factor)
-        return [partition_record(p, topic.topic_id, have + i, image.metadata_version) for i, p in enumerate(partitions)]
+        return partition_records(partitions, topic.topic_id, have, image.metadata_version)
 
     # -- DeleteTopics ------------------------------------------------------------------------
 
