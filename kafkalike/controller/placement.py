@@ -9,9 +9,9 @@ Striping, as Kafka does it: the brokers are grouped by rack (brokers without a r
 group of their own, first); each rack's brokers are sorted and start at a random offset, and
 the racks start at a random one. Each partition takes its leader from the next rack in turn that
 has an unfenced broker left in this round, then its other replicas from the following racks, one
-per rack in turn, so that replicas spread over racks. Every rack's offset moves by one per round
-(a round is as many partitions as there are unfenced brokers), after which racks and brokers are
-reshuffled, so that the same assignments do not repeat. Randomness comes from the
+per rack in turn, so that replicas spread over racks. Each partition is one step: a rack used
+in a step starts one broker further on than in its last step; after as many steps as there are
+unfenced brokers, racks and brokers are reshuffled, so that the same assignments do not repeat. Randomness comes from the
 ``random.Random`` the caller gives (seeded in tests), drawn in Kafka's order: given a Random
 that draws as java.util.Random does, this places exactly as Kafka's class (tested so).
 
