@@ -40,7 +40,7 @@ import logging
 import random
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kafkalike.controller.api_error import ApiError, ControllerApiError
@@ -276,7 +276,8 @@ class ReplicationControl:
             raise ControllerApiError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs.")
         key = tuple(sorted(configs.items()))
         if key not in problems:
-            problems[key] = topic_configs_problem(configs, self.config_defaults)  # type: ignore[arg-type]
+            values = {k: v for k, v in configs.items() if v is not None}  # all of them, checked above
+            problems[key] = topic_configs_problem(values, self.config_defaults)
         problem = problems[key]
         if problem is not None:
             raise ControllerApiError(ErrorCode.INVALID_CONFIG, problem)
@@ -490,7 +491,10 @@ class ReplicationControl:
         by_id: set[uuid.UUID],
         named_ids: set[uuid.UUID],
     ) -> tuple[ApiError, DeletableTopicResult | None]:
-        invalid: Callable[[str], tuple[ApiError, None]] = lambda m: (ApiError(ErrorCode.INVALID_REQUEST, m), None)  # noqa: E731
+
+        def invalid(message: str) -> tuple[ApiError, None]:
+            return ApiError(ErrorCode.INVALID_REQUEST, message), None
+
         if name is None and topic_id == ZERO_UUID:
             return invalid("Neither topic name nor id were specified.")
         if name is not None and topic_id != ZERO_UUID:
