@@ -1,4 +1,4 @@
-"""The controller's records against Apache Kafka's: the same operations, the same batches.
+"""The controller's records and refusals against Apache Kafka's: the same operations, the same batches.
 
 A real Kafka 4.0.2 node (broker and controller) is formatted and started, and sent CreateTopics
 (with configs), CreatePartitions, IncrementalAlterConfigs (a topic and the cluster default),
@@ -7,6 +7,8 @@ Its ``__cluster_metadata`` log is then read, and each operation is run through k
 ``QuorumController`` over the image Kafka's own log had just before that operation's batch: the
 records must be Kafka's, type, version and every field, in the same order (the topic ids, which
 both draw at random, are matched by position). The bootstrap batch is compared the same way.
+Then refused requests (manual assignments, colliding and existing names, a replication factor
+above the brokers, DeleteTopics' request checks) get Kafka's codes and words from both.
 """
 
 from __future__ import annotations
@@ -80,6 +82,59 @@ OPERATIONS: list[tuple[int, int, dict[str, Any]]] = [
     ),
     (67, 0, {}),  # the broker's own AllocateProducerIds, caused by an InitProducerId
     (20, 6, {"topics": [{"name": "c-one", "topic_id": ZERO}], "timeout_ms": 5000}),
+    (19, 7, create_topics_body([topic_spec("dot.ted", 1)])),
+]
+
+
+def manual(name: str, assignments: list[tuple[int, list[int]]], partitions: int = -1, rf: int = -1) -> dict[str, Any]:
+    spec = topic_spec(name, partitions, rf=rf)
+    spec["assignments"] = [{"partition_index": i, "broker_ids": b} for i, b in assignments]
+    return spec
+
+
+# Refused requests, sent after the operations: Kafka's answers against the controller's.
+REFUSALS: list[tuple[int, int, dict[str, Any]]] = [
+    (19, 7, create_topics_body([manual("m-unknown", [(0, [7])])])),
+    (19, 7, create_topics_body([manual("m-twice", [(0, [1, 1])])])),
+    (19, 7, create_topics_body([manual("m-empty", [(0, [])])])),
+    (19, 7, create_topics_body([manual("m-gap", [(0, [1]), (2, [1])])])),
+    (19, 7, create_topics_body([manual("m-same", [(0, [1]), (0, [1])])])),
+    (19, 7, create_topics_body([manual("m-rf", [(0, [1])], rf=1)])),
+    (19, 7, create_topics_body([manual("m-count", [(0, [1])], partitions=1)])),
+    (19, 7, create_topics_body([topic_spec("dot_ted", 1)])),
+    (19, 7, create_topics_body([topic_spec("c-three", 1)])),
+    (19, 7, create_topics_body([topic_spec("__cluster_metadata", 1)])),
+    (19, 7, create_topics_body([topic_spec("rf-two", 1, rf=2)])),
+    (
+        37,
+        3,
+        {
+            "topics": [{"name": "c-three", "count": 5, "assignments": [{"broker_ids": [1]}]}],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        },
+    ),
+    (
+        37,
+        3,
+        {
+            "topics": [{"name": "c-three", "count": 4, "assignments": [{"broker_ids": [9]}]}],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        },
+    ),
+    (
+        37,
+        3,
+        {
+            "topics": [{"name": "c-three", "count": 4, "assignments": [{"broker_ids": [1, 1]}]}],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        },
+    ),
+    (20, 6, {"topics": [{"name": None, "topic_id": uuid.UUID(int=77)}], "timeout_ms": 5000}),
+    (20, 6, {"topics": [{"name": "c-three", "topic_id": uuid.UUID(int=77)}], "timeout_ms": 5000}),
+    (20, 6, {"topics": [{"name": None, "topic_id": ZERO}], "timeout_ms": 5000}),
 ]
 OPERATION_TYPES = {T.TOPIC_RECORD, T.PARTITION_RECORD, T.CONFIG_RECORD, T.PRODUCER_IDS_RECORD, T.REMOVE_TOPIC_RECORD}
 
@@ -118,6 +173,14 @@ def records_of(batch: MetadataBatch) -> list[ApiMessageAndVersion]:
     return [r for r in batch.records if r.type != T.NO_OP_RECORD]
 
 
+KAFKA_REFUSALS: list[list[tuple[str | None, int, str | None]]] = []
+
+
+def answers(api_key: int, response: Any) -> list[tuple[str | None, int, str | None]]:
+    entries = {19: "topics", 37: "results", 20: "responses"}[api_key]
+    return [(e.name, e.error_code, e.error_message) for e in getattr(response, entries)]
+
+
 @pytest.fixture(scope="module")
 def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[MetadataBatch]]:
     work = tmp_path_factory.mktemp("ak-controller")
@@ -137,7 +200,8 @@ def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Metadat
                     or response.responses
                 ]
                 assert codes == [0] * len(codes), response
-        wait_for_batches(metadata, len(OPERATIONS))
+            wait_for_batches(metadata, len(OPERATIONS))
+            KAFKA_REFUSALS[:] = [answers(k, client.request(k, v, body)) for k, v, body in REFUSALS]
     finally:
         kafka.stop()
     copy = work / "copy"
@@ -226,3 +290,26 @@ def test_the_comparison_notices_config_records_in_another_order(kafka_log: list[
     assert comparable(ours, ids) != comparable(kafka_records, {})
     ours[configs[0]], ours[configs[1]] = ours[configs[1]], ours[configs[0]]
     assert comparable(ours, ids) == comparable(kafka_records, {})
+
+
+def test_refusals_are_kafkas(kafka_log: list[MetadataBatch]) -> None:
+    """Manual assignments, colliding and existing names, the metadata topic, a replication
+    factor above the brokers, and DeleteTopics' request checks: Kafka's codes and words."""
+    loader = MetadataLoader()
+    for batch in kafka_log:
+        records = records_of(batch)
+        if records and records[0].type == T.BROKER_REGISTRATION_CHANGE_RECORD and records[0].in_controlled_shutdown:
+            break  # the image as it was while Kafka answered: before its shutdown
+        loader.apply_batch(batch)
+    controller = QuorumController(node_id=1, rng=random.Random(0), image=loader.image)
+    ours = []
+    for api_key, version, body in REFUSALS:
+        reply = run(controller, api_key, version, body).reply
+        ours.append([(r.name, r.error.code, r.error.message) for r in reply])
+    assert len(KAFKA_REFUSALS) == len(REFUSALS)
+    assert all(code != 0 for answer in KAFKA_REFUSALS for _, code, _ in answer)  # refusals, each one
+    assert KAFKA_REFUSALS[0] == [
+        ("m-unknown", 39, "The manual partition assignment includes broker 7, but no such broker is registered.")
+    ]
+    different = [(body, k, o) for (_, _, body), k, o in zip(REFUSALS, KAFKA_REFUSALS, ours, strict=True) if k != o]
+    assert not different, different
