@@ -24,14 +24,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalike.controller.features import (
+    KRAFT_VERSION_FEATURE,
+    LATEST_PRODUCTION,
+    LEVELS_BY_NAME,
+    METADATA_VERSIONS,
+    bootstrap_records,
+    feature_levels,
+)
 from kafkalike.log.snapshot_files import SnapshotId
 from kafkalike.protocol.metadata_records import (
-    ApiMessageAndVersion,
     ControlMessageType,
-    MetadataRecordType,
     build_snapshot,
     control_message,
-    metadata_record,
 )
 from kafkalike.server.config import parse_listener, parse_properties
 
@@ -40,42 +45,6 @@ BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 # Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the voters snapshot's batches are at most this.
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-
-# Kafka 4.0's metadata versions: (release name, feature level). All but the last are production
-# versions; a non-production one needs unstable.feature.versions.enable.
-METADATA_VERSIONS = (
-    ("3.3-IV3", 7),
-    ("3.4-IV0", 8),
-    ("3.5-IV0", 9),
-    ("3.5-IV1", 10),
-    ("3.5-IV2", 11),
-    ("3.6-IV0", 12),
-    ("3.6-IV1", 13),
-    ("3.6-IV2", 14),
-    ("3.7-IV0", 15),
-    ("3.7-IV1", 16),
-    ("3.7-IV2", 17),
-    ("3.7-IV3", 18),
-    ("3.7-IV4", 19),
-    ("3.8-IV0", 20),
-    ("3.9-IV0", 21),
-    ("4.0-IV0", 22),
-    ("4.0-IV1", 23),
-    ("4.0-IV2", 24),
-    ("4.0-IV3", 25),
-    ("4.1-IV0", 26),
-)
-LATEST_PRODUCTION = "4.0-IV3"
-_LEVELS = dict(METADATA_VERSIONS)
-# The other features, and the metadata.version level from which each default rises (Kafka's
-# Features.defaultValue). kraft.version is decided by the quorum arguments instead, and is never
-# a bootstrap record.
-FEATURE_DEFAULTS: Mapping[str, tuple[tuple[int, int], ...]] = {
-    "eligible.leader.replicas.version": ((26, 1),),
-    "group.version": ((22, 1),),
-    "transaction.version": ((24, 2),),
-}
-KRAFT_VERSION_FEATURE = "kraft.version"
 
 
 class FormatError(Exception):
@@ -110,7 +79,7 @@ def parse_uuid(text: str) -> uuid.UUID:
 
 def release_version(text: str) -> str:
     """The metadata version ``--release-version`` names (``4.0`` is its latest, ``4.0-IV3``)."""
-    if text in _LEVELS:
+    if text in LEVELS_BY_NAME:
         return text
     same_release = [name for name, _ in METADATA_VERSIONS[:-1] if name.split("-")[0] == text]
     if same_release:
@@ -119,26 +88,6 @@ def release_version(text: str) -> str:
     raise FormatError(
         f"Version {text} is not a valid version. The minimum version is {first} and the maximum version is {last}"
     )
-
-
-def feature_levels(version: str, *, dynamic_quorum: bool) -> dict[str, int]:
-    """Every feature's level for a new cluster at ``version``, metadata.version first."""
-    level = _LEVELS[version]
-    levels = {"metadata.version": level, KRAFT_VERSION_FEATURE: 1 if dynamic_quorum else 0}
-    for name, steps in sorted(FEATURE_DEFAULTS.items()):
-        levels[name] = max((value for since, value in steps if level >= since), default=0)
-    return levels
-
-
-def bootstrap_records(levels: Mapping[str, int]) -> list[ApiMessageAndVersion]:
-    """The FeatureLevel records of the bootstrap metadata: metadata.version, then every other
-    feature above level 0 by name (kraft.version is the quorum's, not a record here)."""
-    names = ["metadata.version", *sorted(n for n in levels if n not in ("metadata.version", KRAFT_VERSION_FEATURE))]
-    return [
-        metadata_record(MetadataRecordType.FEATURE_LEVEL_RECORD, name=n, feature_level=levels[n])
-        for n in names
-        if n == "metadata.version" or levels[n] > 0
-    ]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""Feature levels (Kafka's FeatureControlManager): the metadata versions, the features a new
+cluster starts with, and the bootstrap records that the first active controller of an empty
+metadata log writes.
+
+``kafkalike storage format`` writes the same bootstrap records into ``bootstrap.checkpoint``
+(``bootstrap_records``); when the log is empty the active controller appends them (from that
+file, else the release defaults), wrapped in a metadata transaction from metadata.version
+3.6-IV1 on, as Kafka's ActivationRecordsGenerator does, so that a controller failing half-way
+leaves no partial bootstrap (the next one aborts it and starts again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kafkalike.controller.delta import ControllerResult
+from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
+
+T = MetadataRecordType
+METADATA_VERSION_FEATURE = "metadata.version"
+KRAFT_VERSION_FEATURE = "kraft.version"
+
+# Kafka 4.0's metadata versions: (release name, feature level). All but the last are production
+# versions; a non-production one needs unstable.feature.versions.enable.
+METADATA_VERSIONS = (
+    ("3.3-IV3", 7),
+    ("3.4-IV0", 8),
+    ("3.5-IV0", 9),
+    ("3.5-IV1", 10),
+    ("3.5-IV2", 11),
+    ("3.6-IV0", 12),
+    ("3.6-IV1", 13),
+    ("3.6-IV2", 14),
+    ("3.7-IV0", 15),
+    ("3.7-IV1", 16),
+    ("3.7-IV2", 17),
+    ("3.7-IV3", 18),
+    ("3.7-IV4", 19),
+    ("3.8-IV0", 20),
+    ("3.9-IV0", 21),
+    ("4.0-IV0", 22),
+    ("4.0-IV1", 23),
+    ("4.0-IV2", 24),
+    ("4.0-IV3", 25),
+    ("4.1-IV0", 26),
+)
+LATEST_PRODUCTION = "4.0-IV3"
+LEVELS_BY_NAME: Mapping[str, int] = dict(METADATA_VERSIONS)
+# From this metadata.version on, the bootstrap records go in a metadata transaction (KIP-868).
+METADATA_TRANSACTIONS_LEVEL = LEVELS_BY_NAME["3.6-IV1"]
+# The other features, and the metadata.version level from which each default rises (Kafka's
+# Features.defaultValue). kraft.version is decided by the quorum arguments instead, and is never
+# a bootstrap record.
+FEATURE_DEFAULTS: Mapping[str, tuple[tuple[int, int], ...]] = {
+    "eligible.leader.replicas.version": ((26, 1),),
+    "group.version": ((22, 1),),
+    "transaction.version": ((24, 2),),
+}
+
+
+def feature_levels(version: str, *, dynamic_quorum: bool) -> dict[str, int]:
+    """Every feature's level for a new cluster at ``version``, metadata.version first."""
+    level = LEVELS_BY_NAME[version]
+    levels = {METADATA_VERSION_FEATURE: level, KRAFT_VERSION_FEATURE: 1 if dynamic_quorum else 0}
+    for name, steps in sorted(FEATURE_DEFAULTS.items()):
+        levels[name] = max((value for since, value in steps if level >= since), default=0)
+    return levels
+
+
+def bootstrap_records(levels: Mapping[str, int]) -> list[ApiMessageAndVersion]:
+    """The FeatureLevel records of the bootstrap metadata: metadata.version, then every other
+    feature above level 0 by name (kraft.version is the quorum's, not a record here)."""
+    others = sorted(n for n in levels if n not in (METADATA_VERSION_FEATURE, KRAFT_VERSION_FEATURE))
+    return [
+        metadata_record(T.FEATURE_LEVEL_RECORD, name=n, feature_level=levels[n])
+        for n in [METADATA_VERSION_FEATURE, *others]
+        if n == METADATA_VERSION_FEATURE or levels[n] > 0
+    ]
+
+
+def default_bootstrap_records() -> list[ApiMessageAndVersion]:
+    """The bootstrap records of a node started without ``bootstrap.checkpoint``: the latest
+    production metadata.version and its default features (as kafka-storage would write them)."""
+    return bootstrap_records(feature_levels(LATEST_PRODUCTION, dynamic_quorum=False))
+
+
+def bootstrap_metadata_version(records: Sequence[ApiMessageAndVersion]) -> int:
+    """The metadata.version the bootstrap records set; ValueError when they set none."""
+    for r in records:
+        if r.type == T.FEATURE_LEVEL_RECORD and r.name == METADATA_VERSION_FEATURE:
+            return int(r.feature_level)
+    raise ValueError("the bootstrap metadata sets no metadata.version")
+
+
+def activation_records(
+    bootstrap: Sequence[ApiMessageAndVersion], *, partial_transaction: bool = False
+) -> ControllerResult[None]:
+    """What a controller becoming active over an empty log appends: the bootstrap records, in a
+    metadata transaction where the version has them. ``partial_transaction``: the log holds a
+    bootstrap transaction a failed controller began; it is aborted first (Kafka's
+    recordsForEmptyLog)."""
+    level = bootstrap_metadata_version(bootstrap)
+    transactions = level >= METADATA_TRANSACTIONS_LEVEL
+    if partial_transaction and not transactions:
+        raise ValueError(
+            f"a partial bootstrap transaction in the log, but metadata.version {level} has no transactions"
+        )
+    records: list[ApiMessageAndVersion] = []
+    if partial_transaction:
+        records.append(metadata_record(T.ABORT_TRANSACTION_RECORD, reason="Controller failover"))
+    if transactions:
+        records.append(metadata_record(T.BEGIN_TRANSACTION_RECORD, name="Bootstrap records"))
+    records += bootstrap
+    if transactions:
+        records.append(metadata_record(T.END_TRANSACTION_RECORD))
+    return ControllerResult.of(records, None)
