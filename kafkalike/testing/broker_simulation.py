@@ -80,15 +80,18 @@ def bootstrap_records(config: SimConfig) -> list[ApiMessageAndVersion]:
     out = [metadata_record(T.FEATURE_LEVEL_RECORD, name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION)]
     if config.elr:
         out.append(metadata_record(T.FEATURE_LEVEL_RECORD, name=ELR_FEATURE, feature_level=1))
-    # Partitions of replication factor 1 on every broker, leaderless until their broker is unfenced.
+    return out
+
+
+def topic_records(config: SimConfig) -> list[ApiMessageAndVersion]:
+    """A topic of replication factor 1 with partitions on every broker, each led by its broker
+    (created once every broker is unfenced, as CreateTopics would place it)."""
     topic_id = uuid.UUID(int=0x70)
-    out.append(metadata_record(T.TOPIC_RECORD, name="sim", topic_id=topic_id))
+    out = [metadata_record(T.TOPIC_RECORD, name="sim", topic_id=topic_id)]
     for p in range(config.brokers * config.partitions_per_broker):
         b = p % config.brokers
         out.append(
-            metadata_record(
-                T.PARTITION_RECORD, partition_id=p, topic_id=topic_id, replicas=[b], isr=[b], leader=-1, directories=[]
-            )
+            metadata_record(T.PARTITION_RECORD, partition_id=p, topic_id=topic_id, replicas=[b], isr=[b], leader=b)
         )
     return out
 
@@ -166,7 +169,14 @@ class BrokerSimulation:
         self.events = 0
         self._pending: dict[int, OutboundRequest] = {}  # the request each live broker awaits
         self._check_chain = 0
-        self.stats = {"fenced_by_timeout": 0, "unfenced": 0, "registrations": 0, "failovers": 0, "shutdowns": 0}
+        self.stats = {
+            "fenced_by_timeout": 0,
+            "unfenced": 0,
+            "registrations": 0,
+            "failovers": 0,
+            "shutdowns": 0,
+            "max_fence_delay_ms": 0,
+        }
 
     # -- scheduling
 
@@ -186,6 +196,7 @@ class BrokerSimulation:
             self.now_ms = time_ms
             action()
             self.events += 1
+            self._maybe_create_topic()
             self.check_invariants()
         return self
 
@@ -193,6 +204,13 @@ class BrokerSimulation:
         raise InvariantViolation(f"seed {self.seed} at {self.now_ms} ms: {message}")
 
     # -- the controller
+
+    def _maybe_create_topic(self) -> None:
+        image = self.log.image
+        if image.topics_by_id or len(image.unfenced_brokers()) < self.config.brokers:
+            return
+        self.log.append(topic_records(self.config))
+        self._schedule_commit()
 
     def _schedule_fence_check(self) -> None:
         deadline = self.manager.poll(self.now_ms)
@@ -207,9 +225,11 @@ class BrokerSimulation:
         before = {i: b.fenced for i, b in self.log.image.brokers.items()}
         result = self.manager.fence_stale_broker(self.log.image, self.now_ms)
         self.log.append(result.records)
-        self.stats["fenced_by_timeout"] += sum(
-            1 for i, b in self.log.image.brokers.items() if b.fenced and not before.get(i, True)
-        )
+        for i, b in self.log.image.brokers.items():
+            if b.fenced and not before.get(i, True):
+                self.stats["fenced_by_timeout"] += 1
+                contact = max(self.last_contact_ms.get((i, b.epoch), 0), self.activated_ms)
+                self.stats["max_fence_delay_ms"] = max(self.stats["max_fence_delay_ms"], self.now_ms - contact)
         self._schedule_commit()
         self._schedule_fence_check()
 
