@@ -5,6 +5,7 @@ with a network that delays and drops requests and replies (a lost request times 
 broker), a metadata log whose records commit a little after they are appended (the controller
 answers once they commit) and that brokers fetch at their own pace, brokers that crash and
 restart (a new incarnation; the broker epoch it held is passed on only after a clean shutdown),
+are unregistered by an administrator (and register again),
 pause (heartbeats stop, the process keeps its state) and shut down under control, and controller
 failovers (the soft state is lost; sessions start again at activation).
 
@@ -423,9 +424,12 @@ class BrokerSimulation:
 
     def _fault(self) -> None:
         b = self.rng.choice(self.brokers)
-        kind = self.rng.choice(["crash", "pause", "controlled_shutdown", "failover", "pause"])
+        kind = self.rng.choice(["crash", "pause", "controlled_shutdown", "failover", "pause", "unregister"])
         if kind == "failover":
             self._failover()
+        elif kind == "unregister":  # an administrator's UnregisterBroker; a live broker registers again
+            self.log.append(self.manager.unregister_broker(self.log.image, b.broker_id).records)
+            self._schedule_commit()
         elif b.life is None:
             pass
         elif kind == "crash":
