@@ -69,6 +69,7 @@ UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 MV_3_3_IV3 = 7  # in_controlled_shutdown in the registration
 MV_3_4_IV0 = 8  # RegisterBrokerRecord v2
 MV_3_7_IV2 = 17  # log directories in the registration
+MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY, LOST_DIRECTORY = (uuid.UUID(int=i) for i in range(3))
 RESERVED_DIRECTORY_IDS = 100  # Kafka's DirectoryId: the first 100 UUIDs (high bits 0) are reserved
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
 IN_CONTROLLED_SHUTDOWN = 1
@@ -131,6 +132,21 @@ def register_broker_record_version(metadata_version: int) -> int:
     if metadata_version >= MV_3_4_IV0:
         return 2
     return 1 if metadata_version >= MV_3_3_IV3 else 0
+
+
+def replica_directory(partition: PartitionRegistration, replica: int) -> uuid.UUID:
+    """The directory a replica is assigned to; MIGRATING when the partition names none."""
+    if len(partition.directories) == len(partition.replicas):
+        return partition.directories[partition.replicas.index(replica)]
+    return MIGRATING_DIRECTORY
+
+
+def directory_online(directory: uuid.UUID, online: tuple[uuid.UUID, ...]) -> bool:
+    """Kafka's DirectoryId.isOnline: unassigned and migrating count as online, lost never; a
+    broker that registered no directories (before 3.7-IV2) has all of them online."""
+    if directory in (MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY):
+        return True
+    return directory != LOST_DIRECTORY and (not online or directory in online)
 
 
 def elr_enabled(image: MetadataImage) -> bool:
@@ -538,11 +554,13 @@ class ClusterControlManager:
         ``add`` may lead although still fenced (it is being unfenced), ``unclean`` shut down
         uncleanly and leaves the ISR and ELR."""
 
-        def acceptable(r: int) -> bool:
+        def acceptable(r: int, p: PartitionRegistration) -> bool:
             if r in (remove, unclean):
                 return False
             b = image.brokers.get(r)
-            return r == add or (b is not None and not b.fenced and not b.in_controlled_shutdown)
+            if r != add and (b is None or b.fenced or b.in_controlled_shutdown):
+                return False
+            return b is not None and directory_online(replica_directory(p, r), b.directories)
 
         elr_on = elr_enabled(image)
         for topic_id, name, pid, p in partitions:
@@ -550,7 +568,7 @@ class ClusterControlManager:
                 p,
                 topic_id,
                 pid,
-                acceptable,
+                lambda r, p=p: acceptable(r, p),  # type: ignore[misc]
                 metadata_version=image.metadata_version,
                 min_isr=self._min_isr(image, name, p),
                 elr_enabled=elr_on,
