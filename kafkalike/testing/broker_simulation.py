@@ -57,7 +57,7 @@ MAX_EVENTS = 500_000
 
 
 class InvariantViolation(AssertionError):
-    pass
+    """An invariant broken; the message names the seed and the command that replays it."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ class SimConfig:
     commit_delay_ms: tuple[int, int] = (1, 20)
     fetch_interval_ms: tuple[int, int] = (5, 300)
     fault_interval_ms: tuple[int, int] = (2000, 15000)
+
+
+FAMILIES = {"rf1": SimConfig(), "rf1_elr": SimConfig(elr=True)}
 
 
 def bootstrap_records(config: SimConfig) -> list[ApiMessageAndVersion]:
@@ -153,8 +156,10 @@ class BrokerSimulation:
         seed: int,
         config: SimConfig = SimConfig(),
         manager_factory: Callable[..., ClusterControlManager] = ClusterControlManager,
+        family: str = "rf1",
     ) -> None:
         self.seed = seed
+        self.family = family
         self.config = config
         self.rng = random.Random(seed)
         self.now_ms = 0
@@ -199,10 +204,16 @@ class BrokerSimulation:
             self.events += 1
             self._maybe_create_topic()
             self.check_invariants()
+        self.stats["balanced_recoveries"] = sum(
+            1 for r in self.log.records if r.type == T.PARTITION_CHANGE_RECORD and r.leader_recovery_state == RECOVERING
+        )
         return self
 
     def fail(self, message: str) -> None:
-        raise InvariantViolation(f"seed {self.seed} at {self.now_ms} ms: {message}")
+        raise InvariantViolation(
+            f"seed {self.seed} at {self.now_ms} ms: {message} "
+            f"(replay: python scripts/simulate_brokers.py --family {self.family} --seed {self.seed})"
+        )
 
     # -- the controller
 
