@@ -28,8 +28,9 @@ Rules (Kafka's; the error codes are what the reply carries):
   writes what Kafka writes: unfence (BrokerRegistrationChangeRecord fenced=-1, then leaders
   for partitions that have none), fence (the broker leaves every ISR and leadership, then
   BrokerRegistrationChangeRecord fenced=1), controlled shutdown (in_controlled_shutdown=1,
-  then leaderships moved away). ``is_caught_up`` is ``current_metadata_offset`` >= the
-  offset of its RegisterBrokerRecord.
+  then leaderships moved away). Log directories it reports offline (from 3.7-IV2) leave its
+  registration, and it leaves the partitions in them. ``is_caught_up`` is
+  ``current_metadata_offset`` >= the offset of its RegisterBrokerRecord.
 - **Session timeout.** Every ``fence_check_interval_ms`` (Kafka: session timeout / 8) one
   expired session is looked at; a registered broker at that epoch is fenced, and the check
   runs again at once while there was one. A broker that stops heartbeating is fenced within
@@ -398,6 +399,8 @@ class ClusterControlManager:
             else:
                 self._handle_in_controlled_shutdown(image, broker_id, epoch, records)
         hb.touch(broker_id, following.fenced, req.current_metadata_offset)
+        if image.metadata_version >= MV_3_7_IV2:
+            self._handle_directories_offline(image, broker_id, epoch, list(req.get("offline_log_dirs") or []), records)
         if following.in_controlled_shutdown:
             hb.update_controlled_shutdown_offset(broker_id, next_offset + len(records) - 1)
         reply = BrokerHeartbeatReply(
@@ -500,6 +503,35 @@ class ClusterControlManager:
                 )
             )
         self._leader_and_isr_updates(image, self._in_isr(image, broker_id), records, remove=broker_id)
+
+    def _handle_directories_offline(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        epoch: int,
+        offline: list[uuid.UUID],
+        records: list[ApiMessageAndVersion],
+    ) -> None:
+        """Directories newly reported offline: the broker leaves the partitions in them, and its
+        registration keeps only the others."""
+        registration = image.brokers[broker_id]
+        newly_offline = [d for d in registration.directories if d in offline]
+        if not newly_offline:
+            return
+        for d in newly_offline:
+            in_dir = [
+                ref
+                for ref in self._partitions(image)
+                if broker_id in ref[3].replicas and replica_directory(ref[3], broker_id) == d
+            ]
+            self._leader_and_isr_updates(image, in_dir, records, remove=broker_id)
+        online = [d for d in registration.directories if d not in offline]
+        records.append(
+            metadata_record(
+                T.BROKER_REGISTRATION_CHANGE_RECORD, 2, broker_id=broker_id, broker_epoch=epoch, log_dirs=online
+            )
+        )
+        log.warning("directories %s of broker %d marked offline, remaining: %s", newly_offline, broker_id, online)
 
     def _handle_broker_shutdown(
         self, image: MetadataImage, broker_id: int, clean: bool, records: list[ApiMessageAndVersion]

@@ -475,3 +475,42 @@ def test_unregistering_takes_the_broker_out_of_its_partitions_then_removes_it() 
     assert 1 not in c.image.brokers and 1 not in c.manager.register_record_offsets
     assert c.partition(0).leader == NO_LEADER
     assert c.heartbeat(heartbeat(1, epoch, 100)).error_code == ErrorCode.STALE_BROKER_EPOCH
+
+
+# -- offline log directories -----------------------------------------------------------------------
+
+
+def test_a_directory_reported_offline_takes_the_broker_out_of_its_partitions() -> None:
+    c = Controller()
+    first, second = directory(1), uuid.UUID(int=(9 << 64) | 0xD2)
+    epoch = c.register(registration(1, log_dirs=[first, second])).broker_epoch
+    c.heartbeat(heartbeat(1, epoch, c.log.next_offset))
+    records = [metadata_record(T.TOPIC_RECORD, name="t", topic_id=TOPIC)]
+    for p, d in ((0, first), (1, second)):
+        records.append(
+            metadata_record(
+                T.PARTITION_RECORD,
+                partition_id=p,
+                topic_id=TOPIC,
+                replicas=[1],
+                isr=[1],
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+                directories=[d],
+            )
+        )
+    c.log.append(records)
+    offset = c.log.next_offset
+    body = {"broker_id": 1, "broker_epoch": epoch, "current_metadata_offset": offset, "offline_log_dirs": [first]}
+    reply = c.heartbeat(as_message("BrokerHeartbeat", "request", 1, body))
+    assert reply.error_code == ErrorCode.NONE and not reply.is_fenced
+    moved, change = c.log.records[offset:]
+    assert (moved.type, moved.partition_id, moved.leader) == (T.PARTITION_CHANGE_RECORD, 0, NO_LEADER)
+    assert (change.type, change.version, change.log_dirs) == (T.BROKER_REGISTRATION_CHANGE_RECORD, 2, [second])
+    assert c.image.brokers[1].directories == (second,) and c.partition(1).leader == 1
+    # Reported again: nothing new.
+    assert (
+        c.manager.heartbeat(c.image, as_message("BrokerHeartbeat", "request", 1, body), next_offset=0, now_ms=1).records
+        == ()
+    )
