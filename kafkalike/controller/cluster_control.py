@@ -52,9 +52,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalike.controller.broker_partitions import BrokersToPartitions
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.heartbeats import BrokerControlState, BrokerHeartbeats
-from kafkalike.controller.image import METADATA_VERSION_FEATURE, NO_LEADER, MetadataImage, PartitionRegistration
+from kafkalike.controller.image import (
+    METADATA_VERSION_FEATURE,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    MetadataImage,
+    PartitionRegistration,
+)
 from kafkalike.controller.partition_change import Election, PartitionChange
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
@@ -172,6 +179,10 @@ class ClusterControlManager:
         self.default_min_isr = default_min_insync_replicas
         self.default_unclean = default_unclean_leader_election
         self.register_record_offsets: dict[int, int] = {}
+        # Kafka's order of visiting partitions (see broker_partitions), kept up by replay.
+        self.isr_index = BrokersToPartitions(with_leaders=True)
+        self.elr_index = BrokersToPartitions(with_leaders=False)
+        self._replayed: dict[tuple[uuid.UUID, int], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}
         self.heartbeats: BrokerHeartbeats | None = None
         self._next_check_ms: int | None = None
 
@@ -202,7 +213,9 @@ class ClusterControlManager:
     def replay(self, record: ApiMessageAndVersion, offset: int) -> None:
         """Follow a replayed record (the image itself is moved by the delta)."""
         hb = self.heartbeats
-        if record.type == T.REGISTER_BROKER_RECORD:
+        if record.type in (T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD, T.REMOVE_TOPIC_RECORD):
+            self._replay_partition(record)
+        elif record.type == T.REGISTER_BROKER_RECORD:
             self.register_record_offsets[record.broker_id] = offset
             if hb is not None:
                 hb.remove(record.broker_id)
@@ -216,6 +229,37 @@ class ClusterControlManager:
         elif hb is not None and record.type == T.BROKER_REGISTRATION_CHANGE_RECORD and record.broker_id in hb.brokers:
             fenced = {FENCE: True, UNFENCE: False}.get(record.fenced, hb.brokers[record.broker_id].fenced)
             hb.register(record.broker_id, fenced)
+
+    def _replay_partition(self, record: ApiMessageAndVersion) -> None:
+        if record.type == T.REMOVE_TOPIC_RECORD:
+            for key in [k for k in self._replayed if k[0] == record.topic_id]:
+                isr, _, elr = self._replayed.pop(key)
+                for b in isr:
+                    self.isr_index.remove_topic(record.topic_id, b)
+                for b in elr:
+                    self.elr_index.remove_topic(record.topic_id, b)
+            self.isr_index.remove_topic(record.topic_id, NO_LEADER)
+            return
+        key = (record.topic_id, record.partition_id)
+        before = self._replayed.get(key)
+        if record.type == T.PARTITION_RECORD:
+            after = (tuple(record.isr), record.leader, tuple(record.eligible_leader_replicas or ()))
+        elif before is None:
+            return  # a change to a partition this manager never saw: the image replay will refuse it
+        else:
+            after = (
+                before[0] if record.isr is None else tuple(record.isr),
+                before[1] if record.leader == NO_LEADER_CHANGE else record.leader,
+                before[2] if record.eligible_leader_replicas is None else tuple(record.eligible_leader_replicas),
+            )
+        self._replayed[key] = after
+        tid, pid = key
+        if before is None:
+            self.isr_index.update(tid, pid, None, after[0], NO_LEADER, after[1])
+            self.elr_index.update(tid, pid, None, after[2])
+        else:
+            self.isr_index.update(tid, pid, before[0], after[0], before[1], after[1])
+            self.elr_index.update(tid, pid, before[2], after[2])
 
     def _require_active(self) -> BrokerHeartbeats:
         if self.heartbeats is None:
@@ -551,14 +595,23 @@ class ClusterControlManager:
             for pid, p in sorted(topic.partitions.items()):
                 yield topic.topic_id, topic.name, pid, p
 
+    @staticmethod
+    def _in_order(refs: list[PartitionRef], order: list[tuple[uuid.UUID, int]]) -> list[PartitionRef]:
+        """``refs`` (the image's members) in the index's order; ones it does not know last."""
+        rank = {key: i for i, key in enumerate(order)}
+        return sorted(refs, key=lambda ref: rank.get((ref[0], ref[2]), len(rank)))
+
     def _in_isr(self, image: MetadataImage, broker_id: int) -> list[PartitionRef]:
-        return [ref for ref in self._partitions(image) if broker_id in ref[3].isr]
+        refs = [ref for ref in self._partitions(image) if broker_id in ref[3].isr]
+        return self._in_order(refs, self.isr_index.partitions(broker_id))
 
     def _in_elr(self, image: MetadataImage, broker_id: int) -> list[PartitionRef]:
-        return [ref for ref in self._partitions(image) if broker_id in ref[3].elr]
+        refs = [ref for ref in self._partitions(image) if broker_id in ref[3].elr]
+        return self._in_order(refs, self.elr_index.partitions(broker_id))
 
     def _leaderless(self, image: MetadataImage) -> list[PartitionRef]:
-        return [ref for ref in self._partitions(image) if ref[3].leader == NO_LEADER]
+        refs = [ref for ref in self._partitions(image) if ref[3].leader == NO_LEADER]
+        return self._in_order(refs, self.isr_index.partitions(NO_LEADER, leaders_only=True))
 
     def _led_by(self, image: MetadataImage, broker_id: int) -> Iterator[PartitionRef]:
         return (ref for ref in self._partitions(image) if ref[3].leader == broker_id)
