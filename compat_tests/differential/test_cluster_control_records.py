@@ -28,7 +28,7 @@ from kafkalike.protocol.metadata_records import (
     encode_metadata_record,
     read_metadata_batches,
 )
-from kafkalike.testing.apache_kafka import ApacheKafkaProcess
+from kafkalike.testing.apache_kafka import ApacheKafkaProcess, java_executable
 from kafkalike.testing.wire_client import WireClient
 
 pytestmark = pytest.mark.differential
@@ -37,11 +37,21 @@ T = MetadataRecordType
 REGISTRATION_VERSION = 4  # what a 4.0.2 broker sends
 
 
-@pytest.fixture(scope="module")
-def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[MetadataBatch], str]]:
-    """The batches of a stopped 4.0.2 node's metadata log, and its cluster id."""
+def format_with_elr(config: Path, cluster_id: str) -> list[str]:
+    """Kafka's own storage format, with eligible leader replicas (KIP-966) on."""
+    java = [java_executable(), "-Xmx256m", "-cp", str(Path(AK_LIB) / "*"), "kafka.tools.StorageTool"]
+    return [*java, "format", "-t", cluster_id, "-c", str(config), "--feature", "eligible.leader.replicas.version=1"]
+
+
+@pytest.fixture(scope="module", params=["elr-off", "elr-on"])
+def kafka_log(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[list[MetadataBatch], str]]:
+    """The batches of a stopped 4.0.2 node's metadata log, and its cluster id (ELR off, as a new
+    4.0 cluster has it, or on)."""
     work = tmp_path_factory.mktemp("ak-cluster-control")
-    kafka = ApacheKafkaProcess(Path(AK_LIB), work).start()
+    formatting = format_with_elr if request.param == "elr-on" else None
+    kafka = ApacheKafkaProcess(Path(AK_LIB), work, format_command=formatting).start()
     try:
         with WireClient(kafka.host, kafka.port) as client:
             response = client.request(19, 7, create_topics_body([topic_spec("cc-one", 1), topic_spec("cc-three", 3)]))
@@ -153,6 +163,16 @@ def test_our_broker_records_are_the_batches_kafka_wrote(kafka_log: tuple[list[Me
         assert [encode_metadata_record(r) for r in ours] == [encode_metadata_record(r) for r in theirs_records], what
     shutdown = walked[2][1]
     assert kinds(shutdown) == ["shutdown", *["PARTITION_CHANGE_RECORD"] * 4]  # every partition's leader moved
+    moved = operation(shutdown)[1][1:]
+    elr_on = any(
+        r.type == T.FEATURE_LEVEL_RECORD and r.name == "eligible.leader.replicas.version"
+        for b in batches
+        for r in b.records
+    )
+    if elr_on:  # the ISR emptied into the ELR, and the last leader remembered
+        assert all((r.isr, r.eligible_leader_replicas, r.last_known_elr) == ([], [1], [1]) for r in moved)
+    else:  # the last ISR member stays
+        assert all(r.isr is None and r.eligible_leader_replicas is None for r in moved)
 
 
 def test_the_comparison_catches_a_different_record(kafka_log: tuple[list[MetadataBatch], str]) -> None:
