@@ -38,7 +38,8 @@ Rules (Kafka's; the error codes are what the reply carries):
 - **UnregisterBroker (64).** BROKER_ID_NOT_REGISTERED when unknown; else the broker leaves
   every ISR and ELR, then UnregisterBrokerRecord.
 
-Partition changes follow ``partition_change``: with replication factor 1, a fenced broker's
+Which partitions each event touches, and in what order, is ``broker_partition_changes``; each
+partition's change follows ``partition_change``: with replication factor 1, a fenced broker's
 partitions have no leader; without ELR the broker stays their ISR, with ELR (feature
 ``eligible.leader.replicas.version`` >= 1) the ISR becomes empty and the broker moves to the
 ELR and last known ELR, so it leads again when unfenced.
@@ -48,21 +49,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalike.controller.broker_partitions import BrokersToPartitions
+from kafkalike.controller.broker_partition_changes import (
+    BrokerPartitionChanges,
+    elr_enabled,
+    replica_directory,
+)
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.heartbeats import BrokerControlState, BrokerHeartbeats
 from kafkalike.controller.image import (
     METADATA_VERSION_FEATURE,
-    NO_LEADER,
-    NO_LEADER_CHANGE,
     MetadataImage,
-    PartitionRegistration,
 )
-from kafkalike.controller.partition_change import Election, PartitionChange
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
@@ -70,14 +70,10 @@ log = logging.getLogger(__name__)
 T = MetadataRecordType
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # broker.session.timeout.ms
-ELR_FEATURE = "eligible.leader.replicas.version"
 KRAFT_VERSION_FEATURE = "kraft.version"
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 MV_3_3_IV3 = 7  # in_controlled_shutdown in the registration
 MV_3_4_IV0 = 8  # RegisterBrokerRecord v2
 MV_3_7_IV2 = 17  # log directories in the registration
-MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY, LOST_DIRECTORY = (uuid.UUID(int=i) for i in range(3))
 RESERVED_DIRECTORY_IDS = 100  # Kafka's DirectoryId: the first 100 UUIDs (high bits 0) are reserved
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
 IN_CONTROLLED_SHUTDOWN = 1
@@ -130,35 +126,12 @@ class UnregisterBrokerReply:
         return {"throttle_time_ms": 0, "error_code": self.error_code, "error_message": self.error_message}
 
 
-# (topic id, topic name, partition id, registration)
-PartitionRef = tuple[uuid.UUID, str, int, PartitionRegistration]
-
-
 def register_broker_record_version(metadata_version: int) -> int:
     if metadata_version >= MV_3_7_IV2:
         return 3
     if metadata_version >= MV_3_4_IV0:
         return 2
     return 1 if metadata_version >= MV_3_3_IV3 else 0
-
-
-def replica_directory(partition: PartitionRegistration, replica: int) -> uuid.UUID:
-    """The directory a replica is assigned to; MIGRATING when the partition names none."""
-    if len(partition.directories) == len(partition.replicas):
-        return partition.directories[partition.replicas.index(replica)]
-    return MIGRATING_DIRECTORY
-
-
-def directory_online(directory: uuid.UUID, online: tuple[uuid.UUID, ...]) -> bool:
-    """Kafka's DirectoryId.isOnline: unassigned and migrating count as online, lost never; a
-    broker that registered no directories (before 3.7-IV2) has all of them online."""
-    if directory in (MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY):
-        return True
-    return directory != LOST_DIRECTORY and (not online or directory in online)
-
-
-def elr_enabled(image: MetadataImage) -> bool:
-    return image.features.get(ELR_FEATURE, 0) >= 1
 
 
 class ClusterControlManager:
@@ -176,13 +149,11 @@ class ClusterControlManager:
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
         self.fence_check_interval_ms = fence_check_interval_ms or max(1, session_timeout_ms // 8)
-        self.default_min_isr = default_min_insync_replicas
-        self.default_unclean = default_unclean_leader_election
         self.register_record_offsets: dict[int, int] = {}
-        # Kafka's order of visiting partitions (see broker_partitions), kept up by replay.
-        self.isr_index = BrokersToPartitions(with_leaders=True)
-        self.elr_index = BrokersToPartitions(with_leaders=False)
-        self._replayed: dict[tuple[uuid.UUID, int], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}
+        self.partitions = BrokerPartitionChanges(
+            default_min_insync_replicas=default_min_insync_replicas,
+            default_unclean_leader_election=default_unclean_leader_election,
+        )
         self.heartbeats: BrokerHeartbeats | None = None
         self._next_check_ms: int | None = None
 
@@ -214,7 +185,7 @@ class ClusterControlManager:
         """Follow a replayed record (the image itself is moved by the delta)."""
         hb = self.heartbeats
         if record.type in (T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD, T.REMOVE_TOPIC_RECORD):
-            self._replay_partition(record)
+            self.partitions.replay(record)
         elif record.type == T.REGISTER_BROKER_RECORD:
             self.register_record_offsets[record.broker_id] = offset
             if hb is not None:
@@ -229,37 +200,6 @@ class ClusterControlManager:
         elif hb is not None and record.type == T.BROKER_REGISTRATION_CHANGE_RECORD and record.broker_id in hb.brokers:
             fenced = {FENCE: True, UNFENCE: False}.get(record.fenced, hb.brokers[record.broker_id].fenced)
             hb.register(record.broker_id, fenced)
-
-    def _replay_partition(self, record: ApiMessageAndVersion) -> None:
-        if record.type == T.REMOVE_TOPIC_RECORD:
-            for key in [k for k in self._replayed if k[0] == record.topic_id]:
-                isr, _, elr = self._replayed.pop(key)
-                for b in isr:
-                    self.isr_index.remove_topic(record.topic_id, b)
-                for b in elr:
-                    self.elr_index.remove_topic(record.topic_id, b)
-            self.isr_index.remove_topic(record.topic_id, NO_LEADER)
-            return
-        key = (record.topic_id, record.partition_id)
-        before = self._replayed.get(key)
-        if record.type == T.PARTITION_RECORD:
-            after = (tuple(record.isr), record.leader, tuple(record.eligible_leader_replicas or ()))
-        elif before is None:
-            return  # a change to a partition this manager never saw: the image replay will refuse it
-        else:
-            after = (
-                before[0] if record.isr is None else tuple(record.isr),
-                before[1] if record.leader == NO_LEADER_CHANGE else record.leader,
-                before[2] if record.eligible_leader_replicas is None else tuple(record.eligible_leader_replicas),
-            )
-        self._replayed[key] = after
-        tid, pid = key
-        if before is None:
-            self.isr_index.update(tid, pid, None, after[0], NO_LEADER, after[1])
-            self.elr_index.update(tid, pid, None, after[2])
-        else:
-            self.isr_index.update(tid, pid, before[0], after[0], before[1], after[1])
-            self.elr_index.update(tid, pid, before[2], after[2])
 
     def _require_active(self) -> BrokerHeartbeats:
         if self.heartbeats is None:
@@ -431,7 +371,7 @@ class ClusterControlManager:
             want_shut_down=req.want_shut_down,
             current_metadata_offset=req.current_metadata_offset,
             register_record_offset=register_offset,
-            has_leaderships=lambda: any(True for _ in self._led_by(image, broker_id)),
+            has_leaderships=lambda: any(True for _ in self.partitions.led_by(image, broker_id)),
         )
         records: list[ApiMessageAndVersion] = []
         S = BrokerControlState
@@ -501,8 +441,8 @@ class ClusterControlManager:
             message = f"Broker ID {broker_id} is not currently registered"
             return ControllerResult.of((), UnregisterBrokerReply(ErrorCode.BROKER_ID_NOT_REGISTERED, message))
         records: list[ApiMessageAndVersion] = []
-        self._leader_and_isr_updates(image, self._in_isr(image, broker_id), records, remove=broker_id)
-        self._leader_and_isr_updates(image, self._in_elr(image, broker_id), records, remove=broker_id)
+        self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, remove=broker_id)
+        self.partitions.updates(image, self.partitions.in_elr(image, broker_id), records, remove=broker_id)
         records.append(
             metadata_record(T.UNREGISTER_BROKER_RECORD, 0, broker_id=broker_id, broker_epoch=registration.epoch)
         )
@@ -512,7 +452,7 @@ class ClusterControlManager:
 
     def _handle_fenced(self, image: MetadataImage, broker_id: int, records: list[ApiMessageAndVersion]) -> None:
         registration = image.brokers[broker_id]
-        self._leader_and_isr_updates(image, self._in_isr(image, broker_id), records, remove=broker_id)
+        self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, remove=broker_id)
         records.append(
             metadata_record(
                 T.BROKER_REGISTRATION_CHANGE_RECORD,
@@ -531,7 +471,7 @@ class ClusterControlManager:
                 T.BROKER_REGISTRATION_CHANGE_RECORD, 0, broker_id=broker_id, broker_epoch=epoch, fenced=UNFENCE
             )
         )
-        self._leader_and_isr_updates(image, self._leaderless(image), records, add=broker_id)
+        self.partitions.updates(image, self.partitions.leaderless(image), records, add=broker_id)
 
     def _handle_in_controlled_shutdown(
         self, image: MetadataImage, broker_id: int, epoch: int, records: list[ApiMessageAndVersion]
@@ -546,7 +486,7 @@ class ClusterControlManager:
                     in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN,
                 )
             )
-        self._leader_and_isr_updates(image, self._in_isr(image, broker_id), records, remove=broker_id)
+        self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, remove=broker_id)
 
     def _handle_directories_offline(
         self,
@@ -565,10 +505,10 @@ class ClusterControlManager:
         for d in newly_offline:
             in_dir = [
                 ref
-                for ref in self._partitions(image)
+                for ref in self.partitions.partitions(image)
                 if broker_id in ref[3].replicas and replica_directory(ref[3], broker_id) == d
             ]
-            self._leader_and_isr_updates(image, in_dir, records, remove=broker_id)
+            self.partitions.updates(image, in_dir, records, remove=broker_id)
         online = [d for d in registration.directories if d not in offline]
         records.append(
             metadata_record(
@@ -582,85 +522,7 @@ class ClusterControlManager:
     ) -> None:
         """A new incarnation registers: its previous one leaves the ISRs (and, unclean, the ELRs)."""
         if elr_enabled(image) and not clean:
-            self._leader_and_isr_updates(image, self._in_isr(image, broker_id), records, unclean=broker_id)
-            self._leader_and_isr_updates(image, self._in_elr(image, broker_id), records, unclean=broker_id)
+            self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, unclean=broker_id)
+            self.partitions.updates(image, self.partitions.in_elr(image, broker_id), records, unclean=broker_id)
         else:
-            self._leader_and_isr_updates(image, self._in_isr(image, broker_id), records, remove=broker_id)
-
-    # -- partitions
-
-    @staticmethod
-    def _partitions(image: MetadataImage) -> Iterator[PartitionRef]:
-        for topic in image.topics_by_id.values():
-            for pid, p in sorted(topic.partitions.items()):
-                yield topic.topic_id, topic.name, pid, p
-
-    @staticmethod
-    def _in_order(refs: list[PartitionRef], order: list[tuple[uuid.UUID, int]]) -> list[PartitionRef]:
-        """``refs`` (the image's members) in the index's order; ones it does not know last."""
-        rank = {key: i for i, key in enumerate(order)}
-        return sorted(refs, key=lambda ref: rank.get((ref[0], ref[2]), len(rank)))
-
-    def _in_isr(self, image: MetadataImage, broker_id: int) -> list[PartitionRef]:
-        refs = [ref for ref in self._partitions(image) if broker_id in ref[3].isr]
-        return self._in_order(refs, self.isr_index.partitions(broker_id))
-
-    def _in_elr(self, image: MetadataImage, broker_id: int) -> list[PartitionRef]:
-        refs = [ref for ref in self._partitions(image) if broker_id in ref[3].elr]
-        return self._in_order(refs, self.elr_index.partitions(broker_id))
-
-    def _leaderless(self, image: MetadataImage) -> list[PartitionRef]:
-        refs = [ref for ref in self._partitions(image) if ref[3].leader == NO_LEADER]
-        return self._in_order(refs, self.isr_index.partitions(NO_LEADER, leaders_only=True))
-
-    def _led_by(self, image: MetadataImage, broker_id: int) -> Iterator[PartitionRef]:
-        return (ref for ref in self._partitions(image) if ref[3].leader == broker_id)
-
-    def _min_isr(self, image: MetadataImage, topic: str, partition: PartitionRegistration) -> int:
-        configured = image.topic_configs(topic).get(MIN_INSYNC_REPLICAS)
-        value = int(configured) if configured is not None else self.default_min_isr
-        return min(value, len(partition.replicas))
-
-    def _unclean(self, image: MetadataImage, topic: str) -> bool:
-        configured = image.topic_configs(topic).get(UNCLEAN_LEADER_ELECTION)
-        return self.default_unclean if configured is None else configured.lower() == "true"
-
-    def _leader_and_isr_updates(
-        self,
-        image: MetadataImage,
-        partitions: list[PartitionRef],
-        records: list[ApiMessageAndVersion],
-        *,
-        remove: int = NO_LEADER,
-        add: int = NO_LEADER,
-        unclean: int = NO_LEADER,
-    ) -> None:
-        """Kafka's generateLeaderAndIsrUpdates: ``remove`` leaves the ISR and may not lead,
-        ``add`` may lead although still fenced (it is being unfenced), ``unclean`` shut down
-        uncleanly and leaves the ISR and ELR."""
-
-        def acceptable(r: int, p: PartitionRegistration) -> bool:
-            if r in (remove, unclean):
-                return False
-            b = image.brokers.get(r)
-            if r != add and (b is None or b.fenced or b.in_controlled_shutdown):
-                return False
-            return b is not None and directory_online(replica_directory(p, r), b.directories)
-
-        elr_on = elr_enabled(image)
-        for topic_id, name, pid, p in partitions:
-            change = PartitionChange(
-                p,
-                topic_id,
-                pid,
-                lambda r, p=p: acceptable(r, p),  # type: ignore[misc]
-                metadata_version=image.metadata_version,
-                min_isr=self._min_isr(image, name, p),
-                elr_enabled=elr_on,
-                election=Election.UNCLEAN if self._unclean(image, name) else Election.ONLINE,
-                target_isr=[r for r in p.isr if r not in (remove, unclean)],
-                unclean_shutdown_replicas=[unclean] if unclean != NO_LEADER else (),
-            )
-            record = change.build()
-            if record is not None:
-                records.append(record)
+            self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, remove=broker_id)

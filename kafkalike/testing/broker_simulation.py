@@ -41,7 +41,8 @@ from kafkalike.controller.broker_lifecycle import (
     Listener,
     OutboundRequest,
 )
-from kafkalike.controller.cluster_control import ELR_FEATURE, ClusterControlManager
+from kafkalike.controller.broker_partition_changes import ELR_FEATURE
+from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.delta import ControllerResult, MetadataDelta
 from kafkalike.controller.image import EMPTY_IMAGE, METADATA_VERSION_FEATURE, MetadataImage, MetadataProvenance
 from kafkalike.controller.partition_change import RECOVERING

@@ -15,9 +15,10 @@ from kafkalike.controller.cluster_control import BrokerHeartbeatReply, ClusterCo
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.heartbeats import BrokerControlState, BrokerHeartbeats
 from kafkalike.controller.image import MetadataImage
-from kafkalike.protocol.metadata_records import ApiMessageAndVersion
+from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 from kafkalike.testing.broker_simulation import FAMILIES, BrokerSimulation, InvariantViolation, SimConfig
 
+T = MetadataRecordType
 SEEDS_PER_FAMILY = 300
 
 
@@ -93,9 +94,11 @@ class UnfencesBeforeCaughtUp(ClusterControlManager):
 
 
 class FencingKeepsLeaders(ClusterControlManager):
-    def _leader_and_isr_updates(self, image: MetadataImage, partitions: Any, records: Any, **kw: int) -> None:
-        if kw.get("add") is not None and kw.get("add", -1) >= 0:
-            super()._leader_and_isr_updates(image, partitions, records, **kw)
+    def _handle_fenced(self, image: MetadataImage, broker_id: int, records: list[ApiMessageAndVersion]) -> None:
+        epoch = image.brokers[broker_id].epoch
+        records.append(
+            metadata_record(T.BROKER_REGISTRATION_CHANGE_RECORD, 0, broker_id=broker_id, broker_epoch=epoch, fenced=1)
+        )
 
 
 class EpochsFall(ClusterControlManager):

@@ -7,11 +7,8 @@ from typing import Any
 
 import pytest
 
-from kafkalike.controller.cluster_control import (
-    ELR_FEATURE,
-    BrokerHeartbeatReply,
-    ClusterControlManager,
-)
+from kafkalike.controller.broker_partition_changes import ELR_FEATURE
+from kafkalike.controller.cluster_control import BrokerHeartbeatReply, ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import METADATA_VERSION_FEATURE, NO_LEADER, MetadataImage, PartitionRegistration
 from kafkalike.protocol.errors import ErrorCode
