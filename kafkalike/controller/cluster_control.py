@@ -38,6 +38,14 @@ Rules (Kafka's; the error codes are what the reply carries):
 - **UnregisterBroker (64).** BROKER_ID_NOT_REGISTERED when unknown; else the broker leaves
   every ISR and ELR, then UnregisterBrokerRecord.
 
+Driving it (the quorum controller facade): ``activate(image, now)`` on becoming the active
+controller and ``deactivate()`` on losing it (or when appended records are dropped: the soft state
+may have run ahead of them); every request and ``fence_stale_broker`` against the latest image
+(committed plus appended), with ``next_offset`` the offset its records will get; ``replay(record,
+offset)`` for every record as it is appended or replayed (as Kafka's active controller replays its
+own records at once: the order of partitions in later batches follows it); ``fence_stale_broker``
+whenever ``poll`` says it is due. Replies go out once their records are committed.
+
 Which partitions each event touches, and in what order, is ``broker_partition_changes``; each
 partition's change follows ``partition_change``: with replication factor 1, a fenced broker's
 partitions have no leader; without ELR the broker stays their ISR, with ELR (feature
@@ -394,6 +402,22 @@ class ClusterControlManager:
             should_shut_down=following.should_shut_down,
         )
         return ControllerResult.of(records, reply)
+
+    def expired_heartbeat(self, image: MetadataImage, request: Any, now_ms: int) -> None:
+        """A heartbeat that waited past its deadline in the controller's queue: it still counts as
+        contact and reports the broker's offset, but changes no state (Kafka's
+        processExpiredBrokerHeartbeat)."""
+        hb = self.heartbeats
+        if hb is None:
+            return
+        hb.track(request.broker_id, request.broker_epoch, now_ms)
+        try:
+            self.check_broker_epoch(image, request.broker_id, request.broker_epoch)
+        except ControllerError as e:
+            log.info("expired heartbeat from broker %d ignored: %s", request.broker_id, e.message)
+            return
+        hb.touch(request.broker_id, image.brokers[request.broker_id].fenced, request.current_metadata_offset)
+        log.error("heartbeat from broker %d timed out in the controller's queue", request.broker_id)
 
     @staticmethod
     def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:

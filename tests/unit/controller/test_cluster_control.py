@@ -511,3 +511,15 @@ def test_a_directory_reported_offline_takes_the_broker_out_of_its_partitions() -
         c.manager.heartbeat(c.image, as_message("BrokerHeartbeat", "request", 1, body), next_offset=0, now_ms=1).records
         == ()
     )
+
+
+def test_a_heartbeat_expired_in_the_queue_keeps_the_session_but_changes_nothing() -> None:
+    c = Controller(session_timeout_ms=9000)
+    epoch = c.register(registration(1)).broker_epoch
+    c.manager.expired_heartbeat(c.image, heartbeat(1, epoch, c.log.next_offset), now_ms=5000)
+    assert c.image.brokers[1].fenced  # caught up and willing, but not unfenced by an expired heartbeat
+    assert (
+        c.register(registration(1, incarnation=2), now_ms=14_000).error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    )
+    c.manager.expired_heartbeat(c.image, heartbeat(1, epoch + 100, 0), now_ms=5001)  # stale: ignored
+    c.manager.expired_heartbeat(c.image, heartbeat(7, 3, 0), now_ms=5002)  # unknown: ignored
