@@ -31,15 +31,16 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from kafkalike.configs import declared_int
 from kafkalike.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 BROKER_REGISTRATION_API = 62
 BROKER_HEARTBEAT_API = 63
-DEFAULT_HEARTBEAT_INTERVAL_MS = 2000  # broker.heartbeat.interval.ms
-DEFAULT_SESSION_TIMEOUT_MS = 9000  # broker.session.timeout.ms
-DEFAULT_INITIAL_REGISTRATION_TIMEOUT_MS = 60000  # initial.broker.registration.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS = declared_int("broker.heartbeat.interval.ms")
+DEFAULT_SESSION_TIMEOUT_MS = declared_int("broker.session.timeout.ms")
+DEFAULT_INITIAL_REGISTRATION_TIMEOUT_MS = declared_int("initial.broker.registration.timeout.ms")
 STARTING_HEARTBEAT_MS = 10
 FIRST_SHUTDOWN_HEARTBEAT_MS = 50
 BACKOFF_INITIAL_MS = 100

@@ -60,6 +60,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalike.configs import declared_int
 from kafkalike.controller.broker_partition_changes import (
     BrokerPartitionChanges,
     elr_enabled,
@@ -77,7 +78,7 @@ from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRe
 log = logging.getLogger(__name__)
 T = MetadataRecordType
 
-DEFAULT_SESSION_TIMEOUT_MS = 9000  # broker.session.timeout.ms
+DEFAULT_SESSION_TIMEOUT_MS = declared_int("broker.session.timeout.ms")
 KRAFT_VERSION_FEATURE = "kraft.version"
 MV_3_3_IV3 = 7  # in_controlled_shutdown in the registration
 MV_3_4_IV0 = 8  # RegisterBrokerRecord v2
