@@ -28,7 +28,9 @@ Rules (Kafka's; the error codes are what the reply carries):
   writes what Kafka writes: unfence (BrokerRegistrationChangeRecord fenced=-1, then leaders
   for partitions that have none), fence (the broker leaves every ISR and leadership, then
   BrokerRegistrationChangeRecord fenced=1), controlled shutdown (in_controlled_shutdown=1,
-  then leaderships moved away). Log directories it reports offline (from 3.7-IV2) leave its
+  then leaderships moved away); as Kafka 4.0, fencing and unfencing are
+  BrokerRegistrationChangeRecords (Fence/UnfenceBrokerRecord were written before 3.3-IV2; both
+  are replayed). Log directories it reports offline (from 3.7-IV2) leave its
   registration, and it leaves the partitions in them. ``is_caught_up`` is
   ``current_metadata_offset`` >= the offset of its RegisterBrokerRecord.
 - **Session timeout.** Every ``fence_check_interval_ms`` (Kafka: session timeout / 8) one
@@ -68,10 +70,7 @@ from kafkalike.controller.broker_partition_changes import (
 )
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.heartbeats import BrokerControlState, BrokerHeartbeats
-from kafkalike.controller.image import (
-    METADATA_VERSION_FEATURE,
-    MetadataImage,
-)
+from kafkalike.controller.image import METADATA_VERSION_FEATURE, MetadataImage
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
