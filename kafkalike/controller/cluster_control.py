@@ -373,6 +373,8 @@ class ClusterControlManager:
                 ErrorCode.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {broker_id} before registration"
             )
         self.check_broker_epoch(image, broker_id, epoch)
+        if broker_id not in hb.brokers:  # registered in an image this manager was not activated on
+            hb.register(broker_id, image.brokers[broker_id].fenced)
         current, following = hb.next_state(
             broker_id,
             want_fence=req.want_fence,
