@@ -1,0 +1,84 @@
+// Apache Kafka's own PartitionChangeBuilder, for comparing our partition changes with it:
+//   java -cp 'LIB/*' PartitionChangeTool.java < scenarios
+// One scenario a line, space-separated fields (lists comma-separated, "-" for empty):
+//   MV MIN_ISR ELR(0|1) ELECTION REPLICAS ISR ELR LAST_KNOWN_ELR LEADER LEADER_RECOVERY_STATE
+//   ACCEPTABLE TARGET_ISR UNCLEAN_SHUTDOWN
+// prints one line each: "none", "error <message>", or
+//   "version=V leader=L isr=... elr=... lke=... lrs=N" (lists as [1, 2] or null).
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Optional;
+
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.metadata.PartitionChangeRecord;
+import org.apache.kafka.common.DirectoryId;
+import org.apache.kafka.controller.PartitionChangeBuilder;
+import org.apache.kafka.metadata.LeaderRecoveryState;
+import org.apache.kafka.metadata.PartitionRegistration;
+import org.apache.kafka.server.common.ApiMessageAndVersion;
+import org.apache.kafka.server.common.MetadataVersion;
+
+public class PartitionChangeTool {
+    static int[] ints(String field) {
+        if (field.equals("-")) return new int[0];
+        return Arrays.stream(field.split(",")).mapToInt(Integer::parseInt).toArray();
+    }
+
+    static List<Integer> list(String field) {
+        List<Integer> out = new ArrayList<>();
+        for (int i : ints(field)) out.add(i);
+        return out;
+    }
+
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        Uuid topicId = Uuid.fromString("AAAAAAAAAAAAAAAAAAAAcA");
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] f = line.trim().split(" ");
+            try {
+                MetadataVersion mv = MetadataVersion.fromFeatureLevel(Short.parseShort(f[0]));
+                int minIsr = Integer.parseInt(f[1]);
+                boolean elr = f[2].equals("1");
+                PartitionChangeBuilder.Election election = PartitionChangeBuilder.Election.valueOf(f[3]);
+                int[] replicas = ints(f[4]);
+                Uuid[] directories = new Uuid[replicas.length];
+                Arrays.fill(directories, DirectoryId.UNASSIGNED);
+                PartitionRegistration partition = new PartitionRegistration.Builder()
+                    .setReplicas(replicas)
+                    .setDirectories(directories)
+                    .setIsr(ints(f[5]))
+                    .setElr(ints(f[6]))
+                    .setLastKnownElr(ints(f[7]))
+                    .setLeader(Integer.parseInt(f[8]))
+                    .setLeaderRecoveryState(LeaderRecoveryState.of(Byte.parseByte(f[9])))
+                    .setLeaderEpoch(3)
+                    .setPartitionEpoch(5)
+                    .build();
+                List<Integer> acceptable = list(f[10]);
+                PartitionChangeBuilder builder = new PartitionChangeBuilder(
+                    partition, topicId, 0, acceptable::contains, mv, minIsr);
+                builder.setEligibleLeaderReplicasEnabled(elr);
+                builder.setElection(election);
+                builder.setTargetIsr(list(f[11]));
+                if (!f[12].equals("-")) builder.setUncleanShutdownReplicas(list(f[12]));
+                builder.setDefaultDirProvider(uuid -> DirectoryId.UNASSIGNED);
+                Optional<ApiMessageAndVersion> built = builder.build();
+                if (built.isEmpty()) {
+                    System.out.println("none");
+                    continue;
+                }
+                PartitionChangeRecord r = (PartitionChangeRecord) built.get().message();
+                System.out.println("version=" + built.get().version() + " leader=" + r.leader() + " isr=" + r.isr()
+                    + " elr=" + r.eligibleLeaderReplicas() + " lke=" + r.lastKnownElr()
+                    + " lrs=" + r.leaderRecoveryState());
+            } catch (Exception e) {
+                System.out.println("error " + e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
+        }
+    }
+}
