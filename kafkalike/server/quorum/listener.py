@@ -1,0 +1,95 @@
+"""Serving a CONTROLLER listener: split frames, decode, dispatch to :mod:`.handlers`, answer.
+
+As a broker connection, one request at a time per connection (responses in request order). An
+API the controller does not serve gets UNSUPPORTED_VERSION where its response can say so (and
+ApiVersions its v0 error answer, KIP-511); a frame that cannot be split or decoded closes the
+connection, and only it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kafkalike.protocol.api import UnsupportedRequestError, decode_request, encode_response
+from kafkalike.protocol.errors import ErrorCode, ProtocolError
+from kafkalike.protocol.framing import FrameSplitter
+from kafkalike.server.error_responses import error_response
+from kafkalike.server.quorum.handlers import (
+    API_VERSIONS_KEY,
+    CONTROLLER_APIS,
+    HANDLERS,
+    ControllerContext,
+    api_versions_table,
+)
+
+log = logging.getLogger("kafkalike.quorum.listener")
+RECEIVE_BYTES = 64 * 1024
+MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes' default
+
+
+async def serve_controller_listeners(ctx: ControllerContext, listeners: list[trio.SocketListener]) -> None:
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(_accept_loop, ctx, listener, nursery)
+
+
+async def _accept_loop(ctx: ControllerContext, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                log.warning("controller listener cannot accept: %s", exc)
+                await trio.sleep(0.1)
+                continue
+            nursery.start_soon(serve_controller_connection, ctx, stream)
+
+
+async def serve_controller_connection(ctx: ControllerContext, stream: trio.SocketStream) -> None:
+    splitter = FrameSplitter(MAX_REQUEST_BYTES)
+    try:
+        async with stream:
+            while True:
+                frame = splitter.take_frame()
+                if frame is None:
+                    data = await stream.receive_some(RECEIVE_BYTES)
+                    if not data:
+                        return
+                    splitter.feed(data)
+                    continue
+                response = await _handle_frame(ctx, frame)
+                if response is not None:
+                    await stream.send_all(response)
+    except ProtocolError as exc:
+        log.warning("closing controller connection: %s", exc)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+        log.debug("controller connection ended: %s", exc)
+
+
+async def _handle_frame(ctx: ControllerContext, frame: bytearray) -> bytes | None:
+    try:
+        header, body = decode_request(frame)
+    except UnsupportedRequestError as exc:
+        if exc.header.api_key == API_VERSIONS_KEY:
+            answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
+            return encode_response(API_VERSIONS_KEY, 0, exc.header.correlation_id, answer)
+        raise ProtocolError(f"unsupported API key {exc.header.api_key} version {exc.header.api_version}") from None
+    versions = CONTROLLER_APIS.get(header.api_key)
+    if versions is None or not versions[0] <= header.api_version <= versions[1]:
+        if header.api_key == API_VERSIONS_KEY:
+            answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
+            return encode_response(API_VERSIONS_KEY, 0, header.correlation_id, answer)
+        refusal = error_response(header.api_key, header.api_version, body, ErrorCode.UNSUPPORTED_VERSION)
+        if refusal is None:
+            raise ProtocolError(f"API {header.api_key} v{header.api_version} is not served on a controller listener")
+        return encode_response(header.api_key, header.api_version, header.correlation_id, refusal)
+    try:
+        result = await HANDLERS[header.api_key](ctx, header, body)
+    except Exception:
+        log.exception("controller handler for API %d v%d failed", header.api_key, header.api_version)
+        raise ProtocolError("internal error while handling the request") from None
+    if result is None:
+        return None
+    return encode_response(header.api_key, header.api_version, header.correlation_id, result)

@@ -1,0 +1,120 @@
+"""Three quorum members in one process over loopback TCP: the driver, the peer channel and the
+CONTROLLER listener together, on real clocks with short timeouts (every wait bounded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkalike.server.quorum.driver import NotControllerError
+from kafkalike.testing.quorum import InProcessQuorum
+
+DEADLINE_S = 20
+
+
+async def commit_everywhere(quorum: InProcessQuorum, values: list[bytes]) -> int:
+    leader = await quorum.wait_for_leader()
+    last = await leader.append(values)
+    await quorum.wait(lambda: all(d.delivered_offset > last for d in quorum.drivers()))
+    return last
+
+
+def committed_values(quorum: InProcessQuorum) -> dict[int, list[bytes]]:
+    return {node_id: quorum.recorders[node_id].values() for node_id in quorum.servers}
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "files"])
+async def test_three_nodes_elect_one_leader_and_commit_the_same_data(tmp_path: Path, on_disk: bool) -> None:
+    quorum = InProcessQuorum(3, tmp_path if on_disk else None)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            leader = await quorum.wait_for_leader()
+            assert quorum.leaders() == [leader.node_id]
+            for i in range(5):
+                await commit_everywhere(quorum, [f"v{i}-{j}".encode() for j in range(3)])
+            values = committed_values(quorum)
+            expected = [f"v{i}-{j}".encode() for i in range(5) for j in range(3)]
+            assert values == {1: expected, 2: expected, 3: expected}
+            follower = next(d for d in quorum.drivers() if not d.is_leader)
+            with pytest.raises(NotControllerError) as refused:
+                await follower.append([b"x"])
+            assert refused.value.leader_id == leader.node_id
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_stopped_leader_is_replaced_and_appends_commit_again(tmp_path: Path) -> None:
+    quorum = InProcessQuorum(3, tmp_path)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            await commit_everywhere(quorum, [b"before"])
+            old = await quorum.wait_for_leader()
+            old_id, old_epoch = old.node_id, old.epoch
+            await quorum.stop(old_id)
+            new = await quorum.wait_for_leader()
+            assert new.node_id != old_id and new.epoch > old_epoch
+            await commit_everywhere(quorum, [b"after"])
+            for node_id in quorum.servers:
+                assert quorum.recorders[node_id].values() == [b"before", b"after"]
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_isolated_leader_is_replaced_and_rejoins_as_follower() -> None:
+    quorum = InProcessQuorum(3)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            await commit_everywhere(quorum, [b"one"])
+            old = await quorum.wait_for_leader()
+            quorum.faults.isolate(old.node_id)
+            others = set(quorum.node_ids) - {old.node_id}
+            new = await quorum.wait_for_leader(among=others)
+            assert new.node_id != old.node_id
+            last = await new.append([b"two"])
+            await quorum.wait(lambda: all(quorum.driver(i).delivered_offset > last for i in others))
+            # The isolated one never commits what it cannot reach a majority for.
+            assert b"two" not in quorum.recorders[old.node_id].values()
+            quorum.faults.heal()
+            await quorum.wait(lambda: quorum.driver(old.node_id).delivered_offset > last)
+            assert quorum.driver(old.node_id).leader_id == new.node_id
+            assert quorum.recorders[old.node_id].values() == [b"one", b"two"]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_node_catches_up_by_fetching(tmp_path: Path) -> None:
+    quorum = InProcessQuorum(3, tmp_path)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            leader = await quorum.wait_for_leader()
+            lagging = next(i for i in quorum.node_ids if i != leader.node_id)
+            await commit_everywhere(quorum, [b"a"])
+            await quorum.stop(lagging)
+            for value in (b"b", b"c", b"d"):
+                await commit_everywhere(quorum, [value])
+            await quorum.start(nursery, lagging)
+            await quorum.wait(lambda: quorum.recorders[lagging].values() == [b"a", b"b", b"c", b"d"])
+            assert not quorum.recorders[lagging].snapshots
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_node_behind_the_log_start_loads_the_leaders_snapshot(tmp_path: Path) -> None:
+    quorum = InProcessQuorum(3, tmp_path)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            leader = await quorum.wait_for_leader()
+            lagging = next(i for i in quorum.node_ids if i != leader.node_id)
+            await commit_everywhere(quorum, [b"a"])
+            await quorum.stop(lagging)
+            last = await commit_everywhere(quorum, [b"b", b"c"])
+            snapshot_id = await leader.snapshot(last + 1, b"state-after-c")
+            assert leader.node.log.start_offset == last + 1
+            await commit_everywhere(quorum, [b"d"])
+            await quorum.start(nursery, lagging)
+            await quorum.wait(lambda: quorum.recorders[lagging].values() == [b"d"])
+            assert quorum.recorders[lagging].snapshots == [(snapshot_id, b"state-after-c")]
+            nursery.cancel_scope.cancel()
