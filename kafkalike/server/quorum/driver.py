@@ -46,7 +46,7 @@ from kafkalike.raft.file_log import FileRaftLog, PreparedFlush
 from kafkalike.raft.log import OffsetAndEpoch
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
 from kafkalike.raft.quorum_state_file import QuorumStateFile
-from kafkalike.raft.state import Leader, QuorumStateRecord, Role
+from kafkalike.raft.state import Leader, QuorumStateRecord, Resigned, Role
 from kafkalike.server.clock import Clock
 
 log = logging.getLogger("kafkalike.quorum")
@@ -198,6 +198,20 @@ class QuorumDriver:
 
     async def resign(self) -> None:
         await self._call(lambda node, now: node.resign(now))
+
+    async def resign_gracefully(self, timeout_s: float) -> None:
+        """On the leader: resign, and wait (at most ``timeout_s``) until every voter has
+        acknowledged its EndQuorumEpoch, as Kafka's raft client does when it shuts down."""
+        if not self.is_leader:
+            return
+        await self.resign()
+
+        def told_everyone() -> bool:
+            state = self.node.state
+            return not isinstance(state, Resigned) or not state.unacknowledged
+
+        with trio.move_on_after(timeout_s):
+            await self.wait_for(told_everyone)
 
     async def describe(self) -> dict[str, Any]:
         """DescribeQuorum's answer from this node's state (read inside a step, which may be on a
@@ -372,6 +386,18 @@ class QuorumDriver:
             self._flush_send.send_nowait(flush)
         for persist in step.persists:
             self._persist_send.send_nowait(persist)
+        if step.leader is not None:
+            leader_id, epoch = step.leader
+            if leader_id == self.node.node_id and self.node.role is Role.LEADER:
+                log.info("node %d: leader of epoch %d", leader_id, epoch)
+            else:
+                log.info(
+                    "node %d: %s in epoch %d; the leader is %d",
+                    self.node.node_id,
+                    self.node.role.value,
+                    epoch,
+                    leader_id,
+                )
         for listener in self.listeners:
             if step.leader is not None:
                 listener.handle_leader_change(*step.leader)

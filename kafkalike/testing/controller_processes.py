@@ -1,0 +1,182 @@
+"""A quorum of ``kafkalike serve`` controller processes on loopback, as Kafka's would be started:
+a server.properties per node (``process.roles=controller``, ``controller.quorum.voters`` of all),
+``kafkalike storage format -t ID -c FILE`` on each, then ``kafkalike serve --config FILE``.
+
+``ControllerQuorumProcesses(work_dir, voters=3).start()``; ``kill(node_id)`` is SIGKILL;
+``describe(node_id)`` asks one node for DescribeQuorum over the wire (None when it cannot
+answer); ``leader()`` the (leader id, epoch, high watermark) a leader reports, once it has committed
+a record of its own epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kafkalike.testing.wire_client import WireClient
+
+CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
+DESCRIBE_QUORUM = 55
+READY_TIMEOUT_S = 60.0
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free now on 127.0.0.1 (bound and released; the nodes bind them next)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def node_properties(node_id: int, ports: dict[int, int], data_dir: Path, extra: dict[str, str] | None = None) -> str:
+    voters = ",".join(f"{i}@127.0.0.1:{port}" for i, port in sorted(ports.items()))
+    props = {
+        "process.roles": "controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"CONTROLLER://127.0.0.1:{ports[node_id]}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        **(extra or {}),
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+class ControllerProcess:
+    def __init__(self, node_id: int, config: Path, port: int) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.port = port
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self) -> None:
+        self.output = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkalike", "serve", "--config", str(self.config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._drain, args=(self.proc, lines), daemon=True).start()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                raise RuntimeError("controller did not become ready:\n" + "".join(self.output)) from None
+            if line is None:
+                raise RuntimeError("controller exited before it was ready:\n" + "".join(self.output))
+            if "kafkalike ready on" in line:
+                return
+
+    def _drain(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout:
+            for line in proc.stdout:
+                self.output.append(line)
+                lines.put(line)
+        lines.put(None)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout_s)
+
+
+class ControllerQuorumProcesses:
+    def __init__(self, work_dir: Path, voters: int = 3, extra: dict[str, str] | None = None) -> None:
+        self.work_dir = work_dir
+        ids = list(range(1, voters + 1))
+        self.ports = dict(zip(ids, free_ports(voters), strict=True))
+        self.nodes: dict[int, ControllerProcess] = {}
+        for node_id in ids:
+            data_dir = work_dir / f"data-{node_id}"
+            config = work_dir / f"controller-{node_id}.properties"
+            config.write_text(node_properties(node_id, self.ports, data_dir, extra))
+            self.nodes[node_id] = ControllerProcess(node_id, config, self.ports[node_id])
+
+    def format(self) -> None:
+        for node in self.nodes.values():
+            subprocess.run(
+                [sys.executable, "-m", "kafkalike", "storage", "format", "-t", CLUSTER_ID, "-c", str(node.config)],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+
+    def start(self) -> ControllerQuorumProcesses:
+        self.format()
+        for node in self.nodes.values():
+            node.start()
+        return self
+
+    def bootstrap(self, node_id: int | None = None) -> str:
+        node_id = node_id if node_id is not None else next(iter(self.nodes))
+        return f"127.0.0.1:{self.ports[node_id]}"
+
+    def kill(self, node_id: int) -> None:
+        self.nodes[node_id].kill()
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            if node.running:
+                try:
+                    node.stop(10)
+                except subprocess.TimeoutExpired:
+                    node.kill()
+
+    def __enter__(self) -> ControllerQuorumProcesses:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self, node_id: int, timeout_s: float = 2.0) -> Any | None:
+        """The node's DescribeQuorum v2 partition, or None when it does not answer."""
+        body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+        try:
+            with WireClient("127.0.0.1", self.ports[node_id], timeout_s=timeout_s) as client:
+                response = client.request(DESCRIBE_QUORUM, 2, body)
+        except OSError:
+            return None
+        return response.topics[0].partitions[0]
+
+    def leader(self, among: list[int] | None = None) -> tuple[int, int, int] | None:
+        """(leader id, epoch, high watermark) from a node that leads and has committed its own
+        epoch's first record (its high watermark reached its log end), or None."""
+        for node_id in among or [i for i, n in self.nodes.items() if n.running]:
+            p = self.describe(node_id)
+            if p is None or p.error_code != 0 or p.leader_id != node_id:
+                continue
+            own = next((v for v in p.current_voters if v.replica_id == node_id), None)
+            if own is not None and p.high_watermark >= own.log_end_offset > 0:
+                return p.leader_id, p.leader_epoch, p.high_watermark
+        return None
