@@ -18,14 +18,32 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkalike.testing.wire_client import WireClient
 
+T = TypeVar("T")
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 DESCRIBE_QUORUM = 55
 READY_TIMEOUT_S = 60.0
+
+
+POLL_S = 0.01
+
+
+def wait_until(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    """Poll ``condition`` (another process's state has no event to wait on) until it returns a
+    value, at most ``timeout_s``; RuntimeError naming ``what`` after that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{what}: not within {timeout_s} s")
+        time.sleep(POLL_S)
 
 
 def free_ports(count: int) -> list[int]:

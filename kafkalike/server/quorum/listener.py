@@ -1,9 +1,9 @@
 """Serving a CONTROLLER listener: split frames, decode, dispatch to :mod:`.handlers`, answer.
 
-As a broker connection, one request at a time per connection (responses in request order). An
-API the controller does not serve gets UNSUPPORTED_VERSION where its response can say so (and
-ApiVersions its v0 error answer, KIP-511); a frame that cannot be split or decoded closes the
-connection, and only it.
+As a broker connection, one request at a time per connection (responses in request order). As
+Kafka's SocketServer, a request for an API or version this listener does not enable closes its
+connection (ApiVersions at a version it does not know gets its v0 error answer, KIP-511), and so
+does a frame that cannot be split or decoded: that connection only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import trio
 from kafkalike.protocol.api import UnsupportedRequestError, decode_request, encode_response
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
-from kafkalike.server.error_responses import error_response
 from kafkalike.server.quorum.handlers import (
     API_VERSIONS_KEY,
     CONTROLLER_APIS,
@@ -81,10 +80,11 @@ async def _handle_frame(ctx: ControllerContext, frame: bytearray) -> bytes | Non
         if header.api_key == API_VERSIONS_KEY:
             answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
             return encode_response(API_VERSIONS_KEY, 0, header.correlation_id, answer)
-        refusal = error_response(header.api_key, header.api_version, body, ErrorCode.UNSUPPORTED_VERSION)
-        if refusal is None:
-            raise ProtocolError(f"API {header.api_key} v{header.api_version} is not served on a controller listener")
-        return encode_response(header.api_key, header.api_version, header.correlation_id, refusal)
+        # As Kafka's SocketServer: a request for an API (version) this listener does not enable
+        # is an invalid request, and its connection is closed.
+        raise ProtocolError(
+            f"Received request api key {header.api_key} with version {header.api_version} which is not enabled"
+        )
     try:
         result = await HANDLERS[header.api_key](ctx, header, body)
     except Exception:
