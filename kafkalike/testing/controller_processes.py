@@ -1,4 +1,5 @@
-"""A quorum of ``kafkalike serve`` controller processes on loopback, as Kafka's would be started:
+"""A quorum of ``kafkalike serve`` controller processes on loopback (some may be Apache Kafka's
+controllers instead), started as Kafka's would be:
 a server.properties per node (``process.roles=controller``, ``controller.quorum.voters`` of all),
 ``kafkalike storage format -t ID -c FILE`` on each, then ``kafkalike serve --config FILE``.
 
@@ -74,17 +75,48 @@ def node_properties(node_id: int, ports: dict[int, int], data_dir: Path, extra: 
 
 
 class ControllerProcess:
-    def __init__(self, node_id: int, config: Path, port: int) -> None:
+    """A ``kafkalike serve`` controller, or with ``kafka_lib`` an Apache Kafka controller
+    (``kafka.Kafka`` from those jars) on the same server.properties."""
+
+    def __init__(self, node_id: int, config: Path, port: int, kafka_lib: Path | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.port = port
+        self.kafka_lib = kafka_lib
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
+
+    def _java(self) -> list[str]:
+        from kafkalike.testing.apache_kafka import java_executable
+
+        assert self.kafka_lib is not None
+        log4j = self.config.with_name(f"log4j2-{self.node_id}.properties")
+        log4j.write_text(
+            "appender.out.type = Console\nappender.out.name = STDOUT\nappender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\nrootLogger.level = INFO\n"
+            "rootLogger.appenderRef.out.ref = STDOUT\n"
+        )
+        return [java_executable(), "-Xmx384m", f"-Dlog4j2.configurationFile={log4j}", "-cp", str(self.kafka_lib / "*")]
+
+    def format_command(self) -> list[str]:
+        if self.kafka_lib is not None:
+            return [*self._java(), "kafka.tools.StorageTool", "format", "-t", CLUSTER_ID, "-c", str(self.config)]
+        return [sys.executable, "-m", "kafkalike", "storage", "format", "-t", CLUSTER_ID, "-c", str(self.config)]
+
+    def command(self) -> list[str]:
+        if self.kafka_lib is not None:
+            return [*self._java(), "kafka.Kafka", str(self.config)]
+        return [sys.executable, "-m", "kafkalike", "serve", "--config", str(self.config)]
+
+    @property
+    def ready_marker(self) -> str:
+        # Kafka's: its raft client runs (the server's own start may wait for a quorum).
+        return "raft-io-thread]: Starting" if self.kafka_lib is not None else "kafkalike ready on"
 
     def start(self) -> None:
         self.output = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkalike", "serve", "--config", str(self.config)],
+            self.command(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -101,7 +133,7 @@ class ControllerProcess:
                 raise RuntimeError("controller did not become ready:\n" + "".join(self.output)) from None
             if line is None:
                 raise RuntimeError("controller exited before it was ready:\n" + "".join(self.output))
-            if "kafkalike ready on" in line:
+            if self.ready_marker in line:
                 return
 
     def _drain(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
@@ -130,7 +162,18 @@ class ControllerProcess:
 
 
 class ControllerQuorumProcesses:
-    def __init__(self, work_dir: Path, voters: int = 3, extra: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        voters: int = 3,
+        extra: dict[str, str] | None = None,
+        *,
+        kafka_lib: Path | None = None,
+        kafka_nodes: frozenset[int] = frozenset(),
+        extra_for: dict[int, dict[str, str]] | None = None,
+    ) -> None:
+        """``kafka_nodes``: the ids run as Apache Kafka controllers from ``kafka_lib`` instead;
+        ``extra_for``: more settings for some nodes only."""
         self.work_dir = work_dir
         ids = list(range(1, voters + 1))
         self.ports = dict(zip(ids, free_ports(voters), strict=True))
@@ -138,22 +181,19 @@ class ControllerQuorumProcesses:
         for node_id in ids:
             data_dir = work_dir / f"data-{node_id}"
             config = work_dir / f"controller-{node_id}.properties"
-            config.write_text(node_properties(node_id, self.ports, data_dir, extra))
-            self.nodes[node_id] = ControllerProcess(node_id, config, self.ports[node_id])
+            settings = {**(extra or {}), **(extra_for or {}).get(node_id, {})}
+            config.write_text(node_properties(node_id, self.ports, data_dir, settings))
+            lib = kafka_lib if node_id in kafka_nodes else None
+            self.nodes[node_id] = ControllerProcess(node_id, config, self.ports[node_id], lib)
 
     def format(self) -> None:
         for node in self.nodes.values():
-            subprocess.run(
-                [sys.executable, "-m", "kafkalike", "storage", "format", "-t", CLUSTER_ID, "-c", str(node.config)],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
+            subprocess.run(node.format_command(), check=True, capture_output=True, timeout=120)
 
-    def start(self) -> ControllerQuorumProcesses:
+    def start(self, order: list[int] | None = None) -> ControllerQuorumProcesses:
         self.format()
-        for node in self.nodes.values():
-            node.start()
+        for node_id in order or list(self.nodes):
+            self.nodes[node_id].start()
         return self
 
     def bootstrap(self, node_id: int | None = None) -> str:
