@@ -3,6 +3,7 @@
 controller killed with SIGKILL, with Kafka's default quorum timeouts.
 
     python scripts/bench_controller_failover.py --runs 10
+    python scripts/bench_controller_failover.py --runs 10 --kafka-lib DIR   # Apache Kafka's controllers instead
 
 Each run: wait for a leader that has committed its epoch's first record, SIGKILL it, poll the two
 survivors (DescribeQuorum every 10 ms) until one of them leads a later epoch and has committed a
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--kafka-lib", type=Path, help="run Apache Kafka controllers from these jars instead")
     args = parser.parse_args(argv)
     extra = dict(item.split("=", 1) for item in args.override)
     with (
@@ -79,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         ControllerQuorumProcesses(Path(work), 3, extra) as quorum,
     ):
         times_s = measure(quorum, args.runs)
+    kind = "Apache Kafka" if args.kafka_lib else "kafkalike"
     print(
-        f"failover over {len(times_s)} runs: median {statistics.median(times_s):.3f} s, "
+        f"{kind} failover over {len(times_s)} runs: median {statistics.median(times_s):.3f} s, "
         f"min {min(times_s):.3f} s, max {max(times_s):.3f} s"
     )
     return 0
