@@ -56,7 +56,10 @@ log = logging.getLogger("kafkalike.quorum")
 DISK_RETRY_S = 0.5
 # Committed bytes read per delivery round (whole batches, at least one).
 DELIVERY_READ_BYTES = 1024 * 1024
-INBOX_SIZE = 1024
+# Events applied in one step at most (the inbox itself is unbounded: what fills it is bounded by
+# the node, one request in flight per peer, one inbound request per connection at a time, and the
+# completions of its own flushes and writes, none of which may be lost).
+STEP_EVENTS = 1024
 
 
 class NotControllerError(Exception):
@@ -131,7 +134,7 @@ class QuorumDriver:
         self.quorum_state_file = quorum_state_file
         self.listeners: list[CommitListener] = [listener] if listener is not None else []
         self.file_log = node.log if isinstance(node.log, FileRaftLog) else None
-        self._send_event, self._inbox = trio.open_memory_channel[tuple[Event, trio.Event | None]](INBOX_SIZE)
+        self._send_event, self._inbox = trio.open_memory_channel[tuple[Event, trio.Event | None]](math.inf)
         self._flush_send, self._flush_receive = trio.open_memory_channel[tuple[int, PreparedFlush | None]](math.inf)
         self._persist_send, self._persist_receive = trio.open_memory_channel[PersistQuorumState](math.inf)
         self._responses: dict[int, tuple[trio.Event, list[m.RaftMessage]]] = {}
@@ -252,10 +255,7 @@ class QuorumDriver:
         return answer[0].body if answer else None
 
     def _post(self, event: Event, done: trio.Event | None = None) -> None:
-        try:
-            self._send_event.send_nowait((event, done))
-        except trio.WouldBlock:
-            log.warning("node %d: quorum inbox full; an event was dropped", self.node.node_id)
+        self._send_event.send_nowait((event, done))
 
     async def _call(self, event: Event) -> Any:
         done = trio.Event()
@@ -294,7 +294,7 @@ class QuorumDriver:
             events = []
             with trio.move_on_after(wait_s):
                 events.append(await self._inbox.receive())
-            while len(events) < INBOX_SIZE:
+            while len(events) < STEP_EVENTS:
                 try:
                     events.append(self._inbox.receive_nowait())
                 except trio.WouldBlock:
