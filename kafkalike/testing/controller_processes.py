@@ -114,6 +114,10 @@ class ControllerProcess:
         return "raft-io-thread]: Starting" if self.kafka_lib is not None else "kafkalike ready on"
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
         self.output = []
         self.proc = subprocess.Popen(
             self.command(),
@@ -122,12 +126,14 @@ class ControllerProcess:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._drain, args=(self.proc, lines), daemon=True).start()
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._drain, args=(self.proc, self._lines), daemon=True).start()
+
+    def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
             try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 self.kill()
                 raise RuntimeError("controller did not become ready:\n" + "".join(self.output)) from None
@@ -187,13 +193,23 @@ class ControllerQuorumProcesses:
             self.nodes[node_id] = ControllerProcess(node_id, config, self.ports[node_id], lib)
 
     def format(self) -> None:
-        for node in self.nodes.values():
-            subprocess.run(node.format_command(), check=True, capture_output=True, timeout=120)
+        running = [subprocess.Popen(n.format_command(), stdout=subprocess.DEVNULL) for n in self.nodes.values()]
+        for proc in running:
+            if proc.wait(120) != 0:
+                raise RuntimeError(f"storage format failed: {proc.args}")
 
     def start(self, order: list[int] | None = None) -> ControllerQuorumProcesses:
+        """Format and start every node; with ``order``, one after the other in that order,
+        else all at once."""
         self.format()
-        for node_id in order or list(self.nodes):
-            self.nodes[node_id].start()
+        if order is not None:
+            for node_id in order:
+                self.nodes[node_id].start()
+            return self
+        for node in self.nodes.values():
+            node.launch()
+        for node in self.nodes.values():
+            node.wait_ready()
         return self
 
     def bootstrap(self, node_id: int | None = None) -> str:

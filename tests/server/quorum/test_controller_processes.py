@@ -11,10 +11,12 @@ from pathlib import Path
 from kafkalike.testing.controller_processes import ControllerQuorumProcesses, node_properties, wait_until
 
 WAIT_S = 30.0
+# Half Kafka's defaults: the same paths, sooner.
+TIMEOUTS = {"controller.quorum.election.timeout.ms": "500", "controller.quorum.fetch.timeout.ms": "1000"}
 
 
 def test_three_controller_processes_elect_and_replace_a_killed_leader(tmp_path: Path) -> None:
-    with ControllerQuorumProcesses(tmp_path, 3) as quorum:
+    with ControllerQuorumProcesses(tmp_path, 3, TIMEOUTS) as quorum:
         leader_id, epoch, _ = wait_until(quorum.leader, WAIT_S, "a leader")
         partitions = [quorum.describe(i) for i in quorum.nodes]
         assert sum(1 for p in partitions if p is not None and p.error_code == 0) == 1  # only the leader describes
