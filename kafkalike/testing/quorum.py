@@ -70,8 +70,11 @@ class InProcessQuorum:
         timeouts: dict[str, int] | None = None,
         clock: Clock | None = None,
         seed: int = 0,
+        observers: int = 0,
     ) -> None:
-        self.node_ids = list(range(1, voters + 1))
+        """``observers``: more members (ids after the voters') that follow the log without a vote."""
+        self.voter_ids = list(range(1, voters + 1))
+        self.node_ids = list(range(1, voters + observers + 1))
         self.base_dir = base_dir
         self.timeouts = dict(FAST_TIMEOUTS if timeouts is None else timeouts)
         self.clock = clock or SystemClock()
@@ -84,6 +87,7 @@ class InProcessQuorum:
         self._memory_logs: dict[int, MemoryRaftLog] = {}
         self._bound: dict[int, list[trio.SocketListener]] = {}
         self._config: QuorumConfig | None = None
+        self._ports: dict[int, int] = {}
         self._starts = 0
 
     async def bind(self) -> None:
@@ -92,13 +96,14 @@ class InProcessQuorum:
         for node_id in self.node_ids:
             listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
             self._bound[node_id] = listeners
-            endpoints.append(VoterEndpoint(VoterKey(node_id), "127.0.0.1", listeners[0].socket.getsockname()[1]))
+            self._ports[node_id] = listeners[0].socket.getsockname()[1]
+            if node_id in self.voter_ids:
+                endpoints.append(VoterEndpoint(VoterKey(node_id), "127.0.0.1", self._ports[node_id]))
         voters = tuple(e.key for e in endpoints)
         self._config = QuorumConfig(voters=voters, endpoints=tuple(endpoints), **self.timeouts)  # type: ignore[arg-type]
 
     def port(self, node_id: int) -> int:
-        assert self._config is not None
-        return next(e.port for e in self._config.endpoints if e.key.node_id == node_id)
+        return self._ports[node_id]
 
     async def start(self, nursery: trio.Nursery, node_id: int) -> QuorumServer:
         if self._config is None:

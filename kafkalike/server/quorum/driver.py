@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import trio
 
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import decode_records, iter_batches
 from kafkalike.raft import messages as m
@@ -180,10 +181,13 @@ class QuorumDriver:
 
     async def append(self, values: Sequence[bytes]) -> int:
         """Append one batch on the leader; its last offset (committed once ``high_watermark``
-        passes it). NotControllerError on any other node."""
+        passes it). NotControllerError on any other node; KafkaStorageError when the disk
+        refused the write (nothing was appended)."""
         result = await self._call(lambda node, now: node.append(list(values), now))
         if isinstance(result, NotLeaderError):
             raise NotControllerError(str(result), self.node.leader_id)
+        if isinstance(result, KafkaStorageError):
+            raise result
         assert isinstance(result, int)
         return result
 
@@ -264,7 +268,7 @@ class QuorumDriver:
         def run(node: RaftNode, now: int) -> None:
             try:
                 box.append(event(node, now))
-            except (NotLeaderError, ValueError) as exc:
+            except (NotLeaderError, ValueError, KafkaStorageError) as exc:
                 box.append(exc)
 
         await self._send_event.send((run, done))
@@ -315,7 +319,12 @@ class QuorumDriver:
         if self.file_log is not None:
             self.file_log.advance_clock(now)
         for event, _ in events:
-            event(node, now)
+            try:
+                event(node, now)
+            except KafkaStorageError as exc:
+                # The log refused a write and is as it was before it (PartitionLog.append): the
+                # event is lost as a dropped message would be, and the node sends again.
+                log.error("node %d: metadata log write failed: %s", node.node_id, exc)
         node.tick(now)
         step = _Step()
         for output in node.outputs():

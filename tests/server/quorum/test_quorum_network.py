@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.server.quorum.driver import NotControllerError
 from kafkalike.testing.quorum import InProcessQuorum
 
@@ -112,4 +113,43 @@ async def test_a_restarted_node_behind_the_log_start_loads_the_leaders_snapshot(
             await quorum.start(nursery, lagging)
             await quorum.wait(lambda: quorum.recorders[lagging].values() == [b"d"])
             assert quorum.recorders[lagging].snapshots == [(snapshot_id, b"state-after-c")]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_metadata_log_write_fails_that_append_only(tmp_path: Path) -> None:
+    quorum = InProcessQuorum(3, tmp_path)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            leader = await quorum.wait_for_leader()
+            partition_log = leader.node.log.partition_log  # type: ignore[attr-defined]
+            real_append = partition_log.append
+
+            def full_disk(*args: object, **kwargs: object) -> object:
+                partition_log.append = real_append  # once
+                raise KafkaStorageError("append to __cluster_metadata-0 failed: No space left on device")
+
+            partition_log.append = full_disk
+            with pytest.raises(KafkaStorageError):
+                await leader.append([b"lost"])
+            assert leader.is_leader
+            await commit_everywhere(quorum, [b"kept"])
+            for node_id in quorum.node_ids:
+                assert quorum.recorders[node_id].values() == [b"kept"]
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_observer_follows_the_log_and_is_listed_as_an_observer() -> None:
+    quorum = InProcessQuorum(3, observers=1)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            await commit_everywhere(quorum, [b"seen by all four"])
+            assert quorum.recorders[4].values() == [b"seen by all four"]
+            observer = quorum.driver(4)
+            assert not observer.node.is_voter and observer.leader_id == (await quorum.wait_for_leader()).node_id
+            leader = await quorum.wait_for_leader()
+            (p,) = (await leader.describe())["topics"][0]["partitions"]
+            assert sorted(v["replica_id"] for v in p["current_voters"]) == [1, 2, 3]
+            assert [o["replica_id"] for o in p["observers"]] == [4]
             nursery.cancel_scope.cancel()
