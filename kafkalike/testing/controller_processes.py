@@ -196,7 +196,7 @@ class ControllerQuorumProcesses:
         running = [subprocess.Popen(n.format_command(), stdout=subprocess.DEVNULL) for n in self.nodes.values()]
         for proc in running:
             if proc.wait(120) != 0:
-                raise RuntimeError(f"storage format failed: {proc.args}")
+                raise RuntimeError(f"storage format failed: {proc.args!r}")
 
     def start(self, order: list[int] | None = None) -> ControllerQuorumProcesses:
         """Format and start every node; with ``order``, one after the other in that order,
