@@ -29,6 +29,7 @@ from kafkalike.protocol.api import RequestHeader, decode_response, encode_reques
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.raft import messages as m
+from kafkalike.server.clock import Clock, SystemClock
 
 log = logging.getLogger("kafkalike.quorum.channel")
 
@@ -77,8 +78,10 @@ class PeerChannels:
         endpoints: Mapping[int, tuple[str, int]],
         faults: NetworkFaults | None = None,
         deliver: Callable[[m.RaftMessage], None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.node_id = node_id
+        self.clock: Clock = clock or SystemClock()
         self.endpoints = dict(endpoints)
         self.faults = faults or NetworkFaults()
         self.deliver = deliver
@@ -131,7 +134,7 @@ class _PeerConnection:
 
     async def run(self) -> None:
         async for first in self.queue:
-            if trio.current_time() < self.retry_at_s:
+            if self.channels.clock.monotonic_s() < self.retry_at_s:
                 self.channels._answer(error_answer(first, ErrorCode.BROKER_NOT_AVAILABLE))
                 continue
             stream = await self._connect()
@@ -156,7 +159,7 @@ class _PeerConnection:
             log.debug(
                 "node %d: cannot connect to node %d at %s:%d: %s", self.channels.node_id, self.peer_id, host, port, exc
             )
-            self.retry_at_s = trio.current_time() + self.backoff_ms / 1000
+            self.retry_at_s = self.channels.clock.monotonic_s() + self.backoff_ms / 1000
             self.backoff_ms = min(self.backoff_ms * 2, RECONNECT_BACKOFF_MAX_MS)
             return None
         self.backoff_ms = RECONNECT_BACKOFF_MS

@@ -97,7 +97,7 @@ class QuorumServer:
             quorum_state=stored,
         )
         endpoints = {e.key.node_id: (e.host, e.port) for e in settings.config.endpoints}
-        channels = PeerChannels(settings.node_id, endpoints, self.faults)
+        channels = PeerChannels(settings.node_id, endpoints, self.faults, clock=self.clock)
         self.driver = QuorumDriver(
             node, clock=self.clock, transport=channels, quorum_state_file=state_file, listener=self.listener
         )
