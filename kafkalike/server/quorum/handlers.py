@@ -30,18 +30,6 @@ CONTROLLER_ENDPOINT = 2
 NOT_REQUESTED = -(2**31)
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
-# (min, max) per API, as Kafka 4.0's controller listener advertises them (Fetch from v4: KIP-896).
-CONTROLLER_APIS: dict[int, tuple[int, int]] = {
-    m.FETCH: (4, 17),
-    API_VERSIONS_KEY: (0, 4),
-    m.VOTE: (0, 2),
-    m.BEGIN_QUORUM_EPOCH: (0, 1),
-    m.END_QUORUM_EPOCH: (0, 1),
-    DESCRIBE_QUORUM: (0, 2),
-    m.FETCH_SNAPSHOT: (0, 1),
-    DESCRIBE_CLUSTER: (0, 2),
-}
-
 
 @dataclass
 class ControllerContext:
@@ -55,11 +43,27 @@ class ControllerContext:
     request_timeout_ms: int = 2000
 
 
-Handler = Callable[[ControllerContext, RequestHeader, Message], Awaitable[Mapping[str, Any] | None]]
+HandlerFn = Callable[[ControllerContext, RequestHeader, Message], Awaitable[Mapping[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class ControllerHandler:
+    """One API a controller listener serves, at the versions Kafka 4.0's controller advertises."""
+
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
 
 
 def api_versions_table() -> list[dict[str, int]]:
-    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())]
+    """ApiVersions' list, derived from HANDLERS."""
+    return [
+        {"api_key": key, "min_version": h.min_version, "max_version": h.max_version}
+        for key, h in sorted(HANDLERS.items())
+    ]
 
 
 async def handle_api_versions(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
@@ -167,13 +171,13 @@ async def handle_describe_cluster(ctx: ControllerContext, header: RequestHeader,
     }
 
 
-HANDLERS: dict[int, Handler] = {
-    API_VERSIONS_KEY: handle_api_versions,
-    m.VOTE: handle_raft_request,
-    m.BEGIN_QUORUM_EPOCH: handle_raft_request,
-    m.END_QUORUM_EPOCH: handle_raft_request,
-    m.FETCH: handle_raft_request,
-    m.FETCH_SNAPSHOT: handle_raft_request,
-    DESCRIBE_QUORUM: handle_describe_quorum,
-    DESCRIBE_CLUSTER: handle_describe_cluster,
+HANDLERS: dict[int, ControllerHandler] = {
+    m.FETCH: ControllerHandler(4, 17, handle_raft_request),  # from v4 (KIP-896)
+    API_VERSIONS_KEY: ControllerHandler(0, 4, handle_api_versions),
+    m.VOTE: ControllerHandler(0, 2, handle_raft_request),
+    m.BEGIN_QUORUM_EPOCH: ControllerHandler(0, 1, handle_raft_request),
+    m.END_QUORUM_EPOCH: ControllerHandler(0, 1, handle_raft_request),
+    DESCRIBE_QUORUM: ControllerHandler(0, 2, handle_describe_quorum),
+    m.FETCH_SNAPSHOT: ControllerHandler(0, 1, handle_raft_request),
+    DESCRIBE_CLUSTER: ControllerHandler(0, 2, handle_describe_cluster),
 }

@@ -17,7 +17,6 @@ from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.server.quorum.handlers import (
     API_VERSIONS_KEY,
-    CONTROLLER_APIS,
     HANDLERS,
     ControllerContext,
     api_versions_table,
@@ -75,8 +74,8 @@ async def _handle_frame(ctx: ControllerContext, frame: bytearray) -> bytes | Non
             answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
             return encode_response(API_VERSIONS_KEY, 0, exc.header.correlation_id, answer)
         raise ProtocolError(f"unsupported API key {exc.header.api_key} version {exc.header.api_version}") from None
-    versions = CONTROLLER_APIS.get(header.api_key)
-    if versions is None or not versions[0] <= header.api_version <= versions[1]:
+    handler = HANDLERS.get(header.api_key)
+    if handler is None or not handler.supports(header.api_version):
         if header.api_key == API_VERSIONS_KEY:
             answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
             return encode_response(API_VERSIONS_KEY, 0, header.correlation_id, answer)
@@ -86,7 +85,7 @@ async def _handle_frame(ctx: ControllerContext, frame: bytearray) -> bytes | Non
             f"Received request api key {header.api_key} with version {header.api_version} which is not enabled"
         )
     try:
-        result = await HANDLERS[header.api_key](ctx, header, body)
+        result = await handler.fn(ctx, header, body)
     except Exception:
         log.exception("controller handler for API %d v%d failed", header.api_key, header.api_version)
         raise ProtocolError("internal error while handling the request") from None

@@ -9,7 +9,9 @@ import struct
 import trio
 
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.spec import api_specs
 from kafkalike.raft import messages as m
+from kafkalike.server.quorum.handlers import HANDLERS
 from kafkalike.testing.quorum import CLUSTER_ID, InProcessQuorum
 from kafkalike.testing.wire_client import AsyncWireClient
 
@@ -139,3 +141,10 @@ async def test_requests_from_an_isolated_node_are_not_answered_and_a_wrong_clust
             assert waited.cancelled_caught  # dropped, as by a network partition
             await client.aclose()
             nursery.cancel_scope.cancel()
+
+
+def test_every_advertised_version_is_one_the_codec_speaks() -> None:
+    specs = api_specs()
+    for api_key, handler in HANDLERS.items():
+        versions = specs[api_key].versions
+        assert handler.min_version in versions and handler.max_version in versions, api_key
