@@ -206,11 +206,12 @@ class QuorumDriver:
     async def resign(self) -> None:
         await self._call(lambda node, now: node.resign(now))
 
-    async def resign_gracefully(self, timeout_s: float) -> None:
+    async def resign_gracefully(self, timeout_s: float) -> bool:
         """On the leader: resign, and wait (at most ``timeout_s``) until every voter has
-        acknowledged its EndQuorumEpoch, as Kafka's raft client does when it shuts down."""
+        acknowledged its EndQuorumEpoch, as Kafka's raft client does when it shuts down. False
+        when that did not happen in time (or this node was not the leader)."""
         if not self.is_leader:
-            return
+            return False
         await self.resign()
 
         def told_everyone() -> bool:
@@ -219,6 +220,8 @@ class QuorumDriver:
 
         with trio.move_on_after(timeout_s):
             await self.wait_for(told_everyone)
+            return True
+        return False
 
     async def describe(self) -> dict[str, Any]:
         """DescribeQuorum's answer from this node's state (read inside a step, which may be on a

@@ -153,3 +153,19 @@ async def test_an_observer_follows_the_log_and_is_listed_as_an_observer() -> Non
             assert sorted(v["replica_id"] for v in p["current_voters"]) == [1, 2, 3]
             assert [o["replica_id"] for o in p["observers"]] == [4]
             nursery.cancel_scope.cancel()
+
+
+async def test_a_resigning_leader_tells_every_voter_and_another_takes_over() -> None:
+    quorum = InProcessQuorum(3)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            await commit_everywhere(quorum, [b"before"])
+            old = await quorum.wait_for_leader()
+            old_id, old_epoch = old.node_id, old.epoch
+            assert await old.resign_gracefully(DEADLINE_S)  # both voters acknowledged its EndQuorumEpoch
+            await quorum.stop(old_id)
+            new = await quorum.wait_for_leader()
+            assert new.node_id != old_id and new.epoch > old_epoch
+            await commit_everywhere(quorum, [b"after"])
+            nursery.cancel_scope.cancel()
