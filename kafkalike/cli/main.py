@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from kafkalike.cli import controller
 from kafkalike.controller.metadata import ControllerError
 from kafkalike.raft.config import parse_voters
 from kafkalike.server.broker import Broker, StartupError, client_listeners
@@ -87,8 +88,8 @@ def single_node_problem(config: BrokerConfig) -> str | None:
     if others:
         return (
             f"multi-node clusters are not available yet: controller.quorum.voters lists nodes "
-            f"{', '.join(map(str, others))} besides node {config.node_id}; kafkalike runs a single node that is "
-            "broker and controller, its own only voter"
+            f"{', '.join(map(str, others))} besides node {config.node_id}; a node that is broker and controller "
+            "must be its own only voter (controller-only nodes, process.roles=controller, may form a quorum)"
         )
     if roles != ["broker", "controller"]:
         return (
@@ -174,6 +175,25 @@ def fail(message: str, exit_code: int) -> int:
     return exit_code
 
 
+def _serve_controller(config: BrokerConfig, args: argparse.Namespace) -> int:
+    """A controller-only node (``process.roles=controller``): a member of the metadata quorum."""
+    try:
+        controller.quorum_settings(config)
+    except ValueError as exc:
+        return fail(f"bad configuration: {exc}", BAD_USAGE_EXIT)
+    unknown = [n for n in config.unknown_names() if n not in controller.READ_BY_CONTROLLER]
+    if unknown:
+        log.warning("These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown))
+    try:
+        trio.run(lambda: controller.run_controller(config, port_file=args.port_file))
+    except (StartupError, BaseExceptionGroup) as exc:
+        failure = _startup_failure(exc)
+        if failure is None:
+            raise
+        return fail(str(failure), CANNOT_START_EXIT)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "storage":
@@ -190,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         config.check()
+        if controller.roles_of(config) == ["controller"]:
+            return _serve_controller(config, args)
         listen_address(config)
         parse_seed_topics(args.seed_topics)
         problem = single_node_problem(config)

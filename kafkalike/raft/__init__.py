@@ -2,8 +2,8 @@
 
 No sockets, no clock, no global randomness: a driver feeds :class:`RaftNode` messages and ticks with
 the time and carries out what it asks. The deterministic simulation in
-:mod:`kafkalike.testing.raft_simulation` is one such driver; a trio driver in the server layer is
-the other to come. What any driver must do:
+:mod:`kafkalike.testing.raft_simulation` is one such driver; :mod:`kafkalike.server.quorum.driver`
+runs a node on trio over the network. What any driver must do:
 
 - After every call (``receive``, ``tick``, ``append``, ``resign``, ``durable``,
   ``quorum_state_durable``, ``snapshot``), drain ``outputs()`` in order and then wake the node at

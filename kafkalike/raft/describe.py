@@ -39,9 +39,12 @@ def describe_quorum(node: RaftNode, now_ms: int) -> dict[str, Any]:
             "observers": [],
         }
         return _response(partition)
+    # As Kafka's LeaderState, the leader's own entry carries the voter set's key for it (a static
+    # voter's has no directory id), not the directory id of its log dir.
+    own_key = node.config.voter(node.node_id)
     leader_self = {
         "replica_id": node.node_id,
-        "replica_directory_id": node.key.directory_id,
+        "replica_directory_id": own_key.directory_id if own_key is not None else node.key.directory_id,
         "log_end_offset": node.log.end_offset,
         "last_fetch_timestamp": now_ms,  # as Kafka reports the leader itself
         "last_caught_up_timestamp": now_ms,

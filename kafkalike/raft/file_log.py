@@ -11,12 +11,12 @@ The driver flushes off the event loop: ``prepare_flush`` (on the loop) collects 
 ``durable_end_offset``, unless the log was truncated meanwhile (the fsync may predate bytes written
 after the cut). ``flush`` does all three at once, for tests and start-up.
 
-Still on the calling thread, so on the event loop for a trio driver that calls the node there:
-``open`` (reads and fsyncs the directory: run it on a worker thread), a segment roll inside
-``append`` (new files, rare: one per metadata.log.segment.bytes), a truncation (files cut in place,
-as kafkalike.log does for a follower), and the snapshot calls the node makes (``create_snapshot``,
-``install_snapshot`` write and fsync the file; ``delete_before_snapshot`` unlinks segments). Taking
-those off the loop needs the node to hand them out as outputs, as it does flushes.
+Everything else runs on the calling thread: ``open`` (reads and fsyncs the directory), a segment
+roll inside ``append`` (new files, rare: one per metadata.log.segment.bytes), a truncation (files cut
+in place, as kafkalike.log does for a follower), and the snapshot calls the node makes
+(``create_snapshot``, ``install_snapshot`` write and fsync the file; ``delete_before_snapshot``
+unlinks segments). The trio driver (:mod:`kafkalike.server.quorum.driver`) therefore opens the log
+on a worker thread and runs each step of the node, in which the node makes these calls, on one too.
 """
 
 from __future__ import annotations

@@ -144,7 +144,8 @@ CASES: dict[str, Case] = {
         2,
         lambda d: (
             "multi-node clusters are not available yet: controller.quorum.voters lists nodes 2, 3 besides node 1; "
-            "kafkalike runs a single node that is broker and controller, its own only voter"
+            "a node that is broker and controller must be its own only voter (controller-only nodes, "
+            "process.roles=controller, may form a quorum)"
         ),
     ),
     "a voter that is another node": (
@@ -152,7 +153,8 @@ CASES: dict[str, Case] = {
         2,
         lambda d: (
             "multi-node clusters are not available yet: controller.quorum.voters lists nodes 2 besides node 1; "
-            "kafkalike runs a single node that is broker and controller, its own only voter"
+            "a node that is broker and controller must be its own only voter (controller-only nodes, "
+            "process.roles=controller, may form a quorum)"
         ),
     ),
     "a broker-only node": (
