@@ -4,6 +4,7 @@ controller killed with SIGKILL, with Kafka's default quorum timeouts.
 
     python scripts/bench_controller_failover.py --runs 10
     python scripts/bench_controller_failover.py --runs 10 --kafka-lib DIR   # Apache Kafka's controllers instead
+    python scripts/bench_controller_failover.py --runs 10 --graceful        # SIGTERM: the leader resigns first
 
 Each run: wait for a leader that has committed its epoch's first record, SIGKILL it, poll the two
 survivors (DescribeQuorum every 10 ms) until one of them leads a later epoch and has committed a
@@ -36,19 +37,23 @@ def wait_for_leader(quorum: ControllerQuorumProcesses, after_epoch: int, among: 
     raise RuntimeError(f"no leader among {among} past epoch {after_epoch} within {WAIT_S} s")
 
 
-def measure(quorum: ControllerQuorumProcesses, runs: int) -> list[float]:
+def measure(quorum: ControllerQuorumProcesses, runs: int, graceful: bool = False) -> list[float]:
     times_s = []
     ids = list(quorum.nodes)
     leader_id, epoch, _ = wait_for_leader(quorum, 0, ids)
+    how = "stopped" if graceful else "killed"
     for run in range(runs):
         killed_at = time.monotonic()
-        quorum.kill(leader_id)
+        if graceful:
+            quorum.nodes[leader_id].stop()  # SIGTERM: the leader resigns, then exits
+        else:
+            quorum.kill(leader_id)
         survivors = [i for i in ids if i != leader_id]
         new_id, new_epoch, _ = wait_for_leader(quorum, epoch, survivors)
         elapsed = time.monotonic() - killed_at
         times_s.append(elapsed)
         print(
-            f"run {run + 1}: node {leader_id} (epoch {epoch}) killed -> node {new_id} leads epoch "
+            f"run {run + 1}: node {leader_id} (epoch {epoch}) {how} -> node {new_id} leads epoch "
             f"{new_epoch} after {elapsed:.3f} s",
             flush=True,
         )
@@ -73,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--graceful", action="store_true", help="SIGTERM the leader instead of SIGKILL")
     parser.add_argument("--kafka-lib", type=Path, help="run Apache Kafka controllers from these jars instead")
     args = parser.parse_args(argv)
     extra = dict(item.split("=", 1) for item in args.override)
@@ -80,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="kafkalike-failover-") as work,
         ControllerQuorumProcesses(Path(work), 3, extra) as quorum,
     ):
-        times_s = measure(quorum, args.runs)
+        times_s = measure(quorum, args.runs, args.graceful)
     kind = "Apache Kafka" if args.kafka_lib else "kafkalike"
     print(
         f"{kind} failover over {len(times_s)} runs: median {statistics.median(times_s):.3f} s, "

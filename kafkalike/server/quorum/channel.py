@@ -131,6 +131,7 @@ class _PeerConnection:
         self.backoff_ms = RECONNECT_BACKOFF_MS
         self.retry_at_s = 0.0
         self.client_id = f"raft-client-{channels.node_id}"
+        self.reachable = True  # until a connection attempt fails
 
     async def run(self) -> None:
         async for first in self.queue:
@@ -156,12 +157,23 @@ class _PeerConnection:
             with trio.fail_after(CONNECT_TIMEOUT_S):
                 stream = await trio.open_tcp_stream(host, port)
         except (OSError, trio.TooSlowError) as exc:
-            log.debug(
-                "node %d: cannot connect to node %d at %s:%d: %s", self.channels.node_id, self.peer_id, host, port, exc
+            # Once per outage at INFO (a voter that is down is expected), each retry at DEBUG.
+            log.log(
+                logging.INFO if self.reachable else logging.DEBUG,
+                "node %d: cannot connect to node %d at %s:%d (%s); retrying",
+                self.channels.node_id,
+                self.peer_id,
+                host,
+                port,
+                exc or type(exc).__name__,
             )
+            self.reachable = False
             self.retry_at_s = self.channels.clock.monotonic_s() + self.backoff_ms / 1000
             self.backoff_ms = min(self.backoff_ms * 2, RECONNECT_BACKOFF_MAX_MS)
             return None
+        if not self.reachable:
+            log.info("node %d: connected to node %d at %s:%d", self.channels.node_id, self.peer_id, host, port)
+        self.reachable = True
         self.backoff_ms = RECONNECT_BACKOFF_MS
         return stream
 

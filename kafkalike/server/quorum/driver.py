@@ -110,7 +110,6 @@ class _Step:
     snapshot: tuple[OffsetAndEpoch, bytes] | None = None
     commits: list[CommittedBatch] = field(default_factory=list)
     leader: tuple[int, int] | None = None
-    results: list[tuple[trio.Event, dict[str, Any]]] = field(default_factory=list)
 
 
 Event = Callable[[RaftNode, int], Any]
@@ -355,7 +354,6 @@ class QuorumDriver:
                 data = raft_log.read_snapshot(snapshot_id)
                 if data is not None:
                     step.snapshot = (snapshot_id, data)
-                    step.commits.clear()
             self._delivered_offset = raft_log.start_offset
             self._snapshot_owed = False
         hw = node.high_watermark
