@@ -47,7 +47,7 @@ from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.quorum_controller import QuorumController
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.snapshot_files import SnapshotId
-from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.metadata_records import (
     ApiMessageAndVersion,
@@ -411,6 +411,17 @@ class ControllerHost:
         """The CONTROLLER listener's entry (``ControllerApis``)."""
         context = ControllerRequestContext(header, listener_name)
         return await self.handle(header.api_key, header.api_version, body, context)
+
+    async def request(
+        self, api_key: int, version: int, body: Mapping[str, Any], client_id: str | None = "in-process"
+    ) -> Message:
+        """A request from this process (a combined node's broker, tests), through the wire codec
+        both ways so that it is answered exactly as over the network; the decoded response."""
+        header = RequestHeader(api_key, version, 0, client_id)
+        decoded_header, decoded = decode_request(memoryview(encode_request(header, body))[4:])
+        answer = await self.handle(api_key, version, decoded, ControllerRequestContext(decoded_header, "in-process"))
+        frame = encode_response(api_key, version, 0, answer)
+        return decode_response(api_key, version, memoryview(frame)[4:])[1]
 
     def api_versions(self) -> Mapping[int, tuple[int, int]]:
         from kafkalike.server.controller_apis import CONTROLLER_APIS
