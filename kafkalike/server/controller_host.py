@@ -77,6 +77,11 @@ class NotActiveError(Exception):
     """This controller is not (or no longer) the active one: NOT_CONTROLLER."""
 
 
+class WriteTimedOutError(Exception):
+    """The request's deadline passed before its records were committed: REQUEST_TIMED_OUT (they
+    may still be committed later, as in Kafka)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerRequestContext:
     """What the controller's APIs know of a request besides its body."""
@@ -276,17 +281,23 @@ class ControllerHost:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def write(self, operation: Callable[[int], ControllerResult[R]]) -> R:
+    async def write(self, operation: Callable[[int], ControllerResult[R]], timeout_ms: int | None = None) -> R:
         """Run ``operation(next_offset)`` (it goes through the facade, which holds its records as
         uncommitted), append its records and return its reply once they are committed.
-        NotActiveError when this controller is not active, or stops being so before then."""
+        NotActiveError when this controller is not active, or stops being so before then;
+        WriteTimedOutError when ``timeout_ms`` (the request's) passes first."""
         await self.wait_active()
         async with self._write_lock:
             if self.active_epoch is None:
                 raise NotActiveError
             result = operation(self._next_offset)
             pending = await self._append_locked(result)
-        await pending.done.wait()
+        with trio.move_on_after(math.inf if timeout_ms is None else max(0, timeout_ms) / 1000):
+            await pending.done.wait()
+        if not pending.done.is_set():
+            if pending in self._pending:
+                self._pending.remove(pending)
+            raise WriteTimedOutError
         if not pending.committed:
             raise NotActiveError
         return result.reply

@@ -264,3 +264,20 @@ async def test_a_leader_cut_off_mid_write_answers_not_controller_and_nothing_is_
             await client.aclose()
             await retry.aclose()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_write_not_committed_within_the_request_timeout_answers_request_timed_out() -> None:
+    quorum = ControllerQuorum(3)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(host.node_id))
+            await register_unfenced(client, 1)
+            quorum.faults.isolate(host.node_id)  # it still leads, but commits nothing now
+            body = {"topics": [new_topic("late")], "timeout_ms": 100, "validate_only": False}
+            answer = await client.request(CREATE_TOPICS, 7, body)
+            assert [(t.name, t.error_code) for t in answer.topics] == [("late", ErrorCode.REQUEST_TIMED_OUT)]
+            assert host.image.topic("late") is None
+            await client.aclose()
+            nursery.cancel_scope.cancel()
