@@ -20,14 +20,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import trio
-
 from kafkalike.log.errors import OffsetOutOfRange
 from kafkalike.log.storage import FileSlices
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import PartitionState
+from kafkalike.replica import Partition
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -38,17 +36,16 @@ READ_COMMITTED = 1
 async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     deadline = ctx.broker.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
     while True:
-        # Remember which events to wait on before reading, so no append is missed in between.
-        events = [s.new_data for s in _states(ctx, request)]
+        tps = [p.tp for p in _states(ctx, request)]
         responses, total = _read_all(ctx, request)
-        if total >= request.min_bytes or ctx.broker.clock.monotonic_s() >= deadline or not events:
+        if total >= request.min_bytes or ctx.broker.clock.monotonic_s() >= deadline or not tps:
             break
-        with trio.move_on_at(deadline):
-            await _any_event(events)
+        # No await between the read and here: an append after the read wakes this wait.
+        await ctx.broker.waiters.wait_for_progress(tps, deadline)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _states(ctx: RequestContext, request: Message) -> list[PartitionState]:
+def _states(ctx: RequestContext, request: Message) -> list[Partition]:
     out = []
     for topic in request.topics:
         name = _topic_name(ctx, topic)
@@ -57,17 +54,6 @@ def _states(ctx: RequestContext, request: Message) -> list[PartitionState]:
             if state is not None:
                 out.append(state)
     return out
-
-
-async def _any_event(events: list[trio.Event]) -> None:
-    async with trio.open_nursery() as nursery:
-
-        async def wait(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(wait, event)
 
 
 def _topic_name(ctx: RequestContext, topic: Message) -> str | None:

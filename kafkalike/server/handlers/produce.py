@@ -50,7 +50,7 @@ from kafkalike.protocol.validation import (
     request_fault,
     validate_produce_records,
 )
-from kafkalike.server.broker import PartitionState
+from kafkalike.replica import Partition, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -209,7 +209,7 @@ def _check_request_records(records: bytes | None, version: int) -> Buffer:
 
 
 async def _append(
-    ctx: RequestContext, state: PartitionState, records: Buffer, transactional_id: str | None
+    ctx: RequestContext, state: Partition, records: Buffer, transactional_id: str | None
 ) -> dict[str, Any]:
     # Kafka verifies a transactional batch's partition before its log validates the records.
     if transactional_id is not None and ctx.broker.txn.verification_enabled:
@@ -229,14 +229,16 @@ async def _append(
         raise ProduceError(exc.code, str(exc), exc.with_log_start, exc.error_message, exc.record_errors) from None
     try:
         # Off the event loop for its fsync when flush.messages / flush.ms make it flush.
-        appended = await ctx.broker.append(
-            state, valid.records, log_append_time=state.log.config.message_timestamp_type == "LogAppendTime"
+        appended = await ctx.broker.writer.append(
+            state, valid.records, log_append_time=state.config.message_timestamp_type == "LogAppendTime"
         )
+    except PartitionError as exc:
+        raise ProduceError(exc.code, str(exc)) from None
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
         raise ProduceError(code, str(exc), with_log_start=code not in _WITHOUT_LOG_START) from None
     return {
-        "base_offset": appended.first_offset,
+        "base_offset": appended.base_offset,
         "log_append_time_ms": appended.log_append_time_ms,
         "log_start_offset": appended.log_start_offset,
     }
@@ -250,15 +252,14 @@ def _first_header(records: Buffer) -> RecordBatchHeader | None:
 
 
 def _verify_transaction(
-    ctx: RequestContext, state: PartitionState, header: RecordBatchHeader, transactional_id: str
+    ctx: RequestContext, state: Partition, header: RecordBatchHeader, transactional_id: str
 ) -> None:
     """Kafka's transaction verification, asked only for a producer's first transactional batch
     on the partition (later ones find its transaction open in the producer state)."""
     pid, epoch = header.producer_id, header.producer_epoch
-    entry = state.log.producer_state.producers.get(pid)
-    if entry is not None and entry.current_txn_first_offset is not None and entry.epoch == epoch:
+    if state.has_open_transaction(pid, epoch):
         return
-    tp = (state.topic, state.index)
+    tp = state.tp
     error = ctx.broker.txn.verify(transactional_id, pid, epoch, [tp])[tp]
     if error is ErrorCode.NONE:
         return
