@@ -26,7 +26,6 @@ from kafkalike.controller.delta import LocalPartition, LocalReplicaChanges
 from kafkalike.log.config import LogConfig
 from kafkalike.log.manager import LogManager, NewPartition
 from kafkalike.log.partition_log import PartitionLog
-from kafkalike.log.storage import Syncs
 from kafkalike.replica.partition import LeaderAndIsr, Partition, TopicPartition
 
 log = logging.getLogger("kafkalike.replica")
@@ -198,7 +197,7 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
     def hosted(self) -> set[TopicPartition]:
         return set(self._partitions)
 
-    # -- configs and records --------------------------------------------------------------------
+    # -- configs --------------------------------------------------------------------
 
     def apply_configs(self, config_for: Callable[[str], LogConfig | None]) -> None:
         """Each partition's log takes its topic's current config (None: the topic is unknown)."""
@@ -206,15 +205,6 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
             config = config_for(partition.topic)
             if config is not None:
                 partition.log.config = config
-
-    def delete_records(self, partition: Partition, offset: int, now_ms: int, syncs: Syncs) -> int:
-        """DeleteRecords: the log start moved to ``offset``; the new start (checkpointed by the
-        caller). ``syncs`` takes the files' renames and unlinks."""
-        start = self.logs.delete_records(
-            partition.topic, partition.index, offset, now_ms, checkpoint=False, syncs=syncs
-        )
-        partition.notify_progress()
-        return start
 
     # -- the controller's decisions -------------------------------------------------------------
 
@@ -249,15 +239,17 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
             applied.removed.append((local.topic_name, local.partition_id))
             if path is not None:
                 applied.removed_paths.append(path)
+        new = {replica.tp for replica in plan.new}
         for replica in plan.new:
-            self.adopt(replica)
+            partition = self.adopt(replica)
+            (applied.became_leader if partition.is_leader else applied.became_follower).append(partition)
         for local in plan.changes.leaders.values():
             partition = self._partitions[(local.topic_name, local.partition_id)]
-            if partition.make_leader(_leader_and_isr(local)):
+            if partition.tp not in new and partition.make_leader(_leader_and_isr(local)):
                 applied.became_leader.append(partition)
         for local in plan.changes.followers.values():
             partition = self._partitions[(local.topic_name, local.partition_id)]
-            if partition.make_follower(_leader_and_isr(local)):
+            if partition.tp not in new and partition.make_follower(_leader_and_isr(local)):
                 applied.became_follower.append(partition)
         return applied
 

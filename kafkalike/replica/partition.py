@@ -84,6 +84,24 @@ class LeaderAppend(NamedTuple):
     duplicate: bool  # a retried idempotent batch: nothing written, the original's offsets
 
 
+class OffsetAnswer(NamedTuple):
+    """A ListOffsets answer for one partition: -1 for what is not known."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = (
+    -1,
+    -2,
+    -3,
+    -4,
+    -5,
+)
+
+
 class PartitionRead(NamedTuple):
     """A read's file ranges (sent with sendfile) and the offsets the answer carries."""
 
@@ -315,7 +333,70 @@ class Partition:
             aborted,
         )
 
+    # -- deleting records ---------------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int, *, now_ms: int, syncs: Syncs) -> int:
+        """DeleteRecords (Kafka's deleteRecordsOnLeader): the log start moved up to ``offset``
+        (-1: the high watermark); the new log start. ``syncs`` takes the files' renames and
+        unlinks; the caller checkpoints the new start. PartitionError OFFSET_OUT_OF_RANGE for an
+        offset past the high watermark, NOT_LEADER_OR_FOLLOWER on a follower."""
+        self.check_request()
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            raise PartitionError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {target} of partition {self.topic}-{self.index} "
+                f"since it is larger than the high watermark {self.high_watermark}",
+            )
+        start = self.log.delete_records_before(target, now_ms=now_ms, syncs=syncs)
+        self.notify_progress()
+        return start
+
     # -- lookups ------------------------------------------------------------------------------------
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    @property
+    def directory_path(self) -> str:
+        """Where its files are (for error reports)."""
+        return self.log.directory.path
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.log.end_offset_for_epoch(epoch)
+
+    def last_offset_for_leader_epoch(self, leader_epoch: int, current_leader_epoch: int = NO_EPOCH) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (Kafka's lastOffsetForLeaderEpoch): (largest epoch <= ``leader_epoch``,
+        its end offset), or (-1, -1). Raises PartitionError for the request's epoch; answered by
+        the leader only."""
+        self.check_request(current_leader_epoch)
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, *, isolation: Isolation, current_leader_epoch: int = NO_EPOCH
+    ) -> OffsetAnswer | None:
+        """ListOffsets (Kafka's fetchOffsetForTimestamp): the offset for a timestamp or one of the
+        special targets, bounded by what ``isolation`` may read (an offset at or past the bound is
+        not answered: None). Raises PartitionError for the request's epoch or leadership, and for
+        an unknown negative target (INVALID_REQUEST)."""
+        self.check_request(current_leader_epoch)
+        log = self.log
+        fetchable = log.last_stable_offset if isolation is Isolation.TXN_COMMITTED else log.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAnswer(-1, fetchable, self.leader_epoch)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return OffsetAnswer(-1, log.log_start_offset, self.leader_epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return OffsetAnswer(-1, -1, -1)
+        if timestamp == MAX_TIMESTAMP:
+            found = log.max_timestamp()
+            if found is None or found.offset >= fetchable:
+                return None
+            return OffsetAnswer(found.timestamp, found.offset, self.leader_epoch)
+        if timestamp < 0:
+            raise PartitionError(ErrorCode.INVALID_REQUEST, f"unknown ListOffsets target {timestamp}")
+        hit = log.offset_for_timestamp(timestamp)
+        if hit is None or hit.offset >= fetchable:
+            return None
+        return OffsetAnswer(hit.timestamp, hit.offset, self.leader_epoch)

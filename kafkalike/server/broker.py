@@ -48,6 +48,7 @@ from kafkalike.server.config import (
     parse_properties,
     validate_value,
 )
+from kafkalike.server.context import HandlerServices
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
@@ -148,6 +149,8 @@ class Broker:
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # What handlers may touch (server/context.py): not this object.
+        self.handler_services = HandlerServices(self)
         # Changes to topics that wait for disk work take turns, as operations on Kafka's
         # controller queue do; everything else (produce, fetch, metadata) goes on meanwhile.
         self._topic_changes = trio.Lock()
