@@ -440,14 +440,16 @@ class ProcessCluster(Generic[N]):
                 return brokers
         return set()
 
-    def quorum(self, exclude: Iterable[int] = ()) -> QuorumView | None:
-        """DescribeQuorum from the first live node that answers it without an error (a voter that
-        is not the leader refuses it): on its controller port, then its client port."""
-        for node in self.live_nodes(exclude):
-            for endpoint in (node.address.controller_port, node.address.client_port):
-                view = describe_quorum(node.node_id, node.address.host, endpoint)
-                if view is not None and view.leader_id >= 0:
-                    return view
+    def quorum(self, exclude: Iterable[int] = (), timeout_s: float = PROBE_TIMEOUT_S) -> QuorumView | None:
+        """DescribeQuorum from the first live node (not in ``exclude``) that answers it without an
+        error: the controller ports first (where Kafka's leader answers at once and its followers
+        refuse), then the client ports (where Kafka's brokers forward it to the active controller,
+        which holds the request up to ``timeout_s`` when that controller is frozen)."""
+        nodes = self.live_nodes(exclude)
+        for node, port in [(n, n.address.controller_port) for n in nodes] + [(n, n.address.client_port) for n in nodes]:
+            view = describe_quorum(node.node_id, node.address.host, port, timeout_s)
+            if view is not None and view.leader_id >= 0:
+                return view
         return None
 
     def active_controller(self, timeout_s: float = 60.0, exclude: Iterable[int] = ()) -> int:
