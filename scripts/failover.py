@@ -3,14 +3,15 @@
 
     python scripts/failover.py --target kafka --version 4.4.0 --rounds 5
     python scripts/failover.py --target kafkalike --rounds 5
+    python scripts/failover.py --target kafkalike --roles controller   # a quorum of controllers only
 
-Every node is broker and controller, a voter of one static quorum, with the product's default
-timeouts. Each round: find the active controller (DescribeQuorum), SIGKILL it, then measure from
+Every node is broker and controller (or, with ``--roles controller``, a controller only), a voter
+of one static quorum, with the product's default timeouts. Each round: find the active controller (DescribeQuorum), SIGKILL it, then measure from
 the kill until
 
 - ``leader``: DescribeQuorum, asked of a surviving node, names a new leader;
 - ``create``: a CreateTopics sent to a surviving node succeeds (retried at once after an error or
-  a timeout, each attempt with a 5 s request timeout);
+  a timeout, each attempt with a 5 s request timeout); not measured without brokers;
 
 then start the killed node again (same ports and data) and measure ``rejoin``: until it is ready
 and the leader reports its log end offset at the high watermark. The round's figures are printed as
@@ -38,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from kafkalike.testing.apache_kafka import ApacheKafkaCluster  # noqa: E402
 from kafkalike.testing.process_cluster import (  # noqa: E402
+    COMBINED_ROLES,
+    CONTROLLER_ROLE,
     POLL_INTERVAL_S,
     KafkalikeCluster,
     NodeExited,
@@ -57,7 +60,7 @@ class Round:
     new_leader: int
     new_epoch: int
     leader_s: float
-    create_s: float
+    create_s: float | None
     create_attempts: int
     create_errors: list[str]
     rejoin_s: float
@@ -98,18 +101,21 @@ def caught_up(cluster: Cluster, node_id: int) -> bool:
 
 
 def one_round(cluster: Cluster, number: int) -> Round:
-    cluster.wait_for(lambda: cluster.metadata_brokers() >= set(cluster.node_ids), "Metadata listing every node")
+    cluster.wait_for(cluster.formed, "the cluster formed")
     before = cluster.quorum()
     if before is None:
         raise TimeoutError("no node answers DescribeQuorum")
     killed = before.leader_id
-    survivor = next(n.node_id for n in cluster.live_nodes() if n.node_id != killed)
+    survivor = next((n.node_id for n in cluster.live_brokers() if n.node_id != killed), None)
     found: dict[str, float] = {}
     t0 = time.monotonic()
     cluster.node(killed).kill()
     watcher = threading.Thread(target=watch_for_new_leader, args=(cluster, killed, t0, found), daemon=True)
     watcher.start()
-    create_s, attempts, errors = create_until_ok(cluster, survivor, f"failover-{number}", t0)
+    create_s: float | None = None
+    attempts, errors = 0, list[str]()
+    if survivor is not None:
+        create_s, attempts, errors = create_until_ok(cluster, survivor, f"failover-{number}", t0)
     watcher.join(ROUND_TIMEOUT_S)
     if "leader_s" not in found:
         raise TimeoutError(f"no new leader in DescribeQuorum {ROUND_TIMEOUT_S:g} s after node {killed} was killed")
@@ -136,16 +142,29 @@ def build_cluster(args: argparse.Namespace, data_dir: Path) -> Cluster:
         problem = resolve_ak(args.version)
         if problem is not None:
             raise SystemExit(f"failover: cannot get Apache Kafka {args.version}: {problem}")
-        return ApacheKafkaCluster(args.nodes, data_dir=data_dir, lib_dir=ak_lib_dir(args.version))
-    return KafkalikeCluster(args.nodes, data_dir, env={"PYTHONPATH": str(ROOT)})
+        return ApacheKafkaCluster(args.nodes, data_dir=data_dir, lib_dir=ak_lib_dir(args.version), roles=args.roles)
+    return KafkalikeCluster(args.nodes, data_dir, env={"PYTHONPATH": str(ROOT)}, roles=args.roles)
 
 
 def summary(rounds: list[Round]) -> dict[str, dict[str, float]]:
     figures = {}
     for name in ("leader_s", "create_s", "rejoin_s"):
-        values = [getattr(r, name) for r in rounds]
+        values = [getattr(r, name) for r in rounds if getattr(r, name) is not None]
+        if not values:
+            continue
         figures[name] = {"p50": statistics.median(values), "max": max(values)}
     return figures
+
+
+def describe(r: Round) -> str:
+    create = "no broker to create topics"
+    if r.create_s is not None:
+        errors = ", " + ", ".join(r.create_errors) if r.create_errors else ""
+        create = f"CreateTopics ok in {r.create_s:.2f} s ({r.create_attempts} attempts{errors})"
+    return (
+        f"killed node {r.killed} (leader, epoch {r.old_epoch}); new leader {r.new_leader} (epoch {r.new_epoch}) "
+        f"in {r.leader_s:.2f} s; {create}; restarted node caught up in {r.rejoin_s:.1f} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default="4.4.0", help="Apache Kafka's version (--target kafka)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--roles", choices=[COMBINED_ROLES, CONTROLLER_ROLE], default=COMBINED_ROLES)
     parser.add_argument("--json", type=Path, help="also write the rounds and the summary here")
     args = parser.parse_args(argv)
     label = f"Apache Kafka {args.version}" if args.target == "kafka" else "kafkalike"
+    label += f" ({args.roles} nodes)"
     with tempfile.TemporaryDirectory(prefix="kafkalike-failover-") as tmp:
         cluster = build_cluster(args, Path(tmp))
         started = time.monotonic()
@@ -171,13 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(1, args.rounds + 1):
                 r = one_round(cluster, number)
                 rounds.append(r)
-                print(
-                    f"round {number}: killed node {r.killed} (leader, epoch {r.old_epoch}); new leader {r.new_leader} "
-                    f"(epoch {r.new_epoch}) in {r.leader_s:.2f} s; CreateTopics ok in {r.create_s:.2f} s "
-                    f"({r.create_attempts} attempts{', ' + ', '.join(r.create_errors) if r.create_errors else ''}); "
-                    f"restarted node caught up in {r.rejoin_s:.1f} s",
-                    flush=True,
-                )
+                print(f"round {number}: {describe(r)}", flush=True)
         except TimeoutError as exc:
             print(f"failover: {exc}", file=sys.stderr)
             return 1
@@ -185,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     figures = summary(rounds)
     for name, label_text in (("leader_s", "new leader"), ("create_s", "CreateTopics ok"), ("rejoin_s", "rejoin")):
+        if name not in figures:
+            continue
         print(f"{label_text:>16}: p50 {figures[name]['p50']:.2f} s, max {figures[name]['max']:.2f} s")
     if args.json is not None:
         args.json.write_text(

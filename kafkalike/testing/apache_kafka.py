@@ -22,7 +22,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kafkalike.testing.process_cluster import NodeAddress, NodeProcess, ProcessCluster, node_properties, plan_addresses
+from kafkalike.testing.process_cluster import (
+    COMBINED_ROLES,
+    NodeAddress,
+    NodeProcess,
+    ProcessCluster,
+    node_properties,
+    plan_addresses,
+)
 from kafkalike.testing.wire_client import WireClient
 
 # What every run gets: a single node acting as broker and controller, loopback listeners,
@@ -242,9 +249,10 @@ class ApacheKafkaNode(NodeProcess):
 
 
 class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
-    """``nodes`` Apache Kafka JVMs, each broker and controller (``process.roles=broker,controller``),
-    the static voters of one quorum, with Kafka's defaults otherwise (timeouts included) but the
-    internal topics' replication capped by the node count. About 400 MB and 15 s per node."""
+    """``nodes`` Apache Kafka JVMs, the static voters of one quorum, each broker and controller
+    (``process.roles=broker,controller``, or controller only), with Kafka's defaults otherwise
+    (timeouts included) but the internal topics' replication capped by the node count. About
+    400 MB and 15 s per node."""
 
     def __init__(
         self,
@@ -257,9 +265,11 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
         overrides: Mapping[str, str] | None = None,
         heap: str = "512m",
         log_level: str = "WARN",
+        roles: str = COMBINED_ROLES,
         ready_timeout_s: float = 180.0,
     ) -> None:
-        """The jars: ``lib_dir``, or the ones ``resolve_ak(version)`` put in this checkout."""
+        """The jars: ``lib_dir``, or the ones ``resolve_ak(version)`` put in this checkout.
+        ``roles``: ``process.roles`` of every node (``controller``: controllers only, no broker)."""
         if lib_dir is None:
             if version is None:
                 raise ValueError("ApacheKafkaCluster needs a version or a lib_dir")
@@ -283,6 +293,8 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
         members = []
         for address in addresses:
             node_dir = root / f"node-{address.node_id}"
-            properties = {**node_properties(address, addresses, node_dir / "data"), **defaults, **(overrides or {})}
+            broker_defaults = defaults if roles == COMBINED_ROLES else {}
+            properties = {**node_properties(address, addresses, node_dir / "data", roles), **broker_defaults}
+            properties.update(overrides or {})
             members.append(ApacheKafkaNode(address, node_dir, properties, self.lib_dir, jvm_options))
         super().__init__(members, ready_timeout_s=ready_timeout_s)

@@ -46,6 +46,7 @@ FIRST_NODE_ID = 1
 CONTROLLER_PORT_OFFSET = 100
 MAX_NODES = CONTROLLER_PORT_OFFSET - 1
 COMBINED_ROLES = "broker,controller"
+CONTROLLER_ROLE = "controller"
 METADATA_TOPIC = "__cluster_metadata"
 OUTPUT_LINES_KEPT = 1000
 PROBE_TIMEOUT_S = 2.0
@@ -117,11 +118,14 @@ def voters_value(addresses: Iterable[NodeAddress]) -> str:
     return ",".join(f"{a.node_id}@{a.host}:{a.controller_port}" for a in addresses)
 
 
-def node_properties(address: NodeAddress, voters: Sequence[NodeAddress], log_dir: Path) -> dict[str, str]:
-    """A combined KRaft node's server.properties, in Kafka's names."""
-    return {
+def node_properties(
+    address: NodeAddress, voters: Sequence[NodeAddress], log_dir: Path, roles: str = COMBINED_ROLES
+) -> dict[str, str]:
+    """A KRaft node's server.properties, in Kafka's names: a combined node (the default) or, with
+    ``roles="controller"``, a controller-only one (its CONTROLLER listener alone)."""
+    properties = {
         "node.id": str(address.node_id),
-        "process.roles": COMBINED_ROLES,
+        "process.roles": roles,
         "controller.quorum.voters": voters_value(voters),
         "listeners": f"PLAINTEXT://{address.client},CONTROLLER://{address.controller}",
         "advertised.listeners": f"PLAINTEXT://{address.client}",
@@ -130,6 +134,13 @@ def node_properties(address: NodeAddress, voters: Sequence[NodeAddress], log_dir
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(log_dir),
     }
+    if roles == CONTROLLER_ROLE:
+        properties["listeners"] = f"CONTROLLER://{address.controller}"
+        for broker_only in ("advertised.listeners", "inter.broker.listener.name"):
+            del properties[broker_only]
+    elif roles != COMBINED_ROLES:
+        raise ValueError(f"process.roles={roles}: the kit runs {COMBINED_ROLES} or {CONTROLLER_ROLE} nodes")
+    return properties
 
 
 def write_properties(path: Path, properties: Mapping[str, str]) -> None:
@@ -220,6 +231,11 @@ class NodeProcess:
         return Path(self.properties["log.dirs"].split(",")[0])
 
     @property
+    def is_broker(self) -> bool:
+        """Whether the node has the broker role (a client listener); else it is a controller only."""
+        return "broker" in self.properties.get("process.roles", "")
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -270,8 +286,16 @@ class NodeProcess:
                 log_file.write(line)
                 log_file.flush()
 
+    def answers(self) -> bool:
+        """A broker: a Metadata request sent to it lists it (it is registered and unfenced in its own
+        view). A controller only: it answers DescribeQuorum on its controller port (with an error
+        when it is not the leader)."""
+        if self.is_broker:
+            return self.node_id in metadata_brokers(self.address, timeout_s=PROBE_TIMEOUT_S)
+        return quorum_answers(self.address.host, self.address.controller_port)
+
     def wait_ready(self, timeout_s: float = 120.0) -> None:
-        """Until a Metadata request sent to this node lists it. NodeExited if the process ends first."""
+        """Until the node ``answers``. NodeExited if the process ends first."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is None:
@@ -279,7 +303,7 @@ class NodeProcess:
             if self.proc.poll() is not None:
                 self._join_drainer()
                 raise NodeExited(self.node_id, self.proc.returncode, self.exit_reason())
-            if self.node_id in metadata_brokers(self.address, timeout_s=PROBE_TIMEOUT_S):
+            if self.answers():
                 return
             time.sleep(POLL_INTERVAL_S)
         raise NodeNotReady(f"node {self.node_id} not ready after {timeout_s:g} s; its last line: {self.exit_reason()}")
@@ -369,15 +393,22 @@ class ProcessCluster(Generic[N]):
     def node_ids(self) -> list[int]:
         return [node.node_id for node in self.nodes]
 
+    @property
+    def broker_ids(self) -> list[int]:
+        return [node.node_id for node in self.nodes if node.is_broker]
+
     def live_nodes(self, exclude: Iterable[int] = ()) -> list[N]:
         """The nodes running and not paused (that can answer), but those in ``exclude``."""
         skip = set(exclude)
         return [n for n in self.nodes if n.running and not n.paused and n.node_id not in skip]
 
+    def live_brokers(self, exclude: Iterable[int] = ()) -> list[N]:
+        return [n for n in self.live_nodes(exclude) if n.is_broker]
+
     @property
     def bootstrap_servers(self) -> str:
-        """The live nodes' client addresses, comma-separated, as clients take them."""
-        return ",".join(node.bootstrap for node in self.live_nodes())
+        """The live brokers' client addresses, comma-separated, as clients take them."""
+        return ",".join(node.bootstrap for node in self.live_brokers())
 
     @property
     def controller_bootstrap_servers(self) -> str:
@@ -398,8 +429,8 @@ class ProcessCluster(Generic[N]):
             for node in self.nodes:
                 node.wait_ready(max(deadline - time.monotonic(), PROBE_TIMEOUT_S))
             self.wait_for(
-                lambda: self.metadata_brokers() >= set(self.node_ids),
-                "Metadata to list every node",
+                self.formed,
+                "Metadata listing every broker" if self.broker_ids else "quorum leader",
                 max(deadline - time.monotonic(), PROBE_TIMEOUT_S),
             )
         except BaseException:
@@ -430,10 +461,16 @@ class ProcessCluster(Generic[N]):
                 raise NodeNotReady(f"no {what} after {timeout_s:g} s")
             time.sleep(POLL_INTERVAL_S)
 
+    def formed(self) -> bool:
+        """Metadata lists every broker; without brokers, a controller names a leader."""
+        if self.broker_ids:
+            return self.metadata_brokers() >= set(self.broker_ids)
+        return self.quorum() is not None
+
     def metadata_brokers(self, via: int | None = None) -> set[int]:
-        """The broker ids a Metadata response lists, asked of node ``via`` or of the first live node
-        that answers; empty when none answers."""
-        candidates = [self.node(via)] if via is not None else self.live_nodes()
+        """The broker ids a Metadata response lists, asked of node ``via`` or of the first live
+        broker that answers; empty when none answers."""
+        candidates = [self.node(via)] if via is not None else self.live_brokers()
         for node in candidates:
             brokers = metadata_brokers(node.address, timeout_s=PROBE_TIMEOUT_S)
             if brokers:
@@ -446,7 +483,10 @@ class ProcessCluster(Generic[N]):
         refuse), then the client ports (where Kafka's brokers forward it to the active controller,
         which holds the request up to ``timeout_s`` when that controller is frozen)."""
         nodes = self.live_nodes(exclude)
-        for node, port in [(n, n.address.controller_port) for n in nodes] + [(n, n.address.client_port) for n in nodes]:
+        ports = [(n, n.address.controller_port) for n in nodes] + [
+            (n, n.address.client_port) for n in nodes if n.is_broker
+        ]
+        for node, port in ports:
             view = describe_quorum(node.node_id, node.address.host, port, timeout_s)
             if view is not None and view.leader_id >= 0:
                 return view
@@ -475,8 +515,8 @@ class ProcessCluster(Generic[N]):
         via: int | None = None,
         timeout_ms: int = 10000,
     ) -> int:
-        """CreateTopics through node ``via`` (or the first live node): the topic's error code."""
-        node = self.node(via) if via is not None else self.live_nodes()[0]
+        """CreateTopics through node ``via`` (or the first live broker): the topic's error code."""
+        node = self.node(via) if via is not None else self.live_brokers()[0]
         return create_topic(node.address, name, partitions, replication_factor, timeout_ms)
 
 
@@ -493,6 +533,17 @@ def metadata_brokers(address: NodeAddress, timeout_s: float = PROBE_TIMEOUT_S) -
     except (OSError, ConnectionError, ValueError):
         return set()
     return {broker.node_id for broker in response.brokers}
+
+
+def quorum_answers(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether host:port answers a DescribeQuorum request at all (an error included)."""
+    body = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}
+    try:
+        with WireClient(host, port, timeout_s=timeout_s) as client:
+            client.request(API_DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, body)
+    except (OSError, ConnectionError, ValueError):
+        return False
+    return True
 
 
 def describe_quorum(asked: int, host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> QuorumView | None:
@@ -571,7 +622,8 @@ class KafkalikeNode(NodeProcess):
 
 
 class KafkalikeCluster(ProcessCluster[KafkalikeNode]):
-    """``nodes`` kafkalike processes, each broker and controller, voters of one quorum."""
+    """``nodes`` kafkalike processes, voters of one quorum, each broker and controller (or only
+    controller)."""
 
     def __init__(
         self,
@@ -581,15 +633,17 @@ class KafkalikeCluster(ProcessCluster[KafkalikeNode]):
         base_port: int = 0,
         overrides: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        roles: str = COMBINED_ROLES,
         ready_timeout_s: float = 60.0,
     ) -> None:
         """``overrides``: more configs (Kafka's names) for every node; ``env``: variables for the
-        node processes (``PYTHONPATH`` chooses the tree whose kafkalike they run)."""
+        node processes (``PYTHONPATH`` chooses the tree whose kafkalike they run); ``roles``:
+        ``process.roles`` of every node (``controller``: a quorum of controllers, no broker)."""
         root = Path(data_dir).absolute()
         addresses = plan_addresses(nodes, base_port)
         members = []
         for address in addresses:
             node_dir = root / f"node-{address.node_id}"
-            properties = {**node_properties(address, addresses, node_dir / "data"), **(overrides or {})}
+            properties = {**node_properties(address, addresses, node_dir / "data", roles), **(overrides or {})}
             members.append(KafkalikeNode(address, node_dir, properties, env))
         super().__init__(members, ready_timeout_s=ready_timeout_s)

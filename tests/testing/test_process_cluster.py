@@ -59,6 +59,21 @@ def test_every_node_is_told_all_voters_in_kafkas_names(tmp_path: Path) -> None:
     assert voters_value(addresses) == "1@127.0.0.1:9192,2@127.0.0.1:9193"
 
 
+def test_a_controller_only_node_has_its_controller_listener_alone(tmp_path: Path) -> None:
+    addresses = [NodeAddress(1, 9092, 9192), NodeAddress(2, 9093, 9193)]
+    assert node_properties(addresses[0], addresses, tmp_path, roles="controller") == {
+        "node.id": "1",
+        "process.roles": "controller",
+        "controller.quorum.voters": "1@127.0.0.1:9192,2@127.0.0.1:9193",
+        "listeners": "CONTROLLER://127.0.0.1:9192",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(tmp_path),
+    }
+    with pytest.raises(ValueError, match="process.roles=broker"):
+        node_properties(addresses[0], addresses, tmp_path, roles="broker")
+
+
 def test_one_node_cluster_serves_kafka_python_and_stops(tmp_path: Path) -> None:
     cluster = KafkalikeCluster(1, tmp_path)
     with cluster:
