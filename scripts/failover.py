@@ -97,7 +97,7 @@ def create_until_ok(cluster: Cluster, via: int, name: str, t0: float) -> tuple[f
 
 def caught_up(cluster: Cluster, node_id: int) -> bool:
     view = cluster.quorum()
-    return view is not None and view.voters.get(node_id, -1) >= view.high_watermark
+    return view is not None and view.voters.get(node_id, -1) >= view.high_watermark >= 0
 
 
 def one_round(cluster: Cluster, number: int) -> Round:

@@ -70,7 +70,7 @@ def test_a_controller_only_node_has_its_controller_listener_alone(tmp_path: Path
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(tmp_path),
     }
-    with pytest.raises(ValueError, match="process.roles=broker"):
+    with pytest.raises(ValueError, match=r"process\.roles=broker"):
         node_properties(addresses[0], addresses, tmp_path, roles="broker")
 
 
