@@ -315,7 +315,8 @@ class NodeProcess:
 
     def stop(self, timeout_s: float = 60.0) -> int | None:
         """SIGTERM (a clean shutdown) and wait; SIGKILL if it takes longer than ``timeout_s``.
-        The exit status, or None when the node was not running or had to be killed."""
+        The exit status (of an earlier exit, when it was not running), or None when it was never
+        started or had to be killed."""
         if not self.terminate():
             return None if self.proc is None else self.proc.returncode
         return self.wait_stopped(timeout_s)
