@@ -8,7 +8,6 @@ fencing takes seconds, not Kafka's default nine.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,13 +16,11 @@ import pytest
 from compat_tests.differential.conftest import AK_LIB
 from kafkalike.testing.apache_kafka import ApacheKafkaCluster
 from kafkalike.testing.process_cluster import metadata_brokers
-from kafkalike.testing.wire_client import WireClient
 
 pytestmark = pytest.mark.differential
 
 SESSION_TIMEOUT_MS = 4000
 NO_LEADER = -1
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +32,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafkaClu
         yield running
 
 
-def partition_leaders(cluster: ApacheKafkaCluster, via: int, topic: str) -> dict[int, int]:
-    node = cluster.node(via)
-    with WireClient(node.address.host, node.address.client_port) as client:
-        response = client.request(
-            3, 12, {"topics": [{"name": topic, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False}
-        )
-    return {p.partition_index: p.leader_id for p in response.topics[0].partitions}
-
-
 def led(leaders: dict[int, int], partitions: int) -> bool:
     """Every partition is listed (the asked broker knows the topic) and has a leader."""
     return len(leaders) == partitions and NO_LEADER not in leaders.values()
@@ -53,8 +41,8 @@ def test_a_killed_broker_leaves_metadata_once_fenced_and_comes_back(cluster: Apa
     controller = cluster.active_controller()
     victim, survivor = (n for n in cluster.node_ids if n != controller)
     assert cluster.create_topic("spread", partitions=6, via=survivor) == 0
-    cluster.wait_for(lambda: led(partition_leaders(cluster, survivor, "spread"), 6), "leaders")
-    on_victim = [p for p, leader in partition_leaders(cluster, survivor, "spread").items() if leader == victim]
+    cluster.wait_for(lambda: led(cluster.partition_leaders("spread", via=survivor), 6), "leaders")
+    on_victim = [p for p, leader in cluster.partition_leaders("spread", via=survivor).items() if leader == victim]
     assert on_victim  # round-robin placement put some of the six partitions there
 
     cluster.node(victim).kill()
@@ -63,7 +51,7 @@ def test_a_killed_broker_leaves_metadata_once_fenced_and_comes_back(cluster: Apa
         lambda: victim not in cluster.metadata_brokers(via=survivor), "fencing", 6 * SESSION_TIMEOUT_MS / 1000
     )
     assert cluster.metadata_brokers(via=survivor) == set(cluster.node_ids) - {victim}
-    leaders = partition_leaders(cluster, survivor, "spread")
+    leaders = cluster.partition_leaders("spread", via=survivor)
     assert all(leaders[p] == NO_LEADER for p in on_victim)  # replication factor 1: nobody to take over
     assert cluster.active_controller() == controller  # a broker's loss is no election
 
@@ -71,7 +59,7 @@ def test_a_killed_broker_leaves_metadata_once_fenced_and_comes_back(cluster: Apa
     assert metadata_brokers(cluster.node(victim).address) >= {victim}
     cluster.wait_for(lambda: cluster.metadata_brokers(via=survivor) == set(cluster.node_ids), "the node back")
     cluster.wait_for(
-        lambda: all(partition_leaders(cluster, survivor, "spread")[p] == victim for p in on_victim), "leaders back"
+        lambda: all(cluster.leader("spread", p, via=survivor) == victim for p in on_victim), "leaders back"
     )
 
 

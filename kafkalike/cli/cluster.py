@@ -44,18 +44,29 @@ class StopRequested(Exception):
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cluster = sub.add_parser("cluster", help="run a cluster of nodes on loopback until SIGTERM or Ctrl-C")
-    cluster.add_argument("--brokers", type=int, default=3, help="how many nodes (default 3)")
+    cluster.add_argument("--brokers", type=int, default=3, metavar="N", help="how many nodes (default 3)")
     cluster.add_argument(
-        "--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="one node-<id> directory per node (./kafkalike-cluster)"
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        metavar="D",
+        help="one node-<id> directory per node (./kafkalike-cluster)",
     )
     cluster.add_argument(
         "--base-port",
         type=int,
         default=DEFAULT_BASE_PORT,
+        metavar="P",
         help="node i's client port is P+i-1, its controller port P+100+i-1 (default 9092; 0: free ports)",
     )
     cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a config for every node")
-    cluster.add_argument("--ready-timeout", type=float, default=60.0, metavar="SECONDS", help="how long to wait")
+    cluster.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for every node (default 60)",
+    )
 
 
 def fail(message: str, exit_code: int) -> int:

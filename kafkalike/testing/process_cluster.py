@@ -51,6 +51,7 @@ METADATA_TOPIC = "__cluster_metadata"
 OUTPUT_LINES_KEPT = 1000
 PROBE_TIMEOUT_S = 2.0
 POLL_INTERVAL_S = 0.05
+ZERO_UUID = uuid.UUID(int=0)
 
 API_METADATA, API_CREATE_TOPICS, API_DESCRIBE_QUORUM, API_DESCRIBE_CLUSTER = 3, 19, 55, 60
 METADATA_VERSION, CREATE_TOPICS_VERSION, DESCRIBE_QUORUM_VERSION, DESCRIBE_CLUSTER_VERSION = 12, 7, 2, 2
@@ -478,6 +479,16 @@ class ProcessCluster(Generic[N]):
                 return brokers
         return set()
 
+    def partition_leaders(self, topic: str, via: int | None = None) -> dict[int, int]:
+        """Partition -> leader id (-1: none) as Metadata lists ``topic``, asked of node ``via`` or
+        of the first live broker; empty when the topic is unknown there or nobody answers."""
+        node = self.node(via) if via is not None else self.live_brokers()[0]
+        return partition_leaders(node.address, topic)
+
+    def leader(self, topic: str, partition: int, via: int | None = None) -> int:
+        """The id of the partition's leader as Metadata says (-1 when it has none or is unknown)."""
+        return self.partition_leaders(topic, via).get(partition, -1)
+
     def quorum(self, exclude: Iterable[int] = (), timeout_s: float = PROBE_TIMEOUT_S) -> QuorumView | None:
         """DescribeQuorum from the first live node (not in ``exclude``) that answers it without an
         error: the controller ports first (where Kafka's leader answers at once and its followers
@@ -534,6 +545,16 @@ def metadata_brokers(address: NodeAddress, timeout_s: float = PROBE_TIMEOUT_S) -
     except (OSError, ConnectionError, ValueError):
         return set()
     return {broker.node_id for broker in response.brokers}
+
+
+def partition_leaders(address: NodeAddress, topic: str, timeout_s: float = PROBE_TIMEOUT_S) -> dict[int, int]:
+    body = {"topics": [{"name": topic, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False}
+    try:
+        with WireClient(address.host, address.client_port, timeout_s=timeout_s) as client:
+            response = client.request(API_METADATA, METADATA_VERSION, body)
+    except (OSError, ConnectionError, ValueError):
+        return {}
+    return {p.partition_index: p.leader_id for t in response.topics if t.name == topic for p in t.partitions}
 
 
 def quorum_answers(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> bool:

@@ -82,6 +82,9 @@ def test_one_node_cluster_serves_kafka_python_and_stops(tmp_path: Path) -> None:
         assert cluster.bootstrap_servers == node.bootstrap
         assert cluster.active_controller(timeout_s=30) == 1
         assert cluster.create_topic("events", partitions=2) == 0
+        cluster.wait_for(lambda: cluster.partition_leaders("events") == {0: 1, 1: 1}, "leaders")
+        assert cluster.leader("events", 1) == 1
+        assert cluster.partition_leaders("no-such-topic") == {} and cluster.leader("no-such-topic", 0) == -1
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
         assert producer.send("events", b"through the process cluster", partition=1).get(timeout=30).offset == 0
         producer.close()
