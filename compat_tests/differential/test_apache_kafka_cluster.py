@@ -15,7 +15,7 @@ import pytest
 
 from compat_tests.differential.conftest import AK_LIB
 from kafkalike.testing.apache_kafka import ApacheKafkaCluster
-from kafkalike.testing.process_cluster import metadata_brokers
+from kafkalike.testing.cluster_requests import metadata_brokers
 
 pytestmark = pytest.mark.differential
 

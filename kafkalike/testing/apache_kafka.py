@@ -22,9 +22,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from kafkalike.testing.cluster_requests import NodeAddress
 from kafkalike.testing.process_cluster import (
     COMBINED_ROLES,
-    NodeAddress,
     NodeProcess,
     ProcessCluster,
     node_properties,

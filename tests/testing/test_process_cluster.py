@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from kafkalike.testing.cluster_requests import NodeAddress, metadata_brokers
 from kafkalike.testing.process_cluster import (
     CONTROLLER_PORT_OFFSET,
     KafkalikeCluster,
-    NodeAddress,
     formatted_cluster_id,
-    metadata_brokers,
     node_properties,
     plan_addresses,
     voters_value,
