@@ -137,7 +137,7 @@ def finish(
     from compat_lib.results import judge, load_allowlist, render_report, stale_entries
     from compat_lib.runner import say
 
-    allow = load_allowlist(args.allowlist)
+    allow = load_allowlist(args.allowlist, args.ak_version)
     rows = [row for suite in suites for row in suite.rows]
     verdicts = judge(rows, allow)
     clients_run = {row.client for row in rows}
