@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 SUITES = ("python", "java", "go", "tools", "differential", "reference")
-DEFAULT_JAVA_VERSIONS = "4.0.2,3.9.1"
+DEFAULT_JAVA_VERSIONS = "4.4.0,4.0.2,3.9.1"
 # The reference: the newest Apache Kafka, which the project follows. 4.0.2 (the oldest 4.x) stays
 # checkable with --ak-version 4.0.2; the differential tests know where the two answer differently.
 DEFAULT_AK_VERSION = "4.4.0"
