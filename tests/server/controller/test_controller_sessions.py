@@ -5,6 +5,8 @@ both ways, in process), so that no socket wait lets the mock clock jump."""
 
 from __future__ import annotations
 
+import uuid
+
 import trio
 from trio.testing import MockClock
 
@@ -59,8 +61,14 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_after_the_session_time
             partitions = host.image.topic("t").partitions.values()  # type: ignore[union-attr]
             assert {p.leader for p in partitions if p.replicas == (2,)} == {NO_LEADER}
             assert {p.leader for p in partitions if p.replicas == (1,)} == {1}
-            # Heartbeating again at the same epoch unfences it.
-            back = await host.request(63, 1, heartbeat(2, epochs[2], 2**40))
+            # Restarted (a new incarnation, the same log directory) and caught up, it is
+            # unfenced and leads its partitions again, each leader change bumping the epoch.
+            restarted = registration(2, CLUSTER_ID, incarnation=uuid.UUID(int=0x2222), previous_broker_epoch=epochs[2])
+            again = await host.request(62, 4, restarted)
+            assert again.error_code == 0 and again.broker_epoch > epochs[2]
+            back = await host.request(63, 1, heartbeat(2, again.broker_epoch, 2**40))
             assert (back.error_code, back.is_fenced) == (0, False)
             assert not host.image.brokers[2].fenced
+            partitions = host.image.topic("t").partitions.values()  # type: ignore[union-attr]
+            assert {(p.leader, p.leader_epoch) for p in partitions if p.replicas == (2,)} == {(2, 2)}
             nursery.cancel_scope.cancel()
