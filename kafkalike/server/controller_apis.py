@@ -188,7 +188,7 @@ async def allocate_producer_ids(
     now = host.now_ms()
     block = await host.write(lambda _: host.controller.allocate_producer_ids(body, now))
     if not block.error.ok:
-        return {"throttle_time_ms": 0, "error_code": block.error.code, "producer_id_start": -1, "producer_id_len": 0}
+        return {"throttle_time_ms": 0, **_refuse_allocate_producer_ids(body, block.error)}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -198,7 +198,7 @@ async def allocate_producer_ids(
 
 
 def _refuse_allocate_producer_ids(body: Message, error: ApiError) -> Body:
-    return {"error_code": error.code, "producer_id_start": -1, "producer_id_len": 0}
+    return {"error_code": error.code, "producer_id_start": 0, "producer_id_len": 0}  # Kafka's defaults
 
 
 # -- BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64) ---------------------------
