@@ -149,6 +149,8 @@ class ControllerHost:
         self._write_lock = trio.Lock()
         self._wake = trio.Event()
         self._activated = trio.Event()
+        self._state_changed = trio.Event()  # set at every activation, renouncing and driver step
+        self._resign_wanted = False
         self.fenced_by_timeout = 0
 
     # -- state --------------------------------------------------------------------------------
@@ -187,7 +189,7 @@ class ControllerHost:
         except (MetadataRecordError, ValueError) as exc:
             # The committed log holds what this controller cannot replay: it must not lead.
             log.error("node %d: committed metadata at %d cannot be replayed: %s", self.node_id, batch.base_offset, exc)
-            self._renounce("the committed log cannot be replayed")
+            self._give_up("the committed log cannot be replayed")
             return
         for i, record in enumerate(decoded.records):
             self.standby_cluster.replay(record, batch.base_offset + i)
@@ -199,7 +201,7 @@ class ControllerHost:
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         if self.active_epoch is not None:
-            self._renounce("a snapshot replaced the image")
+            self._give_up("a snapshot replaced the image under the active controller")
         self.controller.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
         standby = self.cluster_factory()
         last_contained = snapshot_id.offset - 1  # what Kafka replays a snapshot's records at
@@ -245,6 +247,7 @@ class ControllerHost:
             except NotActiveError:
                 return
             self._activated.set()
+            self._notify()
 
     def _renounce(self, why: str) -> None:
         if self.active_epoch is None:
@@ -259,7 +262,20 @@ class ControllerHost:
             reply.done.set()
         self._pending = []
         self._activated = trio.Event()
+        self._notify()
         self._wake_up()
+
+    def _give_up(self, why: str) -> None:
+        """Renounce and leave the quorum's leadership too (a leader that is not the active
+        controller would answer NOT_CONTROLLER until the next election)."""
+        self._renounce(why)
+        if self.driver.is_leader:
+            self._resign_wanted = True
+            self._wake_up()
+
+    def _notify(self) -> None:
+        self._state_changed.set()
+        self._state_changed = trio.Event()
 
     async def wait_active(self, timeout_ms: int | None = None) -> None:
         """Until this controller is active; NotActiveError when another node leads, or when it
@@ -273,9 +289,7 @@ class ControllerHost:
             while not (self.active_epoch is not None and self._activated.is_set()):
                 if not self.driver.is_leader:
                     raise NotActiveError
-                activated = self._activated
-                with trio.move_on_after(0.05):  # the driver's role is polled: resigning says nothing
-                    await activated.wait()
+                await self._state_changed.wait()
             return
         raise NotActiveError
 
@@ -308,7 +322,13 @@ class ControllerHost:
         assert epoch is not None
         if not result.records:
             return self._hold(self._last_appended, epoch)
-        values = [encode_metadata_record(r) for r in result.records]
+        try:
+            values = [encode_metadata_record(r) for r in result.records]
+        except Exception:
+            # The facade holds these records as appended-to-be: nothing after them would line up.
+            log.exception("node %d: metadata records that cannot be encoded", self.node_id)
+            self._give_up("an operation produced records that cannot be encoded")
+            raise NotActiveError from None
         try:
             with trio.CancelScope(shield=True):  # an append that started is seen through
                 last = await self.driver.append(values)
@@ -317,9 +337,7 @@ class ControllerHost:
             raise NotActiveError from None
         except KafkaStorageError as exc:
             log.error("node %d: metadata append failed: %s; resigning", self.node_id, exc)
-            self._renounce("an append failed")
-            with trio.CancelScope(shield=True):
-                await self.driver.resign()
+            self._give_up("an append failed")
             raise NotActiveError from None
         if self.active_epoch != epoch:
             raise NotActiveError
@@ -367,6 +385,10 @@ class ControllerHost:
             task_status.started()
             while True:
                 self._wake = trio.Event()
+                if self._resign_wanted:
+                    self._resign_wanted = False
+                    await self.driver.resign()
+                    continue
                 if self._claim_epoch is not None and self._claimable_at is not None:
                     await self._claim()
                     continue
@@ -409,6 +431,7 @@ class ControllerHost:
             await self.driver.changed()
             if self.active_epoch is not None and not self.driver.is_leader:
                 self._renounce("the quorum leadership was given up")
+            self._notify()
 
     # -- the APIs -----------------------------------------------------------------------------
 

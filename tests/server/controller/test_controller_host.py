@@ -9,6 +9,7 @@ from typing import Any
 import trio
 
 from kafkalike.controller.image import MetadataImage
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, decode_metadata_record
 from kafkalike.testing.controller_quorum import ControllerQuorum
@@ -279,5 +280,39 @@ async def test_a_write_not_committed_within_the_request_timeout_answers_request_
             answer = await client.request(CREATE_TOPICS, 7, body)
             assert [(t.name, t.error_code) for t in answer.topics] == [("late", ErrorCode.REQUEST_TIMED_OUT)]
             assert host.image.topic("late") is None
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_append_makes_the_leader_resign_and_the_next_epoch_serves_again() -> None:
+    quorum = ControllerQuorum(1)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(1))
+            await register_unfenced(client, 1)
+            driver = quorum.driver(1)
+            first_epoch = host.active_epoch
+            real_append = driver.append
+            refusals = []
+
+            async def refusing_append(values: Any) -> int:
+                if not refusals:
+                    refusals.append(values)
+                    raise KafkaStorageError("No space left on device")
+                return await real_append(values)
+
+            driver.append = refusing_append  # type: ignore[method-assign]
+            refused = await client.request(CREATE_TOPICS, 7, create_topics(new_topic("after")))
+            assert refused.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+            assert host.controller.latest_image.topic("after") is None  # the held records were dropped
+            # It resigned: the only voter is elected again in a later epoch and serves again.
+            await quorum.wait(lambda: driver.epoch > (first_epoch or 0))
+            assert await quorum.active_host() is host
+            again = await client.request(CREATE_TOPICS, 7, create_topics(new_topic("after")))
+            assert again.topics[0].error_code == 0
+            assert host.active_epoch is not None and first_epoch is not None and host.active_epoch > first_epoch
+            assert topic_records(quorum, 1, "after") == 1
             await client.aclose()
             nursery.cancel_scope.cancel()
