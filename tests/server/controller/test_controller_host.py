@@ -9,6 +9,7 @@ from typing import Any
 import trio
 
 from kafkalike.controller.image import MetadataImage
+from kafkalike.controller.loader import build_image_snapshot
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, decode_metadata_record
@@ -341,4 +342,38 @@ async def test_controlled_shutdown_moves_leadership_away_before_the_broker_may_s
             caught_up = await client.request(BROKER_HEARTBEAT, 1, heartbeat(2, epochs[2], 2**40, want_shut_down=True))
             assert (caught_up.error_code, caught_up.should_shut_down) == (0, True)
             await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_controller_restarted_behind_a_snapshot_loads_it_and_can_take_over() -> None:
+    quorum = ControllerQuorum(3)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            lagging = next(i for i in quorum.node_ids if i != host.node_id)
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(host.node_id))
+            epoch = await register_unfenced(client, 1)
+            await quorum.stop(lagging)
+            for name in ("s1", "s2"):
+                assert (await client.request(CREATE_TOPICS, 7, create_topics(new_topic(name)))).topics[
+                    0
+                ].error_code == 0
+            snapshot_id, data = build_image_snapshot(host.image, now_ms=host.now_ms())
+            await quorum.driver(host.node_id).snapshot(snapshot_id.end_offset, data)
+            assert (await client.request(CREATE_TOPICS, 7, create_topics(new_topic("s3")))).topics[0].error_code == 0
+            await quorum.start(nursery, lagging)
+            restarted = quorum.hosts[lagging]
+            await quorum.wait(lambda: _same(restarted.image, host.image))
+            assert quorum.recorders[lagging].snapshots  # it did not replay from the start
+            await client.aclose()
+            # The old leader goes: the other two elect one, which serves with what it loaded.
+            await quorum.stop(host.node_id)
+            new = await quorum.active_host()
+            retry = await AsyncWireClient.connect("127.0.0.1", quorum.port(new.node_id))
+            beat = await retry.request(BROKER_HEARTBEAT, 1, heartbeat(1, epoch, 2**40))
+            assert (beat.error_code, beat.is_fenced) == (0, False)
+            assert (await retry.request(CREATE_TOPICS, 7, create_topics(new_topic("s4")))).topics[0].error_code == 0
+            assert {"s1", "s2", "s3", "s4"} <= set(new.image.topics_by_name)
+            await retry.aclose()
             nursery.cancel_scope.cancel()
