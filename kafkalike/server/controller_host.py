@@ -52,7 +52,6 @@ from kafkalike.protocol.codec import Message
 from kafkalike.protocol.metadata_records import (
     ApiMessageAndVersion,
     MetadataBatch,
-    MetadataRecordError,
     decode_metadata_record,
     encode_metadata_record,
 )
@@ -186,13 +185,13 @@ class ControllerHost:
         try:
             decoded = metadata_batch(batch)
             self.controller.replay(decoded)
-        except (MetadataRecordError, ValueError) as exc:
+            for i, record in enumerate(decoded.records):
+                self.standby_cluster.replay(record, batch.base_offset + i)
+        except Exception as exc:  # told on the driver's loop, which must go on
             # The committed log holds what this controller cannot replay: it must not lead.
             log.error("node %d: committed metadata at %d cannot be replayed: %s", self.node_id, batch.base_offset, exc)
             self._give_up("the committed log cannot be replayed")
             return
-        for i, record in enumerate(decoded.records):
-            self.standby_cluster.replay(record, batch.base_offset + i)
         self._committed_offset = batch.last_offset
         if self._claim_epoch is not None and batch.epoch >= self._claim_epoch:
             self._claimable_at = batch.last_offset + 1
@@ -202,11 +201,16 @@ class ControllerHost:
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         if self.active_epoch is not None:
             self._give_up("a snapshot replaced the image under the active controller")
-        self.controller.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
-        standby = self.cluster_factory()
         last_contained = snapshot_id.offset - 1  # what Kafka replays a snapshot's records at
-        for record in self.controller.image.records():
-            standby.replay(record, last_contained)
+        try:
+            self.controller.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
+            standby = self.cluster_factory()
+            for record in self.controller.image.records():
+                standby.replay(record, last_contained)
+        except Exception as exc:  # told on the driver's loop, which must go on
+            log.error("node %d: the snapshot at %d cannot be loaded: %s", self.node_id, snapshot_id.offset, exc)
+            self._give_up("a snapshot that cannot be loaded")
+            return
         self.standby_cluster = standby
         self._committed_offset = last_contained
         self._release_committed()

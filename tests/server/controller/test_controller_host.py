@@ -13,6 +13,8 @@ from kafkalike.controller.loader import build_image_snapshot
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, decode_metadata_record
+from kafkalike.raft.log import OffsetAndEpoch
+from kafkalike.server.quorum.driver import CommittedBatch
 from kafkalike.testing.controller_quorum import ControllerQuorum
 from kafkalike.testing.controller_requests import heartbeat, registration
 from kafkalike.testing.quorum import CLUSTER_ID
@@ -376,4 +378,24 @@ async def test_a_controller_restarted_behind_a_snapshot_loads_it_and_can_take_ov
             assert (await retry.request(CREATE_TOPICS, 7, create_topics(new_topic("s4")))).topics[0].error_code == 0
             assert {"s1", "s2", "s3", "s4"} <= set(new.image.topics_by_name)
             await retry.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_committed_metadata_it_cannot_replay_makes_the_controller_step_down_not_crash() -> None:
+    quorum = ControllerQuorum(1)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            epoch = host.active_epoch
+            assert epoch is not None
+            # As if the log held these: the listener calls come from the driver's loop, which
+            # must not see them raise.
+            host.handle_commit(CommittedBatch(10**6, 10**6, epoch, (b"\x00\x63\x00junk",), False))
+            assert not host.active
+            await quorum.wait(lambda: quorum.driver(1).epoch > epoch)
+            again = await quorum.active_host()
+            assert again is host and host.active_epoch is not None and host.active_epoch > epoch
+            host.handle_load_snapshot(OffsetAndEpoch(10**6, host.active_epoch), b"not a snapshot")
+            assert not host.active
             nursery.cancel_scope.cancel()
