@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from kafkalike.configs import declared_int
 from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import MetadataImage
@@ -67,6 +68,7 @@ R = TypeVar("R")
 # How long a request that reaches a leader not yet active (still replaying up to its epoch's
 # start) waits for it before NOT_CONTROLLER; a brand new leader usually gets there in one round.
 DEFAULT_ACTIVATION_WAIT_MS = 2000
+DEFAULT_HEARTBEAT_INTERVAL_MS = declared_int("broker.heartbeat.interval.ms")
 # Sessions fenced in one go at most before other events get a turn (the manager fences one per
 # call and asks to be called again while there was one).
 FENCES_PER_ROUND = 64
@@ -120,6 +122,7 @@ class ControllerHost:
         voters: Sequence[VoterEndpoint] = (),
         listener_name: str = "CONTROLLER",
         activation_wait_ms: int = DEFAULT_ACTIVATION_WAIT_MS,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
         topic_config_list: Callable[[Mapping[str, str]], list[dict[str, Any]]] | None = None,
     ) -> None:
         """``cluster_factory``: a new cluster manager; the standby one follows the committed log,
@@ -136,6 +139,7 @@ class ControllerHost:
         self.voters = tuple(voters)
         self.listener_name = listener_name
         self.activation_wait_ms = activation_wait_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
         self.topic_config_list = topic_config_list
         self.node_id = driver.node_id
         self.active_epoch: int | None = None
@@ -299,17 +303,36 @@ class ControllerHost:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def write(self, operation: Callable[[int], ControllerResult[R]], timeout_ms: int | None = None) -> R:
+    async def write(
+        self,
+        operation: Callable[[int], ControllerResult[R]],
+        timeout_ms: int | None = None,
+        *,
+        start_within_ms: int | None = None,
+        on_expired: Callable[[], None] | None = None,
+    ) -> R:
         """Run ``operation(next_offset)`` (it goes through the facade, which holds its records as
         uncommitted), append its records and return its reply once they are committed.
         NotActiveError when this controller is not active, or stops being so before then;
-        WriteTimedOutError when ``timeout_ms`` (the request's) passes first."""
+        WriteTimedOutError when ``timeout_ms`` (the request's) passes first, or when the writes
+        before it keep it from starting within ``start_within_ms`` (then ``on_expired()``; Kafka's
+        deadline of a queued controller event)."""
         await self.wait_active()
-        async with self._write_lock:
+        started = False
+        with trio.move_on_after(math.inf if start_within_ms is None else start_within_ms / 1000):
+            await self._write_lock.acquire()
+            started = True
+        if not started:
+            if on_expired is not None and self.active_epoch is not None:
+                on_expired()
+            raise WriteTimedOutError
+        try:
             if self.active_epoch is None:
                 raise NotActiveError
             result = operation(self._next_offset)
             pending = await self._append_locked(result)
+        finally:
+            self._write_lock.release()
         with trio.move_on_after(math.inf if timeout_ms is None else max(0, timeout_ms) / 1000):
             await pending.done.wait()
         if not pending.done.is_set():
@@ -518,5 +541,6 @@ def build_controller_host(
         bootstrap=bootstrap,
         voters=voters,
         listener_name=listener_name,
+        heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
         topic_config_list=topic_config_lister(config),
     )
