@@ -1,0 +1,229 @@
+"""The trio driver of a coordinator's shards (Kafka's CoordinatorRuntime), shared by the group
+and the transaction coordinator (``group_service``, ``txn_service``).
+
+Rules:
+
+- One shard per partition of the coordinator's internal topic (``kafkalike.coordinator``):
+  ``load`` replays that partition's log into a new shard (which answers
+  COORDINATOR_LOAD_IN_PROGRESS until it is done), ``unload`` drops it: its parked requests
+  and its appends still waiting are answered NOT_COORDINATOR, its timers stop with it. A key
+  whose partition has no shard here is answered NOT_COORDINATOR.
+- Shards are only touched in synchronous code between awaits, by handlers and by one timer
+  task; the time is read here, from the broker's clock, and passed in.
+- The write path: a call changes its shard and appends the records on the event loop; the
+  fsync runs on a worker thread (``CoordinatorSyncs``); the call is answered once what its
+  partition holds is committed (``committed``: today, durable on this node's disk; with
+  replication, the partition's high watermark past it). A later write is never acknowledged
+  before an earlier one.
+- After a failed fsync the partition's log is cut back to what is durable and its shard
+  unloaded and loaded again from that log (Kafka unloads and reloads a coordinator partition
+  whose log write failed); the calls that waited on the cut records answer NOT_COORDINATOR.
+- The timer task polls, at each shard's deadline or when a call woke it, every shard that is
+  due or was used, and hands those shards to the coordinator's ``polled`` (parked results,
+  transaction markers).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import trio
+
+from kafkalike.coordinator import Shard, ShardSlot, ShardTable
+from kafkalike.log import PartitionLog
+from kafkalike.log.coordinator_log import Appended, StoreError, partition_for
+from kafkalike.server.coordinator_syncs import CoordinatorSyncs
+
+if TYPE_CHECKING:
+    from kafkalike.server.broker import Broker
+
+log = logging.getLogger("kafkalike.coordinator")
+S = TypeVar("S", bound=Shard)
+
+
+class ShardKind(Protocol[S]):
+    """What a coordinator adds to the runtime: how its shards are made, loaded and let go."""
+
+    def partition_count(self) -> int: ...
+
+    def new_shard(self, partition: int, leader_epoch: int) -> S: ...
+
+    def replay(self, shard: S, partition: int, plog: PartitionLog, now_ms: int) -> int:
+        """The partition's log replayed into a new shard, its sessions and timers started;
+        how many records it read."""
+        ...
+
+    def unloaded(self, shard: S, partition: int) -> None:
+        """The shard is gone: its parked requests answered NOT_COORDINATOR."""
+        ...
+
+    async def polled(self, slots: Sequence[ShardSlot[S]]) -> None:
+        """After the timer task polled these shards."""
+        ...
+
+
+class CoordinatorRuntime(Generic[S]):
+    def __init__(self, broker: Broker, topic: str, kind: ShardKind[S]) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.kind = kind
+        self.shards: ShardTable[S] = ShardTable()
+        self.syncs = CoordinatorSyncs(self._reload, self.on_durable, broker.clock.wall_ms)
+        self._wakeup = trio.Event()
+
+    # -- keys and partitions ----------------------------------------------------------------
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.kind.partition_count())
+
+    def shard_for(self, key: str) -> S:
+        """The ACTIVE shard of the key's partition; raises NotActive."""
+        return self.shards.active(self.partition_for(key))
+
+    def topic_exists(self) -> bool:
+        return self.topic in self.broker.controller.image.topics
+
+    def led_here(self, partition: int) -> tuple[PartitionLog, int] | None:
+        """The partition's log and leader epoch when this broker leads it."""
+        state = self.broker.partitions.get((self.topic, partition))
+        return None if state is None else (state.log, state.leader_epoch)
+
+    def leader_of(self, key: str) -> int | None:
+        """The node leading the key's partition, or None while the topic has none."""
+        if not self.topic_exists():
+            return None
+        return self.broker.node_id if self.led_here(self.partition_for(key)) is not None else None
+
+    def log_for(self, partition: int) -> tuple[PartitionLog, int]:
+        """For the shards' stores: where a partition's records go."""
+        if not self.topic_exists():
+            raise StoreError(f"{self.topic} does not exist yet")
+        led = self.led_here(partition)
+        if led is None:
+            raise StoreError(f"{self.topic}-{partition} is not led here")
+        return led
+
+    # -- loading and unloading --------------------------------------------------------------
+
+    def begin_load(self, partition: int, leader_epoch: int) -> ShardSlot[S] | None:
+        """A new shard for the partition, LOADING; None when one of that epoch is here already."""
+        slot = self.shards.begin_load(partition, leader_epoch, self.kind.new_shard(partition, leader_epoch))
+        if slot is not None:
+            log.debug("loading %s-%d at leader epoch %d", self.topic, partition, leader_epoch)
+        return slot
+
+    def finish_load(self, slot: ShardSlot[S]) -> bool:
+        """The partition's log replayed into the slot's shard, which then serves; False when
+        the partition is not led here any more, or the slot was unloaded meanwhile."""
+        led = self.led_here(slot.partition)
+        if not self.shards.is_current(slot):
+            return False
+        if led is None:
+            self.shards.unload(slot.partition)
+            return False
+        start = self.broker.clock.wall_ms()
+        records = self.kind.replay(slot.shard, slot.partition, led[0], start)
+        if not self.shards.activate(slot):
+            return False
+        if records:
+            log.info(
+                "loaded %s-%d: %d record(s) in %d ms",
+                self.topic,
+                slot.partition,
+                records,
+                self.broker.clock.wall_ms() - start,
+            )
+        self.wake()
+        return True
+
+    def load(self, partition: int, leader_epoch: int) -> bool:
+        """Load the partition's shard at once (the replay runs on the event loop: at start-up,
+        after a topic is made, or when leadership arrives)."""
+        slot = self.begin_load(partition, leader_epoch)
+        return slot is not None and self.finish_load(slot)
+
+    def load_led_partitions(self) -> None:
+        """A shard for every partition of the topic this broker leads and has none for yet."""
+        topic = self.broker.controller.image.topics.get(self.topic)
+        for partition in range(topic.partitions if topic else 0):
+            led = self.led_here(partition)
+            if led is not None and self.shards.slot(partition) is None:
+                self.load(partition, led[1])
+
+    def unload(self, partition: int, leader_epoch: int | None = None) -> bool:
+        """Drop the partition's shard (this broker stopped leading it, at ``leader_epoch``, or
+        the topic is gone): its parked requests and its appends still waiting answer
+        NOT_COORDINATOR, its timers stop."""
+        slot = self.shards.unload(partition, leader_epoch)
+        if slot is None:
+            return False
+        log.info("unloaded %s-%d", self.topic, partition)
+        self.syncs.abandon(partition)
+        self.kind.unloaded(slot.shard, partition)
+        self.wake()
+        return True
+
+    def _reload(self, partition: int) -> None:
+        """After a failed fsync cut the partition's log: its shard made again from what the
+        log holds now; the calls that waited on the cut records answer NOT_COORDINATOR."""
+        log.info("reloading %s-%d after a failed write", self.topic, partition)
+        self.on_durable(partition)
+        slot = self.shards.unload(partition)
+        if slot is None:
+            return
+        self.kind.unloaded(slot.shard, partition)
+        self.load(partition, slot.leader_epoch)
+        self.wake()
+
+    # -- the write path ---------------------------------------------------------------------
+
+    def pending(self, partitions: Sequence[int]) -> list[Appended]:
+        """What the partitions hold that is not committed yet. A call is answered only once
+        that is committed, whether or not it wrote any of it (as Kafka's runtime defers even a
+        write that produced no records to the last pending offset): its answer may rest on it,
+        and it is never ahead of the log."""
+        tracker = self.syncs.tracker
+        return [a for a in (tracker.log_end(p) for p in dict.fromkeys(partitions)) if a is not None]
+
+    def after_call(self, partitions: Sequence[int]) -> list[Appended]:
+        """After a shard call: the timer task woken, and what the call must wait for."""
+        self.wake()
+        return self.pending(partitions)
+
+    async def committed(self, appends: Sequence[Appended]) -> bool:
+        """Until every append is committed (True) or one was cut or abandoned (False). Today
+        committed means durable here; this is where replication waits for the high watermark."""
+        return not appends or await self.syncs.wait(appends)
+
+    async def all_committed(self) -> None:
+        """Until what every partition holds now is committed (or was cut)."""
+        tracker = self.syncs.tracker
+        await self.committed(self.pending(tracker.behind()))
+
+    def on_durable(self, partition: int) -> None:
+        """Records became durable (or were cut): the high watermark follows what is durable."""
+        state = self.broker.partitions.get((self.topic, partition))
+        if state is not None:
+            synced = self.syncs.tracker.partitions.get(partition)
+            end = state.log.log_end_offset
+            state.log.high_watermark = end if synced is None else min(synced.durable_end, end)
+            state.notify()
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Poll the shards at their deadlines, or sooner when a call wakes us."""
+        task_status.started()
+        while True:
+            wakeup = self._wakeup = trio.Event()
+            polled, deadline = self.shards.poll(self.broker.clock.wall_ms())
+            await self.kind.polled(polled)
+            wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
+            with trio.move_on_after(wait_s):
+                await wakeup.wait()
