@@ -4,8 +4,9 @@ and the transaction coordinator (``group_service``, ``txn_service``).
 Rules:
 
 - One shard per partition of the coordinator's internal topic (``kafkalike.coordinator``):
-  ``load`` replays that partition's log into a new shard (which answers
-  COORDINATOR_LOAD_IN_PROGRESS until it is done), ``unload`` drops it: its parked requests
+  ``load`` replays that partition's log into a new shard at once (start-up, a new topic, a
+  reload), ``schedule_load`` has the loader task replay it in steps while the shard answers
+  COORDINATOR_LOAD_IN_PROGRESS (leadership arriving); ``unload`` drops it: its parked requests
   and its appends still waiting are answered NOT_COORDINATOR, its timers stop with it. A key
   whose partition has no shard here is answered NOT_COORDINATOR.
 - Shards are only touched in synchronous code between awaits, by handlers and by one timer
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import trio
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
 
 log = logging.getLogger("kafkalike.coordinator")
+LOAD_STEP_RECORDS = 1000  # records replayed between two turns of the event loop while loading
 S = TypeVar("S", bound=Shard)
 
 
@@ -51,9 +53,9 @@ class ShardKind(Protocol[S]):
 
     def new_shard(self, partition: int, leader_epoch: int) -> S: ...
 
-    def replay(self, shard: S, partition: int, plog: PartitionLog, now_ms: int) -> int:
-        """The partition's log replayed into a new shard, its sessions and timers started;
-        how many records it read."""
+    def replay(self, shard: S, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
+        """The partition's log replayed into a new shard, yielding how many records each step
+        read; once exhausted, its sessions and timers started."""
         ...
 
     def unloaded(self, shard: S, partition: int) -> None:
@@ -73,6 +75,12 @@ class CoordinatorRuntime(Generic[S]):
         self.shards: ShardTable[S] = ShardTable()
         self.syncs = CoordinatorSyncs(self._reload, self.on_durable, broker.clock.wall_ms)
         self._wakeup = trio.Event()
+        # Replaced after each shard that finished loading, so a waiter wakes once per load.
+        self.loaded = trio.Event()
+        self._load_started_ms: dict[int, int] = {}
+        # Each queued slot is one partition's load: at most one per partition and epoch.
+        self._load_send, self._load_receive = trio.open_memory_channel[ShardSlot[S]](math.inf)
+        self._loader_running = False
 
     # -- keys and partitions ----------------------------------------------------------------
 
@@ -116,34 +124,68 @@ class CoordinatorRuntime(Generic[S]):
         return slot
 
     def finish_load(self, slot: ShardSlot[S]) -> bool:
-        """The partition's log replayed into the slot's shard, which then serves; False when
-        the partition is not led here any more, or the slot was unloaded meanwhile."""
-        led = self.led_here(slot.partition)
+        """The partition's log replayed into the slot's shard at once, on the event loop (at
+        start-up, after a topic is made, after a failed write); then it serves. False when the
+        partition is not led here any more, or the slot was unloaded or replaced."""
+        replay = self._replay(slot)
+        records = 0 if replay is None else sum(replay)
+        return self._activate(slot, records)
+
+    async def finish_load_in_steps(self, slot: ShardSlot[S]) -> bool:
+        """``finish_load``, letting other work run every LOAD_STEP_RECORDS records (the shard
+        answers COORDINATOR_LOAD_IN_PROGRESS meanwhile); given up once the slot is not current."""
+        replay = self._replay(slot)
+        records = since_checkpoint = 0
+        for records_in_step in replay or ():
+            records += records_in_step
+            since_checkpoint += records_in_step
+            if since_checkpoint >= LOAD_STEP_RECORDS:
+                since_checkpoint = 0
+                await trio.lowlevel.checkpoint()
+                if not self.shards.is_current(slot):
+                    log.info("loading %s-%d given up: unloaded meanwhile", self.topic, slot.partition)
+                    return False
+        return self._activate(slot, records)
+
+    def _replay(self, slot: ShardSlot[S]) -> Iterator[int] | None:
         if not self.shards.is_current(slot):
-            return False
+            return None
+        led = self.led_here(slot.partition)
         if led is None:
             self.shards.unload(slot.partition)
-            return False
-        start = self.broker.clock.wall_ms()
-        records = self.kind.replay(slot.shard, slot.partition, led[0], start)
-        if not self.shards.activate(slot):
+            return None
+        self._load_started_ms[slot.partition] = self.broker.clock.wall_ms()
+        return self.kind.replay(slot.shard, slot.partition, led[0], self._load_started_ms[slot.partition])
+
+    def _activate(self, slot: ShardSlot[S], records: int) -> bool:
+        started_ms = self._load_started_ms.pop(slot.partition, None)
+        if started_ms is None or not self.shards.activate(slot):
             return False
         if records:
-            log.info(
-                "loaded %s-%d: %d record(s) in %d ms",
-                self.topic,
-                slot.partition,
-                records,
-                self.broker.clock.wall_ms() - start,
-            )
+            elapsed_ms = self.broker.clock.wall_ms() - started_ms
+            log.info("loaded %s-%d: %d record(s) in %d ms", self.topic, slot.partition, records, elapsed_ms)
         self.wake()
+        loaded, self.loaded = self.loaded, trio.Event()
+        loaded.set()
         return True
 
     def load(self, partition: int, leader_epoch: int) -> bool:
-        """Load the partition's shard at once (the replay runs on the event loop: at start-up,
-        after a topic is made, or when leadership arrives)."""
+        """Load the partition's shard at once (``finish_load``)."""
         slot = self.begin_load(partition, leader_epoch)
         return slot is not None and self.finish_load(slot)
+
+    def schedule_load(self, partition: int, leader_epoch: int) -> bool:
+        """This broker became the partition's leader: its shard LOADING now, loaded by the
+        loader task (at once while no ``run`` task is there); False when a shard of this epoch
+        or a newer one is here already."""
+        slot = self.begin_load(partition, leader_epoch)
+        if slot is None:
+            return False
+        if self._loader_running:
+            self._load_send.send_nowait(slot)
+        else:
+            self.finish_load(slot)
+        return True
 
     def load_led_partitions(self) -> None:
         """A shard for every partition of the topic this broker leads and has none for yet."""
@@ -218,12 +260,24 @@ class CoordinatorRuntime(Generic[S]):
         self._wakeup.set()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Poll the shards at their deadlines, or sooner when a call wakes us."""
-        task_status.started()
-        while True:
-            wakeup = self._wakeup = trio.Event()
-            polled, deadline = self.shards.poll(self.broker.clock.wall_ms())
-            await self.kind.polled(polled)
-            wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
-            with trio.move_on_after(wait_s):
-                await wakeup.wait()
+        """The loader task, and the shards polled at their deadlines, or sooner when a call
+        wakes us."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._loader)
+            task_status.started()
+            while True:
+                wakeup = self._wakeup = trio.Event()
+                polled, deadline = self.shards.poll(self.broker.clock.wall_ms())
+                await self.kind.polled(polled)
+                wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
+                with trio.move_on_after(wait_s):
+                    await wakeup.wait()
+
+    async def _loader(self) -> None:
+        """Loads what ``schedule_load`` queued, one partition at a time, in order."""
+        self._loader_running = True
+        try:
+            async for slot in self._load_receive:
+                await self.finish_load_in_steps(slot)
+        finally:
+            self._loader_running = False

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -156,15 +156,13 @@ class GroupService:
             topics=lambda: self.broker.controller.image.topics,
         )
 
-    def replay(self, shard: GroupCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> int:
+    def replay(self, shard: GroupCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
         """Plain records first, then what transactions left (``txn_offsets``), then sessions."""
-        records = 0
         for _, (key, value) in read_records(plog):
             shard.replay(key, value, now_ms)
-            records += 1
-        records += replay_transactional_offsets(shard, plog, now_ms)
+            yield 1
+        yield replay_transactional_offsets(shard, plog, now_ms)
         shard.on_loaded(now_ms)
-        return records
 
     def unloaded(self, shard: GroupCoordinator, partition: int) -> None:
         shard.unload_partition(partition)  # parked JoinGroup / SyncGroup answered NOT_COORDINATOR

@@ -35,7 +35,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -313,14 +313,12 @@ class TxnService:
             self.config, self._store, self.broker.controller.allocate_producer_id, coordinator_epoch=leader_epoch
         )
 
-    def replay(self, shard: TransactionCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> int:
+    def replay(self, shard: TransactionCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
         """The partition's records, then every transaction found half-way given its markers."""
-        records = 0
         for key, value in read_records(plog):
             shard.replay(key, value)
-            records += 1
+            yield 1
         shard.on_loaded(now_ms)
-        return records
 
     def unloaded(self, shard: TransactionCoordinator, partition: int) -> None:
         """Nothing is parked in a transaction shard: its waiting calls fail with its appends."""

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import trio
 
+from kafkalike.coordinator import NotActive
 from kafkalike.group import OFFSETS_TOPIC
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode as E
+from kafkalike.server import coordinator_runtime
 from kafkalike.server.group_service import GroupService
 from kafkalike.testing.wire_client import AsyncWireClient
 from kafkalike.txn import TRANSACTION_STATE_TOPIC
@@ -225,3 +227,28 @@ async def test_unloading_one_offsets_shard_leaves_the_other_serving(tmp_path: Pa
         assert groups.runtime.shards.partitions() == [groups.partition_for(kept)]
         assert running.broker.txn.runtime.shards.partitions() == []  # __transaction_state not made yet
         assert TRANSACTION_STATE_TOPIC not in running.broker.controller.image.topics
+
+
+async def test_leadership_arriving_loads_the_shard_in_the_background_while_it_answers_load_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(coordinator_runtime, "LOAD_STEP_RECORDS", 1)  # a turn of the loop per record
+    async with serving(tmp_path) as running:
+        client = await running.client()
+        assert (await _create(client, "events")).error_code == 0
+        for offset in range(5):
+            assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", offset))) == E.NONE
+        runtime = running.broker.groups.runtime
+        partition = running.broker.groups.partition_for("g")
+        epoch = leader_epoch(running.broker.groups, "g")
+        assert runtime.unload(partition)
+        loaded = runtime.loaded
+        assert runtime.schedule_load(partition, epoch + 1)
+        assert not runtime.schedule_load(partition, epoch + 1)  # that epoch is loading already
+        with pytest.raises(NotActive) as raised:
+            runtime.shards.active(partition)
+        assert raised.value.error is E.COORDINATOR_LOAD_IN_PROGRESS
+        with trio.fail_after(10):
+            await loaded.wait()
+        assert leader_epoch(running.broker.groups, "g") == epoch + 1
+        assert await fetch_committed(client, "g") == 4
