@@ -28,14 +28,15 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import trio
 
-from kafkalike.coordinator import Shard, ShardSlot, ShardTable
+from kafkalike.coordinator import NotActive, Shard, ShardSlot, ShardTable
 from kafkalike.log import PartitionLog
 from kafkalike.log.coordinator_log import Appended, StoreError, partition_for
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkalike.coordinator")
 LOAD_STEP_RECORDS = 1000  # records replayed between two turns of the event loop while loading
 S = TypeVar("S", bound=Shard)
+R = TypeVar("R")
 
 
 class ShardKind(Protocol[S]):
@@ -60,6 +62,10 @@ class ShardKind(Protocol[S]):
 
     def unloaded(self, shard: S, partition: int) -> None:
         """The shard is gone: its parked requests answered NOT_COORDINATOR."""
+        ...
+
+    def called(self, shard: S, partition: int) -> None:
+        """After a call changed the shard (before its answer waits for the records)."""
         ...
 
     async def polled(self, slots: Sequence[ShardSlot[S]]) -> None:
@@ -221,6 +227,35 @@ class CoordinatorRuntime(Generic[S]):
         self.wake()
 
     # -- the write path ---------------------------------------------------------------------
+
+    async def write(
+        self,
+        key: str,
+        call: Callable[[S, int], R],
+        failed: Callable[[ErrorCode], R],
+        cut: Callable[[R], R] | None = None,
+    ) -> R:
+        """``call(shard, now_ms)`` on the key's ACTIVE shard, answered once what the shard's
+        partition holds is committed (Kafka's scheduleWriteOperation). ``failed(error)`` when
+        the key has no ACTIVE shard here, or (``cut(result)`` if given) when the records were
+        cut or the shard unloaded before they were committed."""
+        partition = self.partition_for(key)
+        try:
+            shard = self.shards.active(partition)
+        except NotActive as exc:
+            return failed(exc.error)
+        result = call(shard, self.broker.clock.wall_ms())
+        self.kind.called(shard, partition)
+        if await self.committed(self.after_call([partition])):
+            return result
+        return failed(ErrorCode.NOT_COORDINATOR) if cut is None else cut(result)
+
+    def read(self, key: str, call: Callable[[S], R], failed: Callable[[ErrorCode], R]) -> R:
+        """``call(shard)`` on the key's ACTIVE shard, or ``failed(error)`` without one."""
+        try:
+            return call(self.shard_for(key))
+        except NotActive as exc:
+            return failed(exc.error)
 
     def pending(self, partitions: Sequence[int]) -> list[Appended]:
         """What the partitions hold that is not committed yet. A call is answered only once

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import trio
 
 from kafkalike.controller.metadata import ControllerError
-from kafkalike.coordinator import NotActive, ShardSlot
+from kafkalike.coordinator import ShardSlot
 from kafkalike.group import (
     OFFSETS_TOPIC,
     CommitRequest,
@@ -73,7 +73,6 @@ log = logging.getLogger("kafkalike.groups")
 
 
 E = ErrorCode
-Result = TypeVar("Result")
 R = TypeVar("R", JoinResult, SyncResult)
 WaiterKey = tuple[int, int]  # (partition, token): each shard numbers its parked requests
 
@@ -168,6 +167,9 @@ class GroupService:
         shard.unload_partition(partition)  # parked JoinGroup / SyncGroup answered NOT_COORDINATOR
         self._deliver(partition, shard)
 
+    def called(self, shard: GroupCoordinator, partition: int) -> None:
+        self._deliver(partition, shard)  # the call may have completed other members' requests
+
     async def polled(self, slots: Sequence[ShardSlot[GroupCoordinator]]) -> None:
         for slot in slots:
             self._deliver(slot.partition, slot.shard)
@@ -231,97 +233,78 @@ class GroupService:
         """What the groups' partitions hold that is not committed yet (``CoordinatorRuntime.pending``)."""
         return self.runtime.pending([self.partition_for(g) for g in group_ids])
 
-    def _after_call(self, shard: GroupCoordinator, *group_ids: str) -> list[Appended]:
-        """After a call on ``shard``: its completions handed out, what the call must wait for."""
-        if group_ids:
-            self._deliver(self.partition_for(group_ids[0]), shard)
-        return self.runtime.after_call([self.partition_for(g) for g in group_ids])
+    async def _parked(
+        self, group_id: str, call: Callable[[GroupCoordinator, int], R | Pending], failed: Callable[[ErrorCode], R]
+    ) -> R:
+        """A JoinGroup / SyncGroup: answered at once, or parked until the shard completes it."""
+        partition = self.partition_for(group_id)
+        parked: list[tuple[WaiterKey, _Waiter]] = []
 
-    async def _committed(self, appends: list[Appended], result: Result, failed: Result) -> Result:
-        """``result`` once ``appends`` are committed; ``failed`` (NOT_COORDINATOR) if they were cut."""
-        return result if await self.runtime.committed(appends) else failed
+        def park(shard: GroupCoordinator, now_ms: int) -> R | Pending:
+            result = call(shard, now_ms)
+            if isinstance(result, Pending):
+                parked.append(((partition, result.token), _Waiter(partition)))
+                self._waiters[parked[-1][0]] = parked[-1][1]
+            return result
 
-    async def _parked(self, request_group: str, shard: GroupCoordinator, result: R | Pending, failed: R) -> R:
-        """A JoinGroup / SyncGroup's answer: at once, or once the shard completes it."""
-        partition = self.partition_for(request_group)
-        if isinstance(result, Pending):
-            self._waiters[(partition, result.token)] = _Waiter(partition)
-        appends = self._after_call(shard, request_group)
-        if not isinstance(result, Pending):
-            return await self._committed(appends, result, failed)
-        waiter = self._waiters[(partition, result.token)]
         try:
+            result = await self.runtime.write(group_id, park, failed)
+            if not isinstance(result, Pending):
+                return result
+            waiter = parked[0][1]
             await waiter.done.wait()
         finally:
-            self._waiters.pop((partition, result.token), None)
+            for key, _ in parked:
+                self._waiters.pop(key, None)
         assert waiter.result is not None
         if not await self.runtime.committed(waiter.pending):
-            return failed
+            return failed(E.NOT_COORDINATOR)
         return cast(R, waiter.result)
-
-    def _shard(self, group_id: str, failed: Callable[[ErrorCode], Result]) -> GroupCoordinator | Result:
-        try:
-            return self.shard_for(group_id)
-        except NotActive as exc:
-            return failed(exc.error)
 
     # -- the calls handlers make ------------------------------------------------------------
 
     async def join_group(self, request: JoinRequest) -> JoinResult:
         await self.ready()
-        shard = self._shard(request.group_id, JoinResult)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        result = shard.join_group(request, self.broker.clock.wall_ms())
-        return await self._parked(request.group_id, shard, result, JoinResult(E.NOT_COORDINATOR))
+        return await self._parked(request.group_id, lambda shard, now: shard.join_group(request, now), JoinResult)
 
     async def sync_group(self, request: SyncRequest) -> SyncResult:
         await self.ready()
-        shard = self._shard(request.group_id, SyncResult)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        result = shard.sync_group(request, self.broker.clock.wall_ms())
-        return await self._parked(request.group_id, shard, result, SyncResult(E.NOT_COORDINATOR))
+        return await self._parked(request.group_id, lambda shard, now: shard.sync_group(request, now), SyncResult)
 
     async def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
-        shard = self._shard(group_id, ErrorCode)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        error = shard.heartbeat(group_id, member_id, instance_id, generation_id, self.broker.clock.wall_ms())
-        return await self._committed(self._after_call(shard, group_id), error, E.NOT_COORDINATOR)
+        return await self.runtime.write(
+            group_id, lambda shard, now: shard.heartbeat(group_id, member_id, instance_id, generation_id, now), E
+        )
 
     async def leave_group(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
-        shard = self._shard(group_id, LeaveResult)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        result = shard.leave_group(group_id, members, self.broker.clock.wall_ms())
-        return await self._committed(
-            self._after_call(shard, group_id), result, replace(result, error=E.NOT_COORDINATOR)
+        return await self.runtime.write(
+            group_id,
+            lambda shard, now: shard.leave_group(group_id, members, now),
+            LeaveResult,
+            lambda result: replace(result, error=E.NOT_COORDINATOR),
         )
 
     async def commit_offsets(self, request: CommitRequest) -> list[tuple[str, int, ErrorCode]]:
         """OffsetCommit, answered once its records are committed; NOT_COORDINATOR for each
         partition it stored if they were cut (the shard reloaded without them)."""
         await self.ready()
-        shard = self._shard(request.group_id, lambda e: e)
-        if not isinstance(shard, GroupCoordinator):
-            return [(p.topic, p.partition, shard) for p in request.partitions]
-        result = shard.commit_offsets(request, self.broker.clock.wall_ms())
-        if await self.runtime.committed(self._after_call(shard, request.group_id)):
-            return result
-        return [(t, p, E.NOT_COORDINATOR if e is E.NONE else e) for t, p, e in result]
+        return await self.runtime.write(
+            request.group_id,
+            lambda shard, now: shard.commit_offsets(request, now),
+            lambda error: [(p.topic, p.partition, error) for p in request.partitions],
+            _stored_but_cut,
+        )
 
     async def commit_transactional_offsets(self, request: TxnCommitRequest) -> list[tuple[str, int, ErrorCode]]:
         """TxnOffsetCommit's group part (the transaction was verified by the handler), answered
         once committed with the shard's records; NOT_COORDINATOR if they were cut."""
         await self.ready()
-        shard = self._shard(request.group_id, lambda e: e)
-        if not isinstance(shard, GroupCoordinator):
-            return [(p.topic, p.partition, shard) for p in request.partitions]
-        result = commit_transactional_offsets(shard, self._txn_offsets, request, self.broker.clock.wall_ms())
-        if await self.runtime.committed(self._after_call(shard, request.group_id)):
-            return result
-        return [(t, p, E.NOT_COORDINATOR if e is E.NONE else e) for t, p, e in result]
+        return await self.runtime.write(
+            request.group_id,
+            lambda shard, now: commit_transactional_offsets(shard, self._txn_offsets, request, now),
+            lambda error: [(p.topic, p.partition, error) for p in request.partitions],
+            _stored_but_cut,
+        )
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool, now_ms: int) -> None:
         """A transaction's marker went into ``__consumer_offsets-{partition}``: its pending
@@ -337,46 +320,39 @@ class GroupService:
         member_epoch: int = -1,
     ) -> FetchResult:
         """The group's offsets once what its partition holds is committed: never ahead of the log."""
-        shard = self._shard(group_id, FetchResult)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
         await self.runtime.committed(self.pending(group_id))
-        shard = self._shard(group_id, FetchResult)  # the same, or the one a reload made meanwhile
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        return shard.fetch_offsets(group_id, topics, member_id, member_epoch)
+        return self.runtime.read(
+            group_id, lambda shard: shard.fetch_offsets(group_id, topics, member_id, member_epoch), FetchResult
+        )
 
     def mark_unstable(self, group_id: str, result: FetchResult) -> FetchResult:
         """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT where a transaction holds offsets."""
-        shard = self._shard(group_id, FetchResult)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        return shard.txn_offsets.mark_unstable(group_id, result)
+        return self.runtime.read(group_id, lambda shard: shard.txn_offsets.mark_unstable(group_id, result), FetchResult)
 
     async def delete_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
-        shard = self._shard(group_id, _no_offsets)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        result = shard.delete_offsets(group_id, topics, self.broker.clock.wall_ms())
-        return await self._committed(self._after_call(shard, group_id), result, (E.NOT_COORDINATOR, []))
+        return await self.runtime.write(
+            group_id, lambda shard, now: shard.delete_offsets(group_id, topics, now), _no_offsets
+        )
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[tuple[str, ErrorCode]]:
-        """Each group deleted by its own shard; answered once every shard's records are committed."""
-        now = self.broker.clock.wall_ms()
+        """Each partition's groups deleted by its shard, the shards' answers awaited together."""
+        by_partition = list(self._by_partition(group_ids).values())
         answers: dict[str, ErrorCode] = {}
-        appends: list[tuple[list[Appended], list[str]]] = []
-        for ids in self._by_partition(group_ids).values():
-            shard = self._shard(ids[0], lambda e: e)
-            if not isinstance(shard, GroupCoordinator):
-                answers.update((g, shard) for g in ids)
-                continue
-            answers.update(shard.delete_groups(ids, now))
-            appends.append((self._after_call(shard, *ids), ids))
-        for pending, ids in appends:
-            if not await self.runtime.committed(pending):
-                answers.update((g, E.NOT_COORDINATOR) for g in ids if answers[g] is E.NONE)
+
+        async def delete(ids: list[str]) -> None:
+            answered = await self.runtime.write(
+                ids[0],
+                lambda shard, now: shard.delete_groups(ids, now),
+                lambda error: [(g, error) for g in ids],
+                lambda result: [(g, E.NOT_COORDINATOR if e is E.NONE else e) for g, e in result],
+            )
+            answers.update(answered)
+
+        async with trio.open_nursery() as nursery:
+            for ids in by_partition:
+                nursery.start_soon(delete, ids)
         return [(g, answers[g]) for g in group_ids]
 
     def _by_partition(self, group_ids: Sequence[str]) -> dict[int, list[str]]:
@@ -386,14 +362,14 @@ class GroupService:
         return by_partition
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
-        out = []
-        for group_id in group_ids:
-            shard = self._shard(group_id, lambda e: e)
-            if isinstance(shard, GroupCoordinator):
-                out += shard.describe_groups([group_id])
-            else:
-                out.append(DescribedGroup(group_id, False, error=shard))
-        return out
+        return [self._described(g) for g in group_ids]
+
+    def _described(self, group_id: str) -> DescribedGroup:
+        return self.runtime.read(
+            group_id,
+            lambda shard: shard.describe_groups([group_id])[0],
+            lambda error: DescribedGroup(group_id, False, error=error),
+        )
 
     def list_groups(self, states: Sequence[str], types: Sequence[str]) -> list[ListedGroup]:
         """Every ACTIVE shard's groups (one still loading is left out, as in Kafka)."""
@@ -401,23 +377,21 @@ class GroupService:
 
     async def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         await self.ready()
-        shard = self._shard(request.group_id, ConsumerHeartbeatResult)
-        if not isinstance(shard, GroupCoordinator):
-            return shard
-        result = shard.consumer_group_heartbeat(request, self.broker.clock.wall_ms())
-        return await self._committed(
-            self._after_call(shard, request.group_id), result, ConsumerHeartbeatResult(E.NOT_COORDINATOR)
+        return await self.runtime.write(
+            request.group_id,
+            lambda shard, now: shard.consumer_group_heartbeat(request, now),
+            ConsumerHeartbeatResult,
         )
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
-        out = []
-        for group_id in group_ids:
-            shard = self._shard(group_id, lambda e: e)
-            if isinstance(shard, GroupCoordinator):
-                out += shard.consumer_group_describe([group_id])
-            else:
-                out.append(DescribedConsumerGroup(group_id, shard))
-        return out
+        return [self._consumer_group_described(g) for g in group_ids]
+
+    def _consumer_group_described(self, group_id: str) -> DescribedConsumerGroup:
+        return self.runtime.read(
+            group_id,
+            lambda shard: shard.consumer_group_describe([group_id])[0],
+            lambda error: DescribedConsumerGroup(group_id, error),
+        )
 
     async def durable(self) -> None:
         """Until what every partition holds now is committed (or was cut)."""
@@ -442,3 +416,8 @@ class GroupService:
 
 def _no_offsets(error: ErrorCode) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
     return error, []
+
+
+def _stored_but_cut(result: list[tuple[str, int, ErrorCode]]) -> list[tuple[str, int, ErrorCode]]:
+    """An offset commit whose records were cut: NOT_COORDINATOR where it had stored one."""
+    return [(t, p, E.NOT_COORDINATOR if e is E.NONE else e) for t, p, e in result]

@@ -35,9 +35,9 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkalike.transactions")
 E = ErrorCode
-R = TypeVar("R")
 MAX_FLUSH_WAITS = 1000  # appends a marker waits behind (each one fsync) before it goes in anyway
 
 
@@ -323,6 +322,9 @@ class TxnService:
     def unloaded(self, shard: TransactionCoordinator, partition: int) -> None:
         """Nothing is parked in a transaction shard: its waiting calls fail with its appends."""
 
+    def called(self, shard: TransactionCoordinator, partition: int) -> None:
+        """Its markers, if the call asked for any, go out from the timer task (woken)."""
+
     async def polled(self, slots: Sequence[ShardSlot[TransactionCoordinator]]) -> None:
         for slot in slots:
             await self._send_markers(slot)
@@ -386,19 +388,6 @@ class TxnService:
 
     # -- the calls handlers make ------------------------------------------------------------
 
-    async def _call(
-        self, transactional_id: str, call: Callable[[TransactionCoordinator, int], R], failed: Callable[[ErrorCode], R]
-    ) -> R:
-        """``call`` on the id's shard, answered once its partition's records are committed;
-        ``failed(error)`` when the id has no ACTIVE shard here or the records were cut."""
-        try:
-            shard = self.shard_for(transactional_id)
-        except NotActive as exc:
-            return failed(exc.error)
-        result = call(shard, self.broker.clock.wall_ms())
-        pending = self.runtime.after_call([self.runtime.partition_for(transactional_id)])
-        return result if await self.runtime.committed(pending) else failed(E.NOT_COORDINATOR)
-
     async def init_producer_id(
         self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int
     ) -> InitResult:
@@ -408,7 +397,7 @@ class TxnService:
         except ControllerError as exc:  # Kafka's answer while no producer id block can be had
             log.warning("no producer id block for transactional id %r: %s", transactional_id, exc.message)
             return InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
-        return await self._call(
+        return await self.runtime.write(
             transactional_id,
             lambda shard, now: shard.init_producer_id(transactional_id, timeout_ms, producer_id, epoch, now),
             InitResult,
@@ -417,7 +406,7 @@ class TxnService:
     async def add_partitions(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
     ) -> ErrorCode:
-        return await self._call(
+        return await self.runtime.write(
             transactional_id,
             lambda shard, now: shard.add_partitions(transactional_id, producer_id, epoch, partitions, now),
             ErrorCode,
@@ -444,15 +433,16 @@ class TxnService:
     def verify(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, ErrorCode]:
-        try:
-            shard = self.shard_for(transactional_id)
-        except NotActive as exc:
-            return dict.fromkeys(partitions, exc.error)
-        return shard.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        wanted = list(partitions)
+        return self.runtime.read(
+            transactional_id,
+            lambda shard: shard.verify_partitions(transactional_id, producer_id, epoch, wanted),
+            lambda error: dict.fromkeys(wanted, error),
+        )
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         """EndTxn, answered once PrepareCommit / PrepareAbort is committed."""
-        return await self._call(
+        return await self.runtime.write(
             transactional_id,
             lambda shard, now: shard.end_transaction(transactional_id, producer_id, epoch, commit, now),
             ErrorCode,
@@ -463,13 +453,14 @@ class TxnService:
         return await self.broker.groups.commit_transactional_offsets(request)
 
     def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]:
-        out = []
-        for transactional_id in transactional_ids:
-            try:
-                out.append(self.shard_for(transactional_id).describe(transactional_id))
-            except NotActive as exc:
-                out.append(DescribedTxn(transactional_id, exc.error))
-        return out
+        return [self._described(t) for t in transactional_ids]
+
+    def _described(self, transactional_id: str) -> DescribedTxn:
+        return self.runtime.read(
+            transactional_id,
+            lambda shard: shard.describe(transactional_id),
+            lambda error: DescribedTxn(transactional_id, error),
+        )
 
     def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int) -> ListResult:
         """Every ACTIVE shard's transactions (one still loading is left out)."""
