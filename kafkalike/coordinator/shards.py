@@ -111,6 +111,10 @@ class ShardTable(Generic[S]):
                 slot.touched = True
                 yield slot
 
+    def loading(self) -> list[int]:
+        """The partitions whose shard is still LOADING."""
+        return sorted(p for p, slot in self._slots.items() if slot.state is ShardState.LOADING)
+
     def partitions(self) -> list[int]:
         """The partitions with a shard here, loading or active."""
         return sorted(self._slots)

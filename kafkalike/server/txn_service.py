@@ -463,7 +463,10 @@ class TxnService:
         )
 
     def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int) -> ListResult:
-        """Every ACTIVE shard's transactions (one still loading is left out)."""
+        """Every shard's transactions; COORDINATOR_LOAD_IN_PROGRESS while one is still loading,
+        as Kafka's TransactionStateManager answers."""
+        if self.runtime.shards.loading():
+            return ListResult(E.COORDINATOR_LOAD_IN_PROGRESS)
         names, pids, now = list(states), list(producer_ids), self.broker.clock.wall_ms()
         results = [s.shard.list_transactions(names, pids, duration_ms, now) for s in self.runtime.shards.active_slots()]
         if not results:

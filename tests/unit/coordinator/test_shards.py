@@ -38,8 +38,9 @@ def test_a_loading_shard_answers_load_in_progress_until_it_is_activated() -> Non
     slot = table.begin_load(0, 4, shard)
     assert slot is not None and slot.state is ShardState.LOADING
     assert error_of(table, 0) is E.COORDINATOR_LOAD_IN_PROGRESS
+    assert table.loading() == [0]
     assert table.activate(slot)
-    assert table.active(0) is shard
+    assert table.active(0) is shard and table.loading() == []
 
 
 def test_a_load_is_ignored_unless_its_epoch_is_newer_and_a_newer_one_replaces_a_loading_shard() -> None:
