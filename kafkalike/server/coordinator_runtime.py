@@ -28,19 +28,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
+from kafkalike.controller.metadata import TopicImage
 from kafkalike.coordinator import NotActive, Shard, ShardSlot, ShardTable
 from kafkalike.log import PartitionLog
 from kafkalike.log.coordinator_log import Appended, StoreError, partition_for
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.replica import AppliedChanges, Partition, ReplicaManager
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
-
-if TYPE_CHECKING:
-    from kafkalike.server.broker import Broker
 
 log = logging.getLogger("kafkalike.coordinator")
 LOAD_STEP_RECORDS = 1000  # records replayed between two turns of the event loop while loading
@@ -74,12 +73,22 @@ class ShardKind(Protocol[S]):
 
 
 class CoordinatorRuntime(Generic[S]):
-    def __init__(self, broker: Broker, topic: str, kind: ShardKind[S]) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        topic: str,
+        kind: ShardKind[S],
+        replicas: ReplicaManager,
+        wall_ms: Callable[[], int],
+        topics: Callable[[], Mapping[str, TopicImage]],
+    ) -> None:
+        """``replicas``: this broker's partitions; ``topics()``: the metadata image's topics."""
         self.topic = topic
         self.kind = kind
+        self.replicas = replicas
+        self._wall_ms = wall_ms
+        self._topics = topics
         self.shards: ShardTable[S] = ShardTable()
-        self.syncs = CoordinatorSyncs(self._reload, self.on_durable, broker.clock.wall_ms)
+        self.syncs = CoordinatorSyncs(self._reload, self.on_durable, wall_ms)
         self._wakeup = trio.Event()
         # Replaced after each shard that finished loading, so a waiter wakes once per load.
         self.loaded = trio.Event()
@@ -98,18 +107,20 @@ class CoordinatorRuntime(Generic[S]):
         return self.shards.active(self.partition_for(key))
 
     def topic_exists(self) -> bool:
-        return self.topic in self.broker.controller.image.topics
+        return self.topic in self._topics()
 
-    def led_here(self, partition: int) -> tuple[PartitionLog, int] | None:
-        """The partition's log and leader epoch when this broker leads it."""
-        state = self.broker.partitions.get((self.topic, partition))
-        return None if state is None else (state.log, state.leader_epoch)
+    def led_here(self, partition: int) -> Partition | None:
+        """The partition when this broker leads it."""
+        replica = self.replicas.get((self.topic, partition))
+        return replica if replica is not None and replica.is_leader else None
 
     def leader_of(self, key: str) -> int | None:
-        """The node leading the key's partition, or None while the topic has none."""
+        """The node leading the key's partition as this broker knows it, None while the topic
+        or the partition is not known here."""
         if not self.topic_exists():
             return None
-        return self.broker.node_id if self.led_here(self.partition_for(key)) is not None else None
+        replica = self.replicas.get((self.topic, self.partition_for(key)))
+        return None if replica is None else replica.leader_id
 
     def log_for(self, partition: int) -> tuple[PartitionLog, int]:
         """For the shards' stores: where a partition's records go."""
@@ -118,7 +129,7 @@ class CoordinatorRuntime(Generic[S]):
         led = self.led_here(partition)
         if led is None:
             raise StoreError(f"{self.topic}-{partition} is not led here")
-        return led
+        return led.log, led.leader_epoch
 
     # -- loading and unloading --------------------------------------------------------------
 
@@ -160,15 +171,15 @@ class CoordinatorRuntime(Generic[S]):
         if led is None:
             self.shards.unload(slot.partition)
             return None
-        self._load_started_ms[slot.partition] = self.broker.clock.wall_ms()
-        return self.kind.replay(slot.shard, slot.partition, led[0], self._load_started_ms[slot.partition])
+        self._load_started_ms[slot.partition] = self._wall_ms()
+        return self.kind.replay(slot.shard, slot.partition, led.log, self._load_started_ms[slot.partition])
 
     def _activate(self, slot: ShardSlot[S], records: int) -> bool:
         started_ms = self._load_started_ms.pop(slot.partition, None)
         if started_ms is None or not self.shards.activate(slot):
             return False
         if records:
-            elapsed_ms = self.broker.clock.wall_ms() - started_ms
+            elapsed_ms = self._wall_ms() - started_ms
             log.info("loaded %s-%d: %d record(s) in %d ms", self.topic, slot.partition, records, elapsed_ms)
         self.wake()
         loaded, self.loaded = self.loaded, trio.Event()
@@ -195,11 +206,24 @@ class CoordinatorRuntime(Generic[S]):
 
     def load_led_partitions(self) -> None:
         """A shard for every partition of the topic this broker leads and has none for yet."""
-        topic = self.broker.controller.image.topics.get(self.topic)
-        for partition in range(topic.partitions if topic else 0):
+        image = self._topics().get(self.topic)
+        for partition in range(image.partitions if image else 0):
             led = self.led_here(partition)
             if led is not None and self.shards.slot(partition) is None:
-                self.load(partition, led[1])
+                self.load(partition, led.leader_epoch)
+
+    def on_replica_changes(self, changes: AppliedChanges) -> None:
+        """Shards move with leadership: loaded (in the background) for the topic's partitions
+        this broker now leads, unloaded for those it follows now or no longer holds."""
+        for replica in changes.became_leader:
+            if replica.topic == self.topic:
+                self.schedule_load(replica.index, replica.leader_epoch)
+        for replica in changes.became_follower:
+            if replica.topic == self.topic:
+                self.unload(replica.index, replica.leader_epoch)
+        for topic, partition in changes.removed:
+            if topic == self.topic:
+                self.unload(partition)
 
     def unload(self, partition: int, leader_epoch: int | None = None) -> bool:
         """Drop the partition's shard (this broker stopped leading it, at ``leader_epoch``, or
@@ -244,7 +268,7 @@ class CoordinatorRuntime(Generic[S]):
             shard = self.shards.active(partition)
         except NotActive as exc:
             return failed(exc.error)
-        result = call(shard, self.broker.clock.wall_ms())
+        result = call(shard, self._wall_ms())
         self.kind.called(shard, partition)
         if await self.committed(self.after_call([partition])):
             return result
@@ -282,12 +306,11 @@ class CoordinatorRuntime(Generic[S]):
 
     def on_durable(self, partition: int) -> None:
         """Records became durable (or were cut): the high watermark follows what is durable."""
-        state = self.broker.partitions.get((self.topic, partition))
-        if state is not None:
+        replica = self.replicas.get((self.topic, partition))
+        if replica is not None:
             synced = self.syncs.tracker.partitions.get(partition)
-            end = state.log.log_end_offset
-            state.log.high_watermark = end if synced is None else min(synced.durable_end, end)
-            state.notify()
+            end = replica.log_end_offset
+            replica.update_high_watermark(end if synced is None else min(synced.durable_end, end))
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -302,9 +325,9 @@ class CoordinatorRuntime(Generic[S]):
             task_status.started()
             while True:
                 wakeup = self._wakeup = trio.Event()
-                polled, deadline = self.shards.poll(self.broker.clock.wall_ms())
+                polled, deadline = self.shards.poll(self._wall_ms())
                 await self.kind.polled(polled)
-                wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
+                wait_s = math.inf if deadline is None else max(deadline - self._wall_ms(), 0) / 1000
                 with trio.move_on_after(wait_s):
                     await wakeup.wait()
 

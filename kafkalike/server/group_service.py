@@ -63,6 +63,7 @@ from kafkalike.group.txn_offsets import (
 from kafkalike.log import PartitionLog
 from kafkalike.log.coordinator_log import Appended
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.replica import AppliedChanges
 from kafkalike.server.coordinator_runtime import CoordinatorRuntime
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
@@ -117,7 +118,9 @@ class GroupService:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(broker, OFFSETS_TOPIC, self)
+        self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
+            OFFSETS_TOPIC, self, broker.replicas, broker.clock.wall_ms, lambda: broker.controller.image.topics
+        )
         self._config: GroupConfig | None = None
         self._waiters: dict[WaiterKey, _Waiter] = {}
         self._store = LogGroupStore(self.runtime.log_for, on_append=self.on_durable, tracker=self.syncs.tracker)
@@ -209,7 +212,7 @@ class GroupService:
         led = self.runtime.led_here(partition)
         if led is None:
             raise TxnWriteError(E.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not led here")
-        return led
+        return led.log, led.leader_epoch
 
     def on_durable(self, partition: int) -> None:
         self.runtime.on_durable(partition)
@@ -409,6 +412,10 @@ class GroupService:
             slot.shard.on_topic_deleted(topic, now)
             self._deliver(slot.partition, slot.shard)
         self.runtime.wake()
+
+    def on_replica_changes(self, changes: AppliedChanges) -> None:
+        """The replica manager applied a metadata delta: shards follow ``__consumer_offsets``' leadership."""
+        self.runtime.on_replica_changes(changes)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.runtime.run(task_status=task_status)

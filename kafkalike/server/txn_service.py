@@ -51,6 +51,7 @@ from kafkalike.log.partition_log import FlushTicket, RollNeeded
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import build_end_txn_marker
+from kafkalike.replica import AppliedChanges
 from kafkalike.server.coordinator_runtime import CoordinatorRuntime
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 from kafkalike.txn import (
@@ -173,10 +174,10 @@ async def _no_flush_in_flight(broker: Broker, partitions: set[TopicPartition]) -
     """Until no append to ``partitions`` waits for its fsync on a worker thread: a marker
     appended behind it would be in the way if that append had to be cut."""
     for _ in range(MAX_FLUSH_WAITS):
-        busy = [s.flushing for tp in partitions if (s := broker.partitions.get(tp)) is not None and s.flushing]
+        busy = [s for tp in partitions if (s := broker.replicas.get(tp)) is not None and s.write_in_flight]
         if not busy:
             return
-        await busy[0].wait()
+        await broker.writer.wait_idle(busy[0])
 
 
 def _refuse(results: list[dict[TopicPartition, ErrorCode]], tp: TopicPartition) -> None:
@@ -198,9 +199,9 @@ async def _write_marker_off_loop_roll(
     try:
         return _write_marker(broker, marker, tp, now, touched, offsets_appends, defer_roll=True)
     except RollNeeded:
-        state = broker.partitions[tp]
+        state = broker.replicas[tp]
         try:
-            await broker.roll(state)
+            await broker.writer.roll(state)
         except LogError as exc:
             log.warning("cannot roll %s-%d for a marker: %s", *tp, exc)
             return E.KAFKA_STORAGE_ERROR
@@ -221,10 +222,10 @@ def _write_marker(
 ) -> ErrorCode:
     """Append ``marker`` to ``tp``. With ``defer_roll``, raises RollNeeded (before changing
     anything) when the marker needs a new segment."""
-    state = broker.partitions.get(tp)
+    state = broker.replicas.get(tp)
     if state is None:
         return E.UNKNOWN_TOPIC_OR_PARTITION
-    if broker.faults.is_paused(*tp):
+    if broker.faults.is_paused(*tp) or not state.is_leader:
         return E.NOT_LEADER_OR_FOLLOWER
     if tp[0] == OFFSETS_TOPIC:
         try:  # its group shard takes the transaction's pending offsets there
@@ -260,8 +261,7 @@ def _write_marker(
         return E.NONE
     syncs.discard()  # the flush below covers it
     touched[tp] = state.log
-    state.log.high_watermark = state.log.log_end_offset
-    state.notify()
+    state.maybe_increment_high_watermark()
     return E.NONE
 
 
@@ -274,7 +274,11 @@ class TxnService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.runtime: CoordinatorRuntime[TransactionCoordinator] = CoordinatorRuntime(
-            broker, TRANSACTION_STATE_TOPIC, self
+            TRANSACTION_STATE_TOPIC,
+            self,
+            broker.replicas,
+            broker.clock.wall_ms,
+            lambda: broker.controller.image.topics,
         )
         self._config: TxnConfig | None = None
         self._store = LogTxnStore(self.runtime.log_for, on_append=self.runtime.on_durable, tracker=self.syncs.tracker)
@@ -473,6 +477,10 @@ class TxnService:
             return ListResult(E.NONE, tuple(n for n in names if TxnState.from_name(n) is None))
         listed = tuple(t for r in results for t in r.transactions)
         return replace(results[0], transactions=listed)
+
+    def on_replica_changes(self, changes: AppliedChanges) -> None:
+        """The replica manager applied a metadata delta: shards follow ``__transaction_state``'s leadership."""
+        self.runtime.on_replica_changes(changes)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.runtime.run(task_status=task_status)

@@ -36,18 +36,18 @@ _MESSAGES = {
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
         try:
-            await ctx.broker.groups.ensure_offsets_topic()
+            await ctx.groups.ensure_offsets_topic()
         except ControllerError as exc:
             log.warning("cannot create the group coordinator's topic: %s", exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        node_id = ctx.broker.groups.coordinator_node(key)
+        node_id = ctx.groups.coordinator_node(key)
     elif key_type == TRANSACTION_KEY_TYPE:
-        node_id = ctx.broker.txn.coordinator_node(key)
+        node_id = ctx.txn.coordinator_node(key)
     else:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    if node_id != ctx.broker.node_id:  # no leader for the key's partition (other brokers: not yet)
+    if node_id != ctx.metadata.node_id:  # no leader for the key's partition (other brokers: not yet)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    host, port = ctx.broker.advertised
+    host, port = ctx.metadata.advertised
     return ErrorCode.NONE, node_id, host, port
 
 
