@@ -16,6 +16,7 @@ from kafkalike.coordinator import NotActive
 from kafkalike.group import OFFSETS_TOPIC
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode as E
+from kafkalike.replica import AppliedChanges, LeaderAndIsr
 from kafkalike.server import coordinator_runtime
 from kafkalike.server.group_service import GroupService
 from kafkalike.testing.wire_client import AsyncWireClient
@@ -32,7 +33,7 @@ from tests.server.test_coordinator_off_loop import (
     fetch_committed,
     serving,
 )
-from tests.server.test_groups import DESCRIBE, HEARTBEAT, JOIN, assignment, join_body, sync
+from tests.server.test_groups import DESCRIBE, FIND_COORDINATOR, HEARTBEAT, JOIN, assignment, join_body, sync
 from tests.server.test_transactions import DESCRIBE_TXNS, LIST_TXNS, Producer, completed, consume, fetch
 
 TWO_PARTITIONS = {"offsets_topic_num_partitions": "2", "transaction_state_log_num_partitions": "2"}
@@ -254,3 +255,32 @@ async def test_leadership_arriving_loads_the_shard_in_the_background_while_it_an
             await loaded.wait()
         assert leader_epoch(running.broker.groups, "g") == epoch + 1
         assert await fetch_committed(client, "g") == 4
+
+
+async def test_the_shard_moves_with_its_partitions_leadership(tmp_path: Path) -> None:
+    async with serving(tmp_path) as running:
+        client = await running.client()
+        assert (await _create(client, "events")).error_code == 0
+        assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", 7))) == E.NONE
+        groups = running.broker.groups
+        replica = running.broker.replicas[(OFFSETS_TOPIC, groups.partition_for("g"))]
+        other_node = running.broker.node_id + 1
+        nodes = (running.broker.node_id, other_node)
+
+        replica.make_follower(LeaderAndIsr(other_node, 1, 1, nodes, nodes))
+        groups.on_replica_changes(AppliedChanges(became_follower=[replica]))
+        assert await fetch_error(client, "g") == E.NOT_COORDINATOR
+        assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", 8))) == E.NOT_COORDINATOR
+        assert groups.coordinator_node("g") == other_node
+        found = await client.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+        assert found.error_code == E.COORDINATOR_NOT_AVAILABLE  # the other node's address is not known here yet
+
+        loaded = groups.runtime.loaded
+        replica.make_leader(LeaderAndIsr(running.broker.node_id, 2, 2, nodes, nodes))
+        groups.on_replica_changes(AppliedChanges(became_leader=[replica]))
+        with trio.fail_after(10):
+            await loaded.wait()
+        assert leader_epoch(groups, "g") == 2
+        assert await fetch_committed(client, "g") == 7
+        found = await client.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+        assert (found.error_code, found.node_id) == (E.NONE, running.broker.node_id)
