@@ -375,8 +375,15 @@ class GroupService:
         )
 
     def list_groups(self, states: Sequence[str], types: Sequence[str]) -> list[ListedGroup]:
-        """Every ACTIVE shard's groups (one still loading is left out, as in Kafka)."""
+        """Every shard's groups; none while one is still loading (``list_groups_error``)."""
+        if self.list_groups_error() is not E.NONE:
+            return []
         return [g for slot in self.runtime.shards.active_slots() for g in slot.shard.list_groups(states, types)]
+
+    def list_groups_error(self) -> ErrorCode:
+        """ListGroups' error: COORDINATOR_LOAD_IN_PROGRESS while a shard is loading, as Kafka's
+        runtime answers a read of every shard when one of them is."""
+        return E.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.shards.loading() else E.NONE
 
     async def consumer_group_heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         await self.ready()

@@ -33,7 +33,7 @@ from tests.server.test_coordinator_off_loop import (
     fetch_committed,
     serving,
 )
-from tests.server.test_groups import DESCRIBE, FIND_COORDINATOR, HEARTBEAT, JOIN, assignment, join_body, sync
+from tests.server.test_groups import DESCRIBE, FIND_COORDINATOR, HEARTBEAT, JOIN, LIST, assignment, join_body, sync
 from tests.server.test_transactions import DESCRIBE_TXNS, LIST_TXNS, Producer, completed, consume, fetch
 
 TWO_PARTITIONS = {"offsets_topic_num_partitions": "2", "transaction_state_log_num_partitions": "2"}
@@ -146,6 +146,8 @@ async def test_a_loading_shard_answers_coordinator_load_in_progress_until_it_is_
         assert described.transaction_states[0].error_code == loading
         listed = await txn_client.request(LIST_TXNS, 0, {"state_filters": [], "producer_id_filters": []})
         assert listed.error_code == loading
+        listed = await client.request(LIST, 4, {"states_filter": []})
+        assert (listed.error_code, listed.groups) == (loading, [])
 
         assert groups.runtime.finish_load(group_slot) and txns.runtime.finish_load(txn_slot)
         assert await fetch_committed(client, "g") == 3
