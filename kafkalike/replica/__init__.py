@@ -9,8 +9,8 @@ from kafkalike.replica.manager import (
     NewReplica,
     ReplicaChangePlan,
     ReplicaManager,
+    delete_directories,
     open_logs,
-    remove_directories,
     rename_for_removal,
 )
 from kafkalike.replica.partition import (
@@ -41,7 +41,7 @@ __all__ = [
     "ReplicaManager",
     "Role",
     "TopicPartition",
+    "delete_directories",
     "open_logs",
-    "remove_directories",
     "rename_for_removal",
 ]

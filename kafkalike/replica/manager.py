@@ -6,12 +6,13 @@ opened, closed and deleted here, and moved between roles by the controller's dec
 stop, delete). No trio here: the file work of opening and removing partitions is handed back
 to the caller in pieces it can run on a worker thread:
 
-    plan = replicas.plan_changes(changes, config_for)    # on the event loop: places reserved
+    plan = replicas.plan_changes(changes, config_for)    # on the event loop: deletes, places reserved
     plan.open_logs(now_ms)                                # anywhere: directories and files
     applied = replicas.complete_changes(plan)             # on the event loop: registered, roles set
-    remove_directories(applied.removed_paths)             # anywhere: deleted partitions' files
+    delete_directories(applied.removed_paths)             # anywhere: deleted partitions' files
 
-(``apply_changes`` runs the four steps in a row, for in-memory logs and tests.)
+(``apply_changes`` runs them in a row, for in-memory logs and tests; ``server/replica_files.py``
+runs them with the file work on worker threads.)
 """
 
 from __future__ import annotations
@@ -61,17 +62,19 @@ def open_logs(new: list[NewReplica], now_ms: int) -> Exception | None:
     return None
 
 
-def remove_directories(paths: Iterable[Path]) -> None:
-    """Rename each detached partition directory to a ``*-delete`` name, then delete it; safe on
-    a worker thread. Errors are left to start-up, which finishes ``*-delete`` names."""
-    for path in rename_for_removal(paths):
+def delete_directories(paths: Iterable[Path]) -> None:
+    """Delete directories ``rename_for_removal`` renamed; safe on a worker thread (errors are
+    ignored: start-up finishes ``*-delete`` names)."""
+    for path in paths:
         LogManager.remove_directory(path)
 
 
 def rename_for_removal(paths: Iterable[Path]) -> list[Path]:
-    """The first half of ``remove_directories``: once it returned, the names may be reused. A
-    directory that cannot be renamed stays: no topic names it any more, so start-up removes it
-    (and a new topic of the name refuses its files by topic id)."""
+    """Detached partition directories renamed to ``*-delete`` names (a name start-up finishes
+    deleting, should a crash come first), for ``delete_directories``; safe on a worker thread.
+    Once it returned, the names may be reused. A directory that cannot be renamed stays: no
+    topic names it any more, so start-up removes it (and a new topic of the name refuses its
+    files by topic id)."""
     renamed = []
     for path in paths:
         try:
@@ -85,28 +88,37 @@ def rename_for_removal(paths: Iterable[Path]) -> list[Path]:
 
 
 @dataclass
-class ReplicaChangePlan:
-    """``plan_changes``' result: the partitions to open (``open_logs``), and the rest to apply."""
-
-    changes: LocalReplicaChanges
-    new: list[NewReplica]
-    error: Exception | None = None
-
-    def open_logs(self, now_ms: int) -> None:
-        """The new partitions' file work; safe on a worker thread."""
-        self.error = open_logs(self.new, now_ms)
-
-    @property
-    def needs_files(self) -> bool:
-        return any(r.planned.directory is None for r in self.new)
-
-
-@dataclass
 class AppliedChanges:
     became_leader: list[Partition] = field(default_factory=list)  # a new leader epoch led here
     became_follower: list[Partition] = field(default_factory=list)  # a new leader (or epoch) to follow
     removed: list[TopicPartition] = field(default_factory=list)
-    removed_paths: list[Path] = field(default_factory=list)  # for ``remove_directories``, off the loop
+    removed_paths: list[Path] = field(default_factory=list)  # renamed; for ``delete_directories``, off the loop
+
+
+@dataclass
+class ReplicaChangePlan:
+    """``plan_changes``' result: the deletes already applied (``applied.removed``), the new
+    partitions to open (``open_logs``), the roles still to take (``complete_changes``)."""
+
+    changes: LocalReplicaChanges
+    new: list[NewReplica]
+    applied: AppliedChanges
+    error: Exception | None = None
+    renamed: bool = False
+
+    def rename_removed(self) -> None:
+        """The deleted partitions' directories renamed to ``*-delete`` names, so new partitions
+        of the same names (a topic made again) get fresh ones; ``applied.removed_paths`` then
+        name the renamed directories. Safe on a worker thread; once only."""
+        if not self.renamed:
+            self.applied.removed_paths = rename_for_removal(self.applied.removed_paths)
+            self.renamed = True
+
+    def open_logs(self, now_ms: int) -> None:
+        """The file work before ``complete_changes`` (``rename_removed``, then the new
+        partitions' logs); safe on a worker thread."""
+        self.rename_removed()
+        self.error = open_logs(self.new, now_ms)
 
 
 class ReplicaManager(Mapping[TopicPartition, Partition]):
@@ -187,7 +199,7 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
 
     def detach(self, topic: str, index: int) -> Path | None:
         """Stop holding the partition: forgotten (its waiters told), its log closed; returns its
-        directory for ``remove_directories`` (None when nothing is on disk)."""
+        directory for ``rename_for_removal`` and ``delete_directories`` (None when nothing is on disk)."""
         partition = self._partitions.pop((topic, index), None)
         if partition is not None:
             self._by_id.pop((partition.topic_id, index), None)
@@ -209,36 +221,43 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
     # -- the controller's decisions -------------------------------------------------------------
 
     def plan_changes(self, changes: LocalReplicaChanges, config_for: Callable[[str], LogConfig]) -> ReplicaChangePlan:
-        """The partitions ``changes`` asks this broker to hold that it has no log for yet, their
-        places reserved (see the module docstring for the steps that follow)."""
+        """The partitions ``changes`` no longer wants here detached at once, as Kafka stops them
+        before anything else (their directories in ``applied.removed_paths``: ``open_logs``
+        renames them, the caller deletes them); then places reserved for the ones it asks this
+        broker to hold that have no log yet (see the module docstring for the steps that
+        follow). A topic deleted and made again under one name in one delta is thus replaced,
+        not mistaken for the old one."""
+        applied = AppliedChanges()
+        for key in changes.deletes:
+            existing = self._by_id.get(key)
+            if existing is None:
+                continue
+            path = self.detach(existing.topic, existing.index)
+            applied.removed.append(existing.tp)
+            if path is not None:
+                applied.removed_paths.append(path)
         wanted: list[tuple[str, int, uuid.UUID, LogConfig]] = []
         states: list[LeaderAndIsr] = []
         for local in [*changes.leaders.values(), *changes.followers.values()]:
-            if (local.topic_name, local.partition_id) in self._partitions:
+            if (local.topic_id, local.partition_id) in self._by_id:
                 continue
             wanted.append((local.topic_name, local.partition_id, local.topic_id, config_for(local.topic_name)))
             states.append(_leader_and_isr(local))
         new = self.plan_new(wanted)
         for replica, state in zip(new, states, strict=True):
             replica.state = state
-        return ReplicaChangePlan(changes, new)
+        return ReplicaChangePlan(changes, new, applied)
 
     def complete_changes(self, plan: ReplicaChangePlan) -> AppliedChanges:
-        """Deletes done, new partitions registered, roles taken, all on the owning thread. If
-        opening a new partition failed, nothing of the plan is applied, every place given back,
-        and the error raised (the caller removes the new directories and tries again)."""
+        """New partitions registered and roles taken, on the owning thread; with the deletes
+        ``plan_changes`` made, what changed. If opening a new partition failed, no new partition
+        and no role is applied, every place given back, and the error raised (the caller removes
+        the new directories and deletes ``plan.applied.removed_paths``, and tries again)."""
         if plan.error is not None or any(r.log is None for r in plan.new):
             for replica in plan.new:
                 self.unplan(replica)
             raise plan.error or RuntimeError("plan_changes' logs were not opened")
-        applied = AppliedChanges()
-        for key, local in plan.changes.deletes.items():
-            if (local.topic_name, local.partition_id) not in self._partitions and self._by_id.get(key) is None:
-                continue
-            path = self.detach(local.topic_name, local.partition_id)
-            applied.removed.append((local.topic_name, local.partition_id))
-            if path is not None:
-                applied.removed_paths.append(path)
+        applied = plan.applied
         new = {replica.tp for replica in plan.new}
         for replica in plan.new:
             partition = self.adopt(replica)
@@ -260,7 +279,7 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         plan = self.plan_changes(changes, config_for)
         plan.open_logs(now_ms)
         applied = self.complete_changes(plan)
-        remove_directories(applied.removed_paths)
+        delete_directories(applied.removed_paths)
         return applied
 
     def _take_role(self, partition: Partition, state: LeaderAndIsr) -> None:

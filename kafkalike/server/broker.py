@@ -36,7 +36,7 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.replica import NewReplica, ReplicaManager, open_logs, rename_for_removal
+from kafkalike.replica import ReplicaManager, delete_directories, rename_for_removal
 from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import (
@@ -53,6 +53,7 @@ from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.registry import Handler, load_handlers
+from kafkalike.server.replica_files import open_logs_off_loop, undo_new
 from kafkalike.server.txn_service import TxnService
 from kafkalike.server.waiters import PartitionWaiters
 
@@ -68,10 +69,6 @@ class StartupError(Exception):
     """Why the broker cannot start, in one line (Kafka's words where Kafka has them)."""
 
 
-# New partitions are made on a worker thread this many at a time, so an abandoned request (the
-# broker shutting down) stops after the current group.
-PARTITIONS_PER_THREAD_CALL = 64
-PARTITION_THREADS = 4
 TOPICS_BETWEEN_CHECKPOINTS = 64
 # One operation's records (up to 10,000) are one batch of the metadata log: as KRaft's batches
 # may be, up to 8 MiB, beyond the default max.message.bytes.
@@ -546,7 +543,7 @@ class Broker:
             # Renamed before the next topic change may reuse the names; deleted after.
             renamed = await trio.to_thread.run_sync(rename_for_removal, paths)
             await self.groups.durable()  # the deleted topics' offset tombstones, before the answer
-        await trio.to_thread.run_sync(_remove_all, renamed)
+        await trio.to_thread.run_sync(delete_directories, renamed)
         return results
 
     def _forget_partitions(self, topic: TopicImage) -> list[Path]:
@@ -576,37 +573,15 @@ class Broker:
             configs[topic.name] = by_overrides[key]
         # Placed in one pass.
         jobs = self.replicas.plan_new((t.name, index, t.topic_id, configs[t.name]) for t, index in wanted)
-        errors: list[Exception] = []
-
-        async def lane(lane_jobs: list[NewReplica]) -> None:
-            for start in range(0, len(lane_jobs), PARTITIONS_PER_THREAD_CALL):
-                chunk = lane_jobs[start : start + PARTITIONS_PER_THREAD_CALL]
-                error = await trio.to_thread.run_sync(open_logs, chunk, now)
-                if error is not None:
-                    errors.append(error)
-                    return
-                if errors:
-                    return
-
         try:
-            # A few threads at once: the time goes to fsyncs, which overlap well.
-            async with trio.open_nursery() as nursery:
-                for first in range(PARTITION_THREADS):
-                    nursery.start_soon(lane, jobs[first::PARTITION_THREADS])
-            if errors:
-                raise errors[0]
+            await open_logs_off_loop(jobs, now)
             try:
                 await commit()
             except ControllerError as exc:  # the metadata log's disk refused the records
                 raise KafkaStorageError(exc.message or "the metadata log could not be written") from None
         except BaseException as exc:
-            for new in jobs:
-                self.replicas.unplan(new)
-            if not isinstance(exc, trio.Cancelled) and not self.logs.memory:
-                log.error("creating %d partition(s) failed, undone: %s", len(jobs), exc)
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(_remove_all, [new.planned.path for new in jobs])
-            raise  # on cancellation the directories stay: start-up removes what no topic names
+            await undo_new(self.replicas, jobs, exc)
+            raise
         for new in jobs:
             if new.log is not None:
                 new.topic_id = self.controller.image.topics[new.tp[0]].topic_id
@@ -842,11 +817,6 @@ async def _off_loop(job: Callable[[], R], needed: bool) -> R:
     if needed:
         return await trio.to_thread.run_sync(job)
     return job()
-
-
-def _remove_all(paths: list[Path]) -> None:
-    for path in paths:
-        LogManager.remove_directory(path)  # ignores errors: start-up finishes ``*-delete`` names
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

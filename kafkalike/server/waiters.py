@@ -23,6 +23,7 @@ class PartitionWaiters:
         # One event per partition that someone waits on, replaced when set: a notify wakes
         # every waiter registered before it, and none misses one.
         self._events: dict[TopicPartition, trio.Event] = {}
+        self._watched = trio.Event()  # set (and replaced) when a partition gets its first waiter
 
     def notify(self, tp: TopicPartition) -> None:
         event = self._events.pop(tp, None)
@@ -33,6 +34,11 @@ class PartitionWaiters:
         """How many partitions have waiters (for tests and stats)."""
         return len(self._events)
 
+    async def until_watched(self, tp: TopicPartition) -> None:
+        """Until someone waits on ``tp`` (tests and the test kit: a long poll is in place)."""
+        while tp not in self._events:
+            await self._watched.wait()
+
     def next_progress(self, tp: TopicPartition) -> trio.Event:
         """An event set at the partition's next move: taken before looking at the partition (with
         awaits in between, e.g. a client's request), then waited on, so no move is missed."""
@@ -42,6 +48,8 @@ class PartitionWaiters:
         event = self._events.get(tp)
         if event is None:
             event = self._events[tp] = trio.Event()
+            self._watched.set()
+            self._watched = trio.Event()
         return event
 
     async def wait_until(

@@ -37,8 +37,10 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
     deadline = ctx.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
     while True:
         tps = [p.tp for p in _states(ctx, request)]
-        responses, total = _read_all(ctx, request)
-        if total >= request.min_bytes or ctx.clock.monotonic_s() >= deadline or not tps:
+        responses, total, failed = _read_all(ctx, request)
+        # As Kafka's fetchMessages: answered at once when a partition had an error (not the
+        # leader any more, a fenced epoch...), else once min_bytes are there or at the deadline.
+        if total >= request.min_bytes or failed or ctx.clock.monotonic_s() >= deadline or not tps:
             break
         # No await between the read and here: an append after the read wakes this wait.
         await ctx.waiters.wait_for_progress(tps, deadline)
@@ -62,9 +64,11 @@ def _topic_name(ctx: RequestContext, topic: Message) -> str | None:
     return topic.topic  # type: ignore[no-any-return]
 
 
-def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any]], int]:
+def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any]], int, bool]:
+    """The answer's topics, the bytes read, and whether a partition had an error."""
     budget = request.max_bytes if ctx.version >= 3 else math.inf
     total = 0
+    failed = False
     responses = []
     for topic in request.topics:
         name = _topic_name(ctx, topic)
@@ -72,9 +76,10 @@ def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any
         for part in topic.partitions:
             entry = _read_partition(ctx, request, name, part, max(budget - total, 0), first=total == 0)
             total += len(entry["records"] or b"")
+            failed = failed or entry["error_code"] != ErrorCode.NONE
             partitions.append(entry)
         responses.append({"topic": topic.topic, "topic_id": topic.topic_id, "partitions": partitions})
-    return responses, total
+    return responses, total, failed
 
 
 def _read_partition(

@@ -137,3 +137,18 @@ def test_a_failed_open_applies_nothing_and_gives_the_places_back(replicas: Repli
     assert not replicas
     applied = replicas.apply_changes(delta.local_changes(LOCAL), config_for, now_ms=0)  # and again, it works
     assert len(applied.became_leader) == 2
+
+
+def test_a_topic_deleted_and_made_again_in_one_delta_gets_a_new_log(replicas: ReplicaManager) -> None:
+    _, image = apply(replicas, brokers(), topic(leaders=[1]))
+    old_log = replicas[("orders", 0)].log
+    again = uuid.UUID(int=0xD4)
+    records = [
+        rec(T.REMOVE_TOPIC_RECORD, topic_id=TOPIC),
+        rec(T.TOPIC_RECORD, name="orders", topic_id=again),
+        rec(T.PARTITION_RECORD, partition_id=0, topic_id=again, replicas=[1], isr=[1], leader=1, partition_epoch=0),
+    ]
+    applied, _ = apply(replicas, image, records)
+    assert applied.removed == [("orders", 0)] and [p.tp for p in applied.became_leader] == [("orders", 0)]
+    assert replicas[("orders", 0)].topic_id == again and replicas[("orders", 0)].log is not old_log
+    assert replicas.get_by_id(TOPIC, 0) is None
