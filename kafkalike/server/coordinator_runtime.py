@@ -134,7 +134,12 @@ class CoordinatorRuntime(Generic[S]):
     # -- loading and unloading --------------------------------------------------------------
 
     def begin_load(self, partition: int, leader_epoch: int) -> ShardSlot[S] | None:
-        """A new shard for the partition, LOADING; None when one of that epoch is here already."""
+        """A new shard for the partition, LOADING; None when one of that epoch or a newer one
+        is here already. A shard of an older epoch is unloaded first (its parked and waiting
+        calls answered NOT_COORDINATOR), so nothing waits on a shard that no longer serves."""
+        current = self.shards.slot(partition)
+        if current is not None and current.leader_epoch < leader_epoch:
+            self.unload(partition)
         slot = self.shards.begin_load(partition, leader_epoch, self.kind.new_shard(partition, leader_epoch))
         if slot is not None:
             log.debug("loading %s-%d at leader epoch %d", self.topic, partition, leader_epoch)

@@ -243,19 +243,27 @@ async def test_leadership_arriving_loads_the_shard_in_the_background_while_it_an
         assert (await _create(client, "events")).error_code == 0
         for offset in range(5):
             assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", offset))) == E.NONE
-        runtime = running.broker.groups.runtime
-        partition = running.broker.groups.partition_for("g")
-        epoch = leader_epoch(running.broker.groups, "g")
-        assert runtime.unload(partition)
+        groups = running.broker.groups
+        runtime, partition, epoch = groups.runtime, groups.partition_for("g"), leader_epoch(groups, "g")
+        gate = GatedFsync(OFFSETS_TOPIC)
+        monkeypatch.setattr(os, "fsync", gate.fsync)
+        committer, waiting = await running.client(), Answer()
         loaded = runtime.loaded
-        assert runtime.schedule_load(partition, epoch + 1)
-        assert not runtime.schedule_load(partition, epoch + 1)  # that epoch is loading already
-        with pytest.raises(NotActive) as raised:
-            runtime.shards.active(partition)
-        assert raised.value.error is E.COORDINATOR_LOAD_IN_PROGRESS
+        async with trio.open_nursery() as nursery:
+            await committer.send(OFFSET_COMMIT, 8, commit_body("other", 1))  # its fsync held
+            nursery.start_soon(waiting.receive, committer, OFFSET_COMMIT, 8)
+            await gate.wait_entered()
+            # A newer leader epoch while the shard serves: loaded anew, the old shard let go.
+            assert runtime.schedule_load(partition, epoch + 1)
+            assert not runtime.schedule_load(partition, epoch + 1)  # that epoch is loading already
+            with pytest.raises(NotActive) as raised:
+                runtime.shards.active(partition)
+            assert raised.value.error is E.COORDINATOR_LOAD_IN_PROGRESS
+            assert committed_error(await waiting.get()) == E.NOT_COORDINATOR
+            gate.release.set()
         with trio.fail_after(10):
             await loaded.wait()
-        assert leader_epoch(running.broker.groups, "g") == epoch + 1
+        assert leader_epoch(groups, "g") == epoch + 1
         assert await fetch_committed(client, "g") == 4
 
 
