@@ -10,11 +10,14 @@ failed flush can cut its own append off alone.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 import trio
 
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.partition_log import RollNeeded
 from kafkalike.log.storage import DeferredSyncs
+from kafkalike.log.storage_errors import reporter
 from kafkalike.replica.partition import LeaderAppend, Partition
 from kafkalike.server.clock import Clock
 from kafkalike.server.waiters import PartitionWaiters
@@ -78,6 +81,24 @@ class PartitionWriter:
                     await trio.to_thread.run_sync(prepared.discard)
         finally:
             self._done(partition)
+
+    async def roll_for_retention(self, partitions: Iterable[Partition], unlinks: DeferredSyncs) -> int:
+        """Partitions whose every segment retention would delete: the active one too, once a
+        new one is rolled (off the loop, in the partition's append order), as Kafka does. The
+        segments deleted; their files' unlinks left in ``unlinks``."""
+        deleted = 0
+        for partition in [p for p in partitions if p.log.roll_for_retention]:
+            await self.wait_idle(partition)
+            if partition.log.closed:  # deleted meanwhile
+                continue
+            try:
+                await self.roll(partition)
+                deleted += partition.log.apply_retention(self.clock.wall_ms(), unlinks)
+            except KafkaStorageError:  # reported; the segments stay for the next round
+                pass
+            except OSError as exc:
+                reporter.report("retention of", partition.directory_path, exc, self.clock.wall_ms())
+        return deleted
 
     async def wait_idle(self, partition: Partition) -> None:
         """Until no append's or roll's file work is in flight on the partition."""

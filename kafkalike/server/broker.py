@@ -710,7 +710,7 @@ class Broker:
                 next_retention = self.clock.monotonic_s() + interval_s
                 unlinks = DeferredSyncs()
                 deleted = self.logs.run_retention(self.clock.wall_ms(), unlinks)
-                deleted += await self._roll_for_retention(unlinks)
+                deleted += await self.writer.roll_for_retention(self.replicas.values(), unlinks)
                 try:
                     await _off_loop(unlinks.run, bool(unlinks))
                 except OSError as exc:  # the files stay as *.deleted; start-up removes them
@@ -719,23 +719,6 @@ class Broker:
                     log.info("retention deleted %d segment(s)", deleted)
             if self.logs.checkpoint_due(self.clock.wall_ms()) or retention_due:
                 await self.checkpoint_offsets()
-
-    async def _roll_for_retention(self, unlinks: DeferredSyncs) -> int:
-        """Partitions whose every segment retention would delete: the active one too, once a
-        new one is rolled (off the loop, in the partition's append order), as Kafka does."""
-        deleted = 0
-        for partition in [p for p in self.replicas.values() if p.log.roll_for_retention]:
-            await self.writer.wait_idle(partition)
-            if partition.log.closed:  # deleted meanwhile
-                continue
-            try:
-                await self.writer.roll(partition)
-                deleted += partition.log.apply_retention(self.clock.wall_ms(), unlinks)
-            except KafkaStorageError:  # reported; the segments stay for the next round
-                pass
-            except OSError as exc:
-                reporter.report("retention of", partition.log.directory.path, exc, self.clock.wall_ms())
-        return deleted
 
     async def checkpoint_offsets(self) -> None:
         """The log dirs' checkpoint files whose offsets moved, written on a worker thread."""

@@ -4,15 +4,18 @@ waiting fetch is woken by the partition's moves (an append, a role change)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import trio
+from trio.testing import MockClock
 
 from kafkalike.protocol.errors import ErrorCode as E
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.replica import LeaderAndIsr, Partition
+from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 23
@@ -115,3 +118,25 @@ async def test_a_waiting_fetch_wakes_for_an_append_and_for_a_leadership_change(r
             await waiters.until_watched(("woken", 0))
             _partition(running, "woken").make_follower(_state(leader=OTHER_BROKER, epoch=1))
         assert answers[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_an_unknown_partition_beside_a_known_one_does_not_end_the_wait(
+    tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    """As Kafka leaves partitions its metadata does not know out of the read: the fetch waits
+    for the known one (to max_wait_ms here), while a failed read (a fenced epoch) ends it at once."""
+    async with serving(tmp_path, clock=trio_clock, ephemeral=True) as running:
+        client = await running.client()
+        assert (await _create(client, "known")).error_code == 0
+        body = _fetch_body("known", 0, 0, max_wait_ms=30_000)
+        unknown = dict(body["topics"][0]["partitions"][0], partition=7)  # type: ignore[index]
+        body["topics"][0]["partitions"].append(unknown)  # type: ignore[index]
+        asked = trio.current_time()
+        answer = (await client.request(FETCH, 12, body)).responses[0].partitions
+        assert 30 <= trio.current_time() - asked < 31
+        assert [p.error_code for p in answer] == [E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]
+        body["topics"][0]["partitions"][0]["current_leader_epoch"] = 5  # type: ignore[index]
+        asked = trio.current_time()
+        answer = (await client.request(FETCH, 12, body)).responses[0].partitions
+        assert trio.current_time() - asked < 30  # not at max_wait_ms
+        assert [p.error_code for p in answer] == [E.UNKNOWN_LEADER_EPOCH, E.UNKNOWN_TOPIC_OR_PARTITION]

@@ -30,6 +30,9 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 READ_COMMITTED = 1
+# Kafka leaves partitions its metadata does not know out of the read (KafkaApis' "erroneous"):
+# they do not end the wait; any other error does (ReplicaManager.fetchMessages' errorReadingData).
+_WAITS_DESPITE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 @handles(1, 4, 17)
@@ -38,7 +41,7 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
     while True:
         tps = [p.tp for p in _states(ctx, request)]
         responses, total, failed = _read_all(ctx, request)
-        # As Kafka's fetchMessages: answered at once when a partition had an error (not the
+        # As Kafka's fetchMessages: answered at once when a partition's read failed (not the
         # leader any more, a fenced epoch...), else once min_bytes are there or at the deadline.
         if total >= request.min_bytes or failed or ctx.clock.monotonic_s() >= deadline or not tps:
             break
@@ -76,7 +79,7 @@ def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any
         for part in topic.partitions:
             entry = _read_partition(ctx, request, name, part, max(budget - total, 0), first=total == 0)
             total += len(entry["records"] or b"")
-            failed = failed or entry["error_code"] != ErrorCode.NONE
+            failed = failed or entry["error_code"] not in _WAITS_DESPITE
             partitions.append(entry)
         responses.append({"topic": topic.topic, "topic_id": topic.topic_id, "partitions": partitions})
     return responses, total, failed
