@@ -79,3 +79,13 @@ def test_read_committed_and_unknown_partitions(pair: Pair, filled: str, name: Ca
     assert_same(ak, kl)
     ak, kl = pair.both(2, 9, list_body(name("missing"), LATEST))
     assert_same(ak, kl)
+
+
+@pytest.mark.parametrize("target", ["latest", "earliest", "between"])
+def test_a_leader_epoch_the_broker_does_not_know(pair: Pair, filled: str, target: str) -> None:
+    """A new topic's leader epoch is 0: epoch 0 is answered, epoch 1 is UNKNOWN_LEADER_EPOCH."""
+    for epoch in (0, 1):
+        body = list_body(filled, TARGETS[target])
+        body["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch
+        ak, kl = pair.both(2, 9, body)
+        assert_same(ak, kl)

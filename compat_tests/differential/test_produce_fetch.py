@@ -229,3 +229,26 @@ def idempotent_answers(pair: Pair, topic: str, sequences: tuple[tuple[int, int],
         return make
 
     return [pair.both(0, 9, idempotent(sequence, count)) for sequence, count in sequences]
+
+
+def _with_leader_epoch(make: Callable[[Side], dict[str, Any]], epoch: int) -> Callable[[Side], dict[str, Any]]:
+    def with_epoch(side: Side) -> dict[str, Any]:
+        body = make(side)
+        body["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch
+        return body
+
+    return with_epoch
+
+
+@pytest.mark.parametrize("version", [9, 12, 13])
+def test_a_fetch_naming_a_leader_epoch_the_broker_does_not_know(
+    pair: Pair, name: Callable[[str], str], version: int
+) -> None:
+    """A new topic's leader epoch is 0: epoch 0 reads, epoch 1 is UNKNOWN_LEADER_EPOCH with the
+    offsets unknown (-1), as Kafka's checkCurrentLeaderEpoch and createLogReadResult answer."""
+    topic = name()
+    pair.create_topic(topic, 1)
+    pair.both(0, 9, produce_body(topic, batch(3)))
+    for epoch in (0, 1):
+        ak, kl = pair.both(1, version, _with_leader_epoch(fetch_body(topic), epoch))
+        assert_same(ak, kl)

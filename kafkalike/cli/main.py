@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kafkalike.cli import storage  # ``kafkalike storage verify``: offline, never needed to serve
 
     storage.add_parser(sub)
+    from kafkalike.cli import cluster  # ``kafkalike cluster``: nodes as child processes
+
+    cluster.add_parser(sub)
     return parser
 
 
@@ -135,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         from kafkalike.cli import storage
 
         return storage.run(args)
+    if args.command == "cluster":
+        from kafkalike.cli import cluster
+
+        return cluster.run(args)
     if args.command != "serve":
         build_parser().print_help()
         return 2

@@ -13,7 +13,7 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,16 +27,17 @@ from kafkalike.controller.limits import (
     topic_records,
 )
 from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
-from kafkalike.log import AppendResult, LogConfig, LogManager, PartitionLog
+from kafkalike.log import LogConfig, LogManager, PartitionLog
 from kafkalike.log.cleaner import LogCleaner
 from kafkalike.log.dir_lock import LOCK_FILE_NAME, DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.errors import KafkaStorageError
-from kafkalike.log.manager import NewPartition, run_flushes, write_checkpoints
-from kafkalike.log.partition_log import RollNeeded
+from kafkalike.log.manager import run_flushes, write_checkpoints
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkalike.replica import ReplicaManager, delete_directories, rename_for_removal
+from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import (
     INTERNAL_TOPIC_CONFIGS,
@@ -47,11 +48,14 @@ from kafkalike.server.config import (
     parse_properties,
     validate_value,
 )
+from kafkalike.server.context import HandlerServices
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.registry import Handler, load_handlers
+from kafkalike.server.replica_files import open_logs_off_loop, undo_new
 from kafkalike.server.txn_service import TxnService
+from kafkalike.server.waiters import PartitionWaiters
 
 log = logging.getLogger("kafkalike.broker")
 R = TypeVar("R")
@@ -65,10 +69,6 @@ class StartupError(Exception):
     """Why the broker cannot start, in one line (Kafka's words where Kafka has them)."""
 
 
-# New partitions are made on a worker thread this many at a time, so an abandoned request (the
-# broker shutting down) stops after the current group.
-PARTITIONS_PER_THREAD_CALL = 64
-PARTITION_THREADS = 4
 TOPICS_BETWEEN_CHECKPOINTS = 64
 # One operation's records (up to 10,000) are one batch of the metadata log: as KRaft's batches
 # may be, up to 8 MiB, beyond the default max.message.bytes.
@@ -100,25 +100,6 @@ class NewTopic:
     configs: dict[str, str]
 
 
-@dataclass
-class PartitionState:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: PartitionLog
-    leader_epoch: int = 0
-    # Replaced after every append, so waiters wake once per append without missing one.
-    new_data: trio.Event = field(default_factory=trio.Event)
-    # Set while an append waits for a worker thread (its flush's fsync, or its roll's new
-    # files): the next append to the partition waits for it, so a failed flush can still cut
-    # its append off alone.
-    flushing: trio.Event | None = None
-
-    def notify(self) -> None:
-        self.new_data.set()
-        self.new_data = trio.Event()
-
-
 class Broker:
     def __init__(
         self,
@@ -143,12 +124,15 @@ class Broker:
         self.data_dir = config.log_dirs[0]
         self.ephemeral = ephemeral or (logs is not None and logs.memory)
         self.handlers: dict[int, Handler] = load_handlers()
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
         # Locked before the log manager touches anything in the directories (it clears the
         # clean-shutdown marker), so a second broker on them changes nothing before it is refused.
         self._dir_locks: list[DirLock] = [] if self.ephemeral else _lock_dirs(config.log_dirs)
         self.logs = logs or LogManager(config.log_dirs, storage="memory" if ephemeral else "file")
         self.logs.checkpoint_interval_ms = config.get_int("log.flush.offset.checkpoint.interval.ms")
+        # Requests waiting for partitions to move (long-poll fetch), woken by the replicas.
+        self.waiters = PartitionWaiters()
+        self.replicas = ReplicaManager(self.logs, self.node_id, on_progress=self.waiters.notify)
+        self.writer = PartitionWriter(self.waiters, self.clock)
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
@@ -166,6 +150,8 @@ class Broker:
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # What handlers may touch (server/context.py): not this object.
+        self.handler_services = HandlerServices(self)
         # Changes to topics that wait for disk work take turns, as operations on Kafka's
         # controller queue do; everything else (produce, fetch, metadata) goes on meanwhile.
         self._topic_changes = trio.Lock()
@@ -196,7 +182,7 @@ class Broker:
         self.apply_configs()
         for topic in self.controller.image.topics.values():
             self._open_partitions(topic)
-        self.logs.remove_orphans(set(self.partitions) | {(METADATA_TOPIC, 0)})
+        self.logs.remove_orphans(self.replicas.hosted() | {(METADATA_TOPIC, 0)})
         self._open_groups()
         self._open_transactions()
 
@@ -392,18 +378,17 @@ class Broker:
         image = self.controller.image
         self.config.dynamic_default = dict(image.broker_configs.get("", {}))
         self.config.dynamic_broker = dict(image.broker_configs.get(str(self.node_id), {}))
-        for (name, _), state in self.partitions.items():
-            topic = image.topics.get(name)
-            if topic is not None:
-                state.log.config = self.log_config(topic)
+        self.replicas.apply_configs(lambda name: None if (t := image.topics.get(name)) is None else self.log_config(t))
+
+    @property
+    def partitions(self) -> ReplicaManager:
+        """The replica manager, by its old name (the coordinator adapters' call sites)."""
+        return self.replicas
 
     def _open_partitions(self, topic: TopicImage) -> None:
         config = self.log_config(topic)
         for index in range(topic.partitions):
-            if (topic.name, index) not in self.partitions:
-                plog = self.logs.get_or_create(topic.name, index, config, self.clock.wall_ms(), topic_id=topic.topic_id)
-                plog.high_watermark = plog.log_end_offset
-                self.partitions[(topic.name, index)] = PartitionState(topic.name, index, topic.topic_id, plog)
+            self.replicas.open_now(topic.name, index, topic.topic_id, config, self.clock.wall_ms())
 
     def _check_topic_configs(self, configs: Mapping[str, str]) -> None:
         for key, value in configs.items():
@@ -560,18 +545,15 @@ class Broker:
                 return [exc if isinstance(r, TopicImage) else r for r in results]
             paths = [p for t in doomed.values() for p in self._forget_partitions(t)]
             # Renamed before the next topic change may reuse the names; deleted after.
-            renamed = await trio.to_thread.run_sync(_rename_all, paths)
+            renamed = await trio.to_thread.run_sync(rename_for_removal, paths)
             await self.groups.durable()  # the deleted topics' offset tombstones, before the answer
-        await trio.to_thread.run_sync(_remove_all, renamed)
+        await trio.to_thread.run_sync(delete_directories, renamed)
         return results
 
     def _forget_partitions(self, topic: TopicImage) -> list[Path]:
         paths = []
         for index in range(topic.partitions):
-            state = self.partitions.pop((topic.name, index), None)
-            if state is not None:
-                state.notify()
-            path = self.logs.detach_partition(topic.name, index)
+            path = self.replicas.detach(topic.name, index)
             if path is not None:
                 paths.append(path)
         self.groups.on_topic_deleted(topic.name)
@@ -593,49 +575,21 @@ class Broker:
             if key not in by_overrides:
                 by_overrides[key] = self.log_config(topic)
             configs[topic.name] = by_overrides[key]
-        planned = self.logs.plan_new([(topic.name, index) for topic, index in wanted])  # placed in one pass
-        jobs = [(new, configs[topic.name], topic.topic_id) for new, (topic, _) in zip(planned, wanted, strict=True)]
-        opened: list[tuple[NewPartition, PartitionLog]] = []
-        errors: list[Exception] = []
-
-        async def lane(lane_jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]]) -> None:
-            for start in range(0, len(lane_jobs), PARTITIONS_PER_THREAD_CALL):
-                chunk = lane_jobs[start : start + PARTITIONS_PER_THREAD_CALL]
-                made, error = await trio.to_thread.run_sync(_open_partitions_off_loop, chunk, now)
-                opened.extend(made)
-                if error is not None:
-                    errors.append(error)
-                    return
-                if errors:
-                    return
-
+        # Placed in one pass.
+        jobs = self.replicas.plan_new((t.name, index, t.topic_id, configs[t.name]) for t, index in wanted)
         try:
-            # A few threads at once: the time goes to fsyncs, which overlap well.
-            async with trio.open_nursery() as nursery:
-                for first in range(PARTITION_THREADS):
-                    nursery.start_soon(lane, jobs[first::PARTITION_THREADS])
-            if errors:
-                raise errors[0]
+            await open_logs_off_loop(jobs, now)
             try:
                 await commit()
             except ControllerError as exc:  # the metadata log's disk refused the records
                 raise KafkaStorageError(exc.message or "the metadata log could not be written") from None
         except BaseException as exc:
-            for _, plog in opened:
-                plog.release()
-            for new, _, _ in jobs:
-                self.logs.unplan(new)
-            if not isinstance(exc, trio.Cancelled) and not self.logs.memory:
-                log.error("creating %d partition(s) failed, undone: %s", len(jobs), exc)
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(_remove_all, [new.path for new, _, _ in jobs])
-            raise  # on cancellation the directories stay: start-up removes what no topic names
-        for new, plog in opened:
-            self.logs.adopt(new, plog)
-            plog.high_watermark = plog.log_end_offset
-            topic_name, index = new.tp
-            topic_id = self.controller.image.topics[topic_name].topic_id
-            self.partitions[new.tp] = PartitionState(topic_name, index, topic_id, plog)
+            await undo_new(self.replicas, jobs, exc)
+            raise
+        for new in jobs:
+            if new.log is not None:
+                new.topic_id = self.controller.image.topics[new.tp[0]].topic_id
+                self.replicas.adopt(new)
 
     def request_auto_create(self, names: list[str]) -> None:
         """Have the named topics created in the background (Metadata answers them as unknown
@@ -676,71 +630,6 @@ class Broker:
             await self._auto_create_done.wait()
 
     # -- requests ---------------------------------------------------------------------------
-
-    async def append(
-        self, state: PartitionState, records: bytearray | memoryview, *, log_append_time: bool
-    ) -> AppendResult:
-        """Append a producer's batches to the partition and make them visible to consumers.
-
-        When flush.messages or flush.ms makes the append flush, its fsyncs run on a worker
-        thread, and the append counts (high watermark, fetchers woken, the caller's answer)
-        only once they succeeded; meanwhile the next append to the partition waits, as Kafka's
-        appends wait for the log's lock. An append that needs a new segment has its files made
-        on a worker thread first (``roll``), behind the same wait. Raises the log's errors
-        (KafkaStorageError when the disk fails, and then nothing was appended)."""
-        while state.flushing is not None:
-            await state.flushing.wait()
-        plog = state.log
-        syncs = DeferredSyncs()
-        append = functools.partial(
-            plog.append, records, leader_epoch=state.leader_epoch, log_append_time=log_append_time, syncs=syncs
-        )
-        try:
-            # An in-memory log rolls in place: it has no files to make.
-            result = append(now_ms=self.clock.wall_ms(), defer_roll=plog.directory.on_disk)
-        except RollNeeded:
-            await self.roll(state)
-            # Rolled (nothing ran in between): only a log changed meanwhile by another writer
-            # (a transaction marker) can still need a roll, made here then.
-            result = append(now_ms=self.clock.wall_ms())
-        if result.flush is not None:
-            error: OSError | None = None
-            if syncs:
-                done = state.flushing = trio.Event()
-                try:
-                    with trio.CancelScope(shield=True):  # its outcome must be applied to the log
-                        await trio.to_thread.run_sync(syncs.run)
-                except OSError as exc:
-                    error = exc
-                finally:
-                    state.flushing = None
-                    done.set()
-            plog.complete_append(result, error, self.clock.wall_ms())
-        plog.high_watermark = plog.log_end_offset
-        state.notify()
-        return result
-
-    async def roll(self, state: PartitionState) -> None:
-        """A new active segment for ``state``'s log, its files made on a worker thread while the
-        partition's next append waits (as behind a flush). KafkaStorageError if they cannot be
-        made: then the log is as it was, and the next append tries again."""
-        plog = state.log
-        prepared = plog.prepare_roll()
-        if prepared is None:
-            return
-        done = state.flushing = trio.Event()
-        try:
-            with trio.CancelScope(shield=True):  # the files must be installed or discarded
-                try:
-                    await trio.to_thread.run_sync(prepared.create)
-                    installed = plog.complete_roll(prepared, self.clock.wall_ms())
-                except OSError as exc:
-                    raise plog.storage_error("roll of", exc, self.clock.wall_ms()) from exc
-                if installed is None:
-                    await trio.to_thread.run_sync(prepared.discard)
-        finally:
-            state.flushing = None
-            done.set()
 
     def api_versions(self) -> list[dict[str, Any]]:
         return [
@@ -825,7 +714,7 @@ class Broker:
                 next_retention = self.clock.monotonic_s() + interval_s
                 unlinks = DeferredSyncs()
                 deleted = self.logs.run_retention(self.clock.wall_ms(), unlinks)
-                deleted += await self._roll_for_retention(unlinks)
+                deleted += await self.writer.roll_for_retention(self.replicas.values(), unlinks)
                 try:
                     await _off_loop(unlinks.run, bool(unlinks))
                 except OSError as exc:  # the files stay as *.deleted; start-up removes them
@@ -834,24 +723,6 @@ class Broker:
                     log.info("retention deleted %d segment(s)", deleted)
             if self.logs.checkpoint_due(self.clock.wall_ms()) or retention_due:
                 await self.checkpoint_offsets()
-
-    async def _roll_for_retention(self, unlinks: DeferredSyncs) -> int:
-        """Partitions whose every segment retention would delete: the active one too, once a
-        new one is rolled (off the loop, in the partition's append order), as Kafka does."""
-        deleted = 0
-        for state in [s for s in self.partitions.values() if s.log.roll_for_retention]:
-            while state.flushing is not None:
-                await state.flushing.wait()
-            if state.log.closed:  # deleted meanwhile
-                continue
-            try:
-                await self.roll(state)
-                deleted += state.log.apply_retention(self.clock.wall_ms(), unlinks)
-            except KafkaStorageError:  # reported; the segments stay for the next round
-                pass
-            except OSError as exc:
-                reporter.report("retention of", state.log.directory.path, exc, self.clock.wall_ms())
-        return deleted
 
     async def checkpoint_offsets(self) -> None:
         """The log dirs' checkpoint files whose offsets moved, written on a worker thread."""
@@ -933,40 +804,6 @@ async def _off_loop(job: Callable[[], R], needed: bool) -> R:
     if needed:
         return await trio.to_thread.run_sync(job)
     return job()
-
-
-def _open_partitions_off_loop(
-    jobs: list[tuple[NewPartition, LogConfig, uuid.UUID]], now: int
-) -> tuple[list[tuple[NewPartition, PartitionLog]], Exception | None]:
-    """On a worker thread: make each planned partition's log; what was made, and the error that
-    stopped it, if one did (returned, so the logs made before it can be closed)."""
-    made = []
-    for new, config, topic_id in jobs:
-        try:
-            made.append((new, LogManager.open_new(new, config, now, topic_id)))
-        except Exception as exc:
-            return made, exc
-    return made, None
-
-
-def _rename_all(paths: list[Path]) -> list[Path]:
-    """On a worker thread. A directory that cannot be renamed stays as it is: no topic names it
-    any more, so start-up removes it, and a new topic of the name refuses its files (topic id)."""
-    renamed = []
-    for path in paths:
-        try:
-            target = LogManager.rename_for_removal(path)
-        except OSError as exc:
-            log.error("deleted partition's directory %s not renamed: %s", path, exc)
-            continue
-        if target is not None:
-            renamed.append(target)
-    return renamed
-
-
-def _remove_all(paths: list[Path]) -> None:
-    for path in paths:
-        LogManager.remove_directory(path)  # ignores errors: start-up finishes ``*-delete`` names
 
 
 def data_dir_of(config: BrokerConfig) -> Path:

@@ -312,7 +312,7 @@ async def _handle_frame(
             return _unsupported(broker, header)
         return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
     fault = broker.faults.take(header.api_key, header.client_id) if broker.faults.faults else None
-    ctx = RequestContext(broker, header, client_host)
+    ctx = RequestContext(broker.handler_services, header, client_host, broker.handler_services.listener)
     try:
         if fault is not None:
             injected = await _apply_fault(fault, header, body)

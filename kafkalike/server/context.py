@@ -1,22 +1,230 @@
-"""What a handler gets besides the request body."""
+"""What a handler gets besides the request body: a narrow context, not the broker.
+
+A handler may touch:
+
+- ``replicas``: the partitions (``kafkalike.replica.ReplicaManager``), ``writer`` to append to
+  them (file work off the loop) and ``waiters`` to wait for them to move;
+- ``metadata``: what this node knows of the cluster (the metadata image, this node's id and
+  address, the cluster id, the broker config);
+- ``controller``: the operations that change metadata (create, grow and delete topics, set
+  configs, producer-id blocks, auto-creation), as the Broker offers them today;
+- ``groups`` and ``txn``: the group and transaction coordinators;
+- ``log_dirs``: the data directory as DescribeLogDirs and DeleteRecords see it;
+- the request's own facts: header (and version), client host, listener and principal;
+- ``clock``, and ``faults``: the test kit's fault hooks (paused partitions).
+
+``tests/server/test_handler_context.py`` keeps handlers from reaching the broker again and
+from importing ``PartitionLog``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.txn_service import MarkerEntry, write_markers
 
 if TYPE_CHECKING:
-    from kafkalike.server.broker import Broker
+    from kafkalike.controller.metadata import ControllerError, MetadataImage, TopicImage
+    from kafkalike.replica import ReplicaManager
+    from kafkalike.server.appends import PartitionWriter
+    from kafkalike.server.broker import Broker, NewTopic
+    from kafkalike.server.clock import Clock
+    from kafkalike.server.config import BrokerConfig
+    from kafkalike.server.faults import FaultInjector
+    from kafkalike.server.group_service import GroupService
+    from kafkalike.server.txn_service import TxnService
+    from kafkalike.server.waiters import PartitionWaiters
+    from kafkalike.txn.metadata import TopicPartition
+
+ANONYMOUS = "User:ANONYMOUS"  # the principal of every PLAINTEXT connection, as Kafka names it
+DEFAULT_LISTENER = "PLAINTEXT"
 
 
-@dataclass
+class MetadataView:
+    """What this node knows of the cluster and of itself."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._broker.controller.image
+
+    @property
+    def node_id(self) -> int:
+        return self._broker.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._broker.cluster_id
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """(host, port) clients reach this broker at."""
+        return self._broker.advertised
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self._broker.config
+
+    @property
+    def metadata_epoch(self) -> int:
+        """The metadata quorum's leader epoch."""
+        return self._broker.metadata_epoch
+
+    @property
+    def metadata_end_offset(self) -> int:
+        return self._broker.metadata_end_offset
+
+    def api_versions(self) -> list[dict[str, Any]]:
+        return self._broker.api_versions()
+
+
+class ControllerFacade:
+    """The operations that change metadata, with the Broker's signatures (what is behind them
+    moves to the controller quorum next)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    async def create_topics(
+        self, wanted: list[NewTopic], validate_only: bool = False
+    ) -> list[TopicImage | ControllerError]:
+        return await self._broker.create_topics(wanted, validate_only)
+
+    async def grow_topics(
+        self, wanted: list[tuple[str, int]], validate_only: bool = False
+    ) -> list[TopicImage | ControllerError]:
+        return await self._broker.grow_topics(wanted, validate_only)
+
+    async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
+        return await self._broker.delete_topics(names)
+
+    async def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
+        await self._broker.set_configs(resource_type, resource_name, changes)
+
+    def apply_configs(self) -> None:
+        self._broker.apply_configs()
+
+    def log_config_problem(self, overrides: Mapping[str, str]) -> str | None:
+        return self._broker.log_config_problem(overrides)
+
+    def broker_config_problem(self, resource_name: str, dynamic: Mapping[str, str]) -> str | None:
+        return self._broker.broker_config_problem(resource_name, dynamic)
+
+    async def reserve_producer_id(self) -> None:
+        await self._broker.reserve_producer_id()
+
+    def allocate_producer_id(self) -> int:
+        return self._broker.controller.allocate_producer_id()
+
+    def may_auto_create(self, name: str) -> bool:
+        return self._broker.may_auto_create(name)
+
+    def request_auto_create(self, names: list[str]) -> None:
+        self._broker.request_auto_create(names)
+
+
+class LogDirs:
+    """The data directory, as DescribeLogDirs and DeleteRecords see it."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    @property
+    def path(self) -> Path:
+        return self._broker.data_dir
+
+    @property
+    def in_memory(self) -> bool:
+        return self._broker.ephemeral
+
+    async def checkpoint_offsets(self) -> None:
+        """The checkpoint files whose offsets moved (log starts, recovery points), off the loop."""
+        await self._broker.checkpoint_offsets()
+
+
+class HandlerServices:
+    """Everything handlers share, built once per broker; a RequestContext adds the request."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.replicas: ReplicaManager = broker.replicas
+        self.writer: PartitionWriter = broker.writer
+        self.waiters: PartitionWaiters = broker.waiters
+        self.metadata = MetadataView(broker)
+        self.controller = ControllerFacade(broker)
+        self.log_dirs = LogDirs(broker)
+        self.groups: GroupService = broker.groups
+        self.txn: TxnService = broker.txn
+        self.clock: Clock = broker.clock
+        self.faults: FaultInjector = broker.faults
+        self.listener = _listener_name(broker.config.get("listeners"))
+        self._broker = broker
+
+    async def write_txn_markers(self, entries: list[MarkerEntry]) -> list[dict[TopicPartition, ErrorCode]]:
+        """WriteTxnMarkers' appends (the transaction coordinator's marker path)."""
+        return await write_markers(self._broker, entries)
+
+
+def _listener_name(listeners: str | None) -> str:
+    """The name of the first client listener (``PLAINTEXT`` when none is configured)."""
+    first = (listeners or "").split(",")[0].strip()
+    return first.split("://", 1)[0].upper() if "://" in first else DEFAULT_LISTENER
+
+
+@dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    services: HandlerServices
     header: RequestHeader
     client_host: str
+    listener: str = DEFAULT_LISTENER
+    principal: str = ANONYMOUS
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self.services.replicas
+
+    @property
+    def writer(self) -> PartitionWriter:
+        return self.services.writer
+
+    @property
+    def waiters(self) -> PartitionWaiters:
+        return self.services.waiters
+
+    @property
+    def metadata(self) -> MetadataView:
+        return self.services.metadata
+
+    @property
+    def controller(self) -> ControllerFacade:
+        return self.services.controller
+
+    @property
+    def log_dirs(self) -> LogDirs:
+        return self.services.log_dirs
+
+    @property
+    def groups(self) -> GroupService:
+        return self.services.groups
+
+    @property
+    def txn(self) -> TxnService:
+        return self.services.txn
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def faults(self) -> FaultInjector:
+        return self.services.faults

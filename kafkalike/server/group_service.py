@@ -199,8 +199,7 @@ class GroupService:
         if state is not None:
             synced = self.syncs.tracker.partitions.get(partition)
             end = state.log.log_end_offset
-            state.log.high_watermark = end if synced is None else min(synced.durable_end, end)
-            state.notify()
+            state.update_high_watermark(end if synced is None else min(synced.durable_end, end))
 
     # -- timers -----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ def known_commits(
     valid = []
     for topic in topics:
         for part in topic.partitions:
-            if (topic.name, part.partition_index) not in ctx.broker.partitions:
+            if (topic.name, part.partition_index) not in ctx.replicas:
                 errors[(topic.name, part.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             epoch = part.committed_leader_epoch if with_leader_epoch else -1

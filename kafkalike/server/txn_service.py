@@ -175,12 +175,10 @@ async def _no_flush_in_flight(broker: Broker, partitions: set[TopicPartition]) -
     """Until no append to ``partitions`` waits for its fsync on a worker thread: a marker
     appended behind it would be in the way if that append had to be cut."""
     for _ in range(MAX_FLUSH_WAITS):
-        busy = [
-            s.flushing for tp in partitions if (s := broker.partitions.get(tp)) is not None and s.flushing is not None
-        ]
+        busy = [s for tp in partitions if (s := broker.partitions.get(tp)) is not None and s.write_in_flight]
         if not busy:
             return
-        await busy[0].wait()
+        await broker.writer.wait_idle(busy[0])
 
 
 def _refuse(results: list[dict[TopicPartition, ErrorCode]], tp: TopicPartition) -> None:
@@ -204,7 +202,7 @@ async def _write_marker_off_loop_roll(
     except RollNeeded:
         state = broker.partitions[tp]
         try:
-            await broker.roll(state)
+            await broker.writer.roll(state)
         except LogError as exc:
             log.warning("cannot roll %s-%d for a marker: %s", *tp, exc)
             return E.KAFKA_STORAGE_ERROR
@@ -259,8 +257,7 @@ def _write_marker(
         return E.NONE
     syncs.discard()  # the flush below covers it
     touched[tp] = state.log
-    state.log.high_watermark = state.log.log_end_offset
-    state.notify()
+    state.maybe_increment_high_watermark()
     return E.NONE
 
 
@@ -381,8 +378,7 @@ class TxnService:
         if state is not None:
             synced = self.syncs.tracker.partitions.get(partition)
             end = state.log.log_end_offset
-            state.log.high_watermark = end if synced is None else min(synced.durable_end, end)
-            state.notify()
+            state.update_high_watermark(end if synced is None else min(synced.durable_end, end))
 
     def _offsets_appended(self, partition: int) -> None:
         self.broker.groups.on_durable(partition)

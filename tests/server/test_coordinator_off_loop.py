@@ -352,10 +352,10 @@ def control_batches(running: RunningBroker) -> int:
 
 async def until_committed(running: RunningBroker, client: AsyncWireClient, values: list[bytes]) -> None:
     """Until a read_committed fetch returns ``values`` (the markers are written after EndTxn is answered)."""
-    state = running.broker.partitions[("events", 0)]
+    tp = ("events", 0)
     with trio.fail_after(HOLD_S):
         while True:
-            appended = state.new_data  # taken before the read, so an append during it is not missed
+            appended = running.broker.waiters.next_progress(tp)  # before the read: an append during it is not missed
             if await committed_values(client) == values:
                 return
             await appended.wait()

@@ -264,10 +264,10 @@ async def completed(running: RunningBroker, client: AsyncWireClient, txn_id: str
     """The transaction's state as DescribeTransactions shows it once its markers are all written
     (they follow EndTxn's answer): waits on its ``__transaction_state`` partition's appends."""
     coordinator = running.broker.txn.coordinator
-    state = running.broker.partitions[(TRANSACTION_STATE_TOPIC, coordinator.partition_for(txn_id))]
+    tp = (TRANSACTION_STATE_TOPIC, coordinator.partition_for(txn_id))
     with trio.fail_after(10):
         while True:
-            appended = state.new_data  # taken before the read, so an append during it is not missed
+            appended = running.broker.waiters.next_progress(tp)  # before the read: an append during it is not missed
             described = await client.request(DESCRIBE_TXNS, 0, {"transactional_ids": [txn_id]})
             found = str(described.transaction_states[0].transaction_state)
             if not found.startswith("Prepare"):

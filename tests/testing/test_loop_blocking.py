@@ -102,4 +102,4 @@ async def test_it_catches_the_broker_fsyncing_on_the_event_loop(
             calls.check()
         report = str(failure.value)
         assert "os.fsync(" in report
-        assert "kafkalike.server.broker.Broker.append" in report
+        assert "kafkalike.server.appends.PartitionWriter.append" in report

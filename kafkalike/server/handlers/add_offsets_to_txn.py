@@ -20,7 +20,7 @@ from kafkalike.server.registry import handles
 
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    error = await ctx.broker.txn.add_offsets(
+    error = await ctx.txn.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
     )
     if error is ErrorCode.PRODUCER_FENCED and ctx.version < 2:

@@ -38,7 +38,7 @@ def _refused(ctx: RequestContext, partitions: list[TopicPartition]) -> dict[Topi
     for tp in partitions:
         if ctx.version < 4 and tp[0] in INTERNAL_TOPICS:
             errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
-        elif tp not in ctx.broker.partitions:
+        elif tp not in ctx.replicas:
             errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
     if not errors:
         return None
@@ -53,8 +53,8 @@ async def _transaction(
     if failed is not None:
         return failed
     if verify_only:
-        return ctx.broker.txn.verify(txn_id, pid, epoch, partitions)
-    error = await ctx.broker.txn.add_partitions(txn_id, pid, epoch, partitions)
+        return ctx.txn.verify(txn_id, pid, epoch, partitions)
+    error = await ctx.txn.add_partitions(txn_id, pid, epoch, partitions)
     if error is E.PRODUCER_FENCED and ctx.version < 2:
         error = E.INVALID_PRODUCER_EPOCH
     return dict.fromkeys(partitions, error)

@@ -27,14 +27,14 @@ class ConfigError(Exception):
 
 def current_configs(ctx: RequestContext, resource_type: int, resource_name: str) -> dict[str, str]:
     """The resource's dynamic configs as stored now; raises ConfigError for unknown resources."""
-    image = ctx.broker.controller.image
+    image = ctx.metadata.image
     if resource_type == TOPIC_RESOURCE:
         topic = image.topics.get(resource_name)
         if topic is None:
             raise ConfigError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist")
         return dict(topic.configs)
     if resource_type == BROKER_RESOURCE:
-        if resource_name not in ("", str(ctx.broker.node_id)):
+        if resource_name not in ("", str(ctx.metadata.node_id)):
             raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource_name}")
         return dict(image.broker_configs.get(resource_name, {}))
     raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
@@ -59,9 +59,9 @@ async def apply_new_configs(
             raise ConfigError(invalid, problem)
     # Nothing is stored that a log could not run with (it would fail here and at every start).
     if resource_type == TOPIC_RESOURCE:
-        problem = ctx.broker.log_config_problem(new)
+        problem = ctx.controller.log_config_problem(new)
     else:
-        problem = ctx.broker.broker_config_problem(resource_name, new)
+        problem = ctx.controller.broker_config_problem(resource_name, new)
     if problem is not None:
         raise ConfigError(invalid, problem)
     if validate_only:
@@ -71,10 +71,10 @@ async def apply_new_configs(
     changes.update({k: None for k in old if k not in new})
     if changes:
         try:
-            await ctx.broker.set_configs(resource_type, resource_name, changes)
+            await ctx.controller.set_configs(resource_type, resource_name, changes)
         except ControllerError as exc:  # the metadata log's disk refused the records: nothing changed
             raise ConfigError(exc.code, exc.message or "the configs could not be written") from None
-        ctx.broker.apply_configs()
+        ctx.controller.apply_configs()
 
 
 @handles(33, 0, 2)

@@ -17,4 +17,4 @@ from kafkalike.server.registry import handles
 
 @handles(18, 0, 4)
 async def handle_api_versions(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    return {"error_code": 0, "api_keys": ctx.broker.api_versions(), "throttle_time_ms": 0}
+    return {"error_code": 0, "api_keys": ctx.metadata.api_versions(), "throttle_time_ms": 0}

@@ -31,7 +31,7 @@ def _assignment(partitions: tuple[DescribedPartitions, ...]) -> dict[str, Any]:
 async def handle_consumer_group_describe(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     operations = GROUP_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
     groups = []
-    for group in ctx.broker.groups.consumer_group_describe(list(request.group_ids)):
+    for group in ctx.groups.consumer_group_describe(list(request.group_ids)):
         groups.append(
             {
                 "error_code": group.error,

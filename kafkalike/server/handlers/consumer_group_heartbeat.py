@@ -25,7 +25,7 @@ from kafkalike.server.registry import handles
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     v = ctx.version
     owned = request.topic_partitions
-    result = await ctx.broker.groups.consumer_group_heartbeat(
+    result = await ctx.groups.consumer_group_heartbeat(
         ConsumerHeartbeatRequest(
             group_id=request.group_id,
             member_id=request.member_id,

@@ -37,14 +37,14 @@ async def handle_create_partitions(ctx: RequestContext, request: Message) -> Map
     for topic in (by_name[name] for name in java_hash_set_order(by_name)):
         if counts[topic.name] > 1:
             continue
-        if topic.assignments and any(b != ctx.broker.node_id for a in topic.assignments for b in a.broker_ids):
+        if topic.assignments and any(b != ctx.metadata.node_id for a in topic.assignments for b in a.broker_ids):
             results.append(
                 _result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment names an unknown broker.")
             )
             continue
         asked.append((topic.name, topic.count))
     try:
-        outcomes = await ctx.broker.grow_topics(asked, request.validate_only)
+        outcomes = await ctx.controller.grow_topics(asked, request.validate_only)
     except (OSError, LogError) as exc:  # a full disk, or a directory left that is not this topic's
         log.error("CreatePartitions failed on the disk: %s", exc)
         results += [_result(name, ErrorCode.KAFKA_STORAGE_ERROR, f"Disk error: {exc}") for name, _ in asked]

@@ -33,14 +33,14 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
     unique = [t for t in request.topics if t.name not in duplicates]
     asked = requested_partitions(
-        ((t.num_partitions, len(t.assignments)) for t in unique), ctx.broker.config.get_int("num.partitions")
+        ((t.num_partitions, len(t.assignments)) for t in unique), ctx.metadata.config.get_int("num.partitions")
     )
     if asked > MAX_RECORDS_PER_USER_OP:
         return _refuse_all(ctx, request, PARTITIONS_OVER_LIMIT)
     checked = [_check_one(ctx, topic) for topic in unique]
     wanted = [c for c in checked if isinstance(c, NewTopic)]
     try:
-        outcomes = iter(await ctx.broker.create_topics(wanted, request.validate_only))
+        outcomes = iter(await ctx.controller.create_topics(wanted, request.validate_only))
     except OperationTooLarge as exc:
         return _refuse_all(ctx, request, exc.message)
     except (OSError, LogError) as exc:  # a full disk, or a directory left that is not this topic's
@@ -78,7 +78,6 @@ def _refuse_all(ctx: RequestContext, request: Message, message: str | None) -> M
 
 def _check_one(ctx: RequestContext, topic: Message) -> NewTopic | dict[str, Any]:
     """The topic as the broker should create it, or this request's error for it."""
-    broker = ctx.broker
     partitions = topic.num_partitions
     replication = topic.replication_factor
     if topic.assignments:
@@ -90,14 +89,14 @@ def _check_one(ctx: RequestContext, topic: Message) -> NewTopic | dict[str, Any]
             )
         partitions = len(topic.assignments)
         replication = len(topic.assignments[0].broker_ids)
-        if any(b != broker.node_id for a in topic.assignments for b in a.broker_ids):
+        if any(b != ctx.metadata.node_id for a in topic.assignments for b in a.broker_ids):
             return _error(
                 topic.name, ErrorCode.BROKER_NOT_AVAILABLE, "Replica assignment names a broker that does not exist."
             )
     if partitions == -1:
-        partitions = broker.config.get_int("num.partitions")
+        partitions = ctx.metadata.config.get_int("num.partitions")
     if replication == -1:
-        replication = broker.config.get_int("default.replication.factor")
+        replication = ctx.metadata.config.get_int("default.replication.factor")
     if replication <= 0:
         return _error(
             topic.name,
@@ -124,7 +123,7 @@ def _created(
         config_lists[key] = [
             {k: entry[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
             for entry in (
-                topic_config_entry(ctx.broker.config, asked.configs, name, False, False)
+                topic_config_entry(ctx.metadata.config, asked.configs, name, False, False)
                 for name in topic_config_names(asked.configs)
             )
         ]

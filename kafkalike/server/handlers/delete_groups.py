@@ -17,7 +17,7 @@ from kafkalike.server.registry import handles
 
 @handles(42, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    results = await ctx.broker.groups.delete_groups(list(request.groups_names))
+    results = await ctx.groups.delete_groups(list(request.groups_names))
     return {
         "throttle_time_ms": 0,
         "results": [{"group_id": group_id, "error_code": error} for group_id, error in results],

@@ -16,6 +16,7 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.replica import PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -28,28 +29,22 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Mappin
         partitions = []
         for part in topic.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
-            state = ctx.broker.partitions.get((topic.name, part.partition_index))
-            if state is None:
+            partition = ctx.replicas.get((topic.name, part.partition_index))
+            if partition is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                offset = state.log.high_watermark if part.offset == -1 else part.offset
-                if offset < 0 or offset > state.log.high_watermark:
-                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                else:
-                    entry["low_watermark"] = ctx.broker.logs.delete_records(
-                        topic.name,
-                        part.partition_index,
-                        offset,
-                        ctx.broker.clock.wall_ms(),
-                        checkpoint=False,
-                        syncs=files,
+                try:
+                    entry["low_watermark"] = partition.delete_records_on_leader(
+                        part.offset, now_ms=ctx.clock.wall_ms(), syncs=files
                     )
+                except PartitionError as exc:
+                    entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     if files:
         try:  # the segments' renames to .deleted, on a worker thread
             await trio.to_thread.run_sync(files.run)
         except OSError as exc:  # the records are deleted (the log start moved); the files go at the next start
-            reporter.report("segment deletion in", str(ctx.broker.data_dir), exc, ctx.broker.clock.wall_ms())
-    await ctx.broker.checkpoint_offsets()  # the new log starts are on disk before the answer, written off the loop
+            reporter.report("segment deletion in", str(ctx.log_dirs.path), exc, ctx.clock.wall_ms())
+    await ctx.log_dirs.checkpoint_offsets()  # the new log starts are on disk before the answer, written off the loop
     return {"throttle_time_ms": 0, "topics": topics}

@@ -18,7 +18,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @handles(20, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    image = ctx.broker.controller.image
+    image = ctx.metadata.image
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -38,7 +38,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Message) -> Mapping
             entry["name"] = name
         by_name.append((name, entry))
     # One operation for the whole request; the directories are removed on worker threads.
-    outcomes = await ctx.broker.delete_topics([name for name, _ in by_name])
+    outcomes = await ctx.controller.delete_topics([name for name, _ in by_name])
     for (_, entry), outcome in zip(by_name, outcomes, strict=True):
         if isinstance(outcome, ControllerError):
             entry.update(error_code=outcome.code, error_message=outcome.message)

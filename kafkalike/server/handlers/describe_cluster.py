@@ -17,24 +17,23 @@ NOT_REQUESTED = -2147483648
 
 @handles(60, 0, 2)
 async def handle_describe_cluster(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    broker = ctx.broker
     if request.endpoint_type not in (BROKERS_ENDPOINT,):
         return {
             "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             "error_message": "Only brokers can be described here.",
             "endpoint_type": request.endpoint_type,
-            "cluster_id": broker.cluster_id,
+            "cluster_id": ctx.metadata.cluster_id,
             "controller_id": -1,
             "brokers": [],
         }
-    host, port = broker.advertised
+    host, port = ctx.metadata.advertised
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": BROKERS_ENDPOINT,
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.metadata.node_id,
+        "brokers": [{"broker_id": ctx.metadata.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}],
         "cluster_authorized_operations": NOT_REQUESTED,
     }

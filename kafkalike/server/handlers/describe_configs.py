@@ -51,9 +51,9 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
         "resource_name": resource.resource_name,
         "configs": [],
     }
-    config = ctx.broker.config
+    config = ctx.metadata.config
     if resource.resource_type == TOPIC_RESOURCE:
-        topic = ctx.broker.controller.image.topics.get(resource.resource_name)
+        topic = ctx.metadata.image.topics.get(resource.resource_name)
         if topic is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="Topic does not exist")
             return result
@@ -62,7 +62,7 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
             for name in topic_config_names(topic.configs)
         ]
     elif resource.resource_type == BROKER_RESOURCE:
-        if resource.resource_name not in ("", str(ctx.broker.node_id)):
+        if resource.resource_name not in ("", str(ctx.metadata.node_id)):
             result.update(
                 error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}"
             )

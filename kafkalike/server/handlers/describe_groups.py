@@ -28,7 +28,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 async def handle_describe_groups(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     operations = GROUP_OPERATIONS if ctx.version >= 3 and request.include_authorized_operations else NOT_REQUESTED
     groups = []
-    for group in ctx.broker.groups.describe_groups(list(request.groups)):
+    for group in ctx.groups.describe_groups(list(request.groups)):
         entry: dict[str, Any] = {
             "error_code": ErrorCode.NONE,
             "error_message": None,

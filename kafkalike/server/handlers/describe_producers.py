@@ -16,8 +16,8 @@ from kafkalike.server.registry import handles
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
-    state = ctx.broker.partitions.get((topic, index))
-    if state is None:
+    partition = ctx.replicas.get((topic, index))
+    if partition is None:
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return entry
     entry["active_producers"] = [
@@ -29,7 +29,7 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
             "coordinator_epoch": p.coordinator_epoch,
             "current_txn_start_offset": -1 if p.current_txn_first_offset is None else p.current_txn_first_offset,
         }
-        for p in state.log.producer_state.producers.values()
+        for p in partition.producers()
     ]
     return entry
 

@@ -37,11 +37,10 @@ UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 async def handle_describe_quorum(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     if not _names_the_metadata_partition(request):
         return _unknown_partitions(request)
-    broker = ctx.broker
-    end_offset = broker.metadata_end_offset
-    now = broker.clock.wall_ms()
+    end_offset = ctx.metadata.metadata_end_offset
+    now = ctx.clock.wall_ms()
     leader = {
-        "replica_id": broker.node_id,
+        "replica_id": ctx.metadata.node_id,
         "replica_directory_id": NO_DIRECTORY_ID,
         "log_end_offset": end_offset,
         "last_fetch_timestamp": now,
@@ -51,19 +50,19 @@ async def handle_describe_quorum(ctx: RequestContext, request: Message) -> Mappi
         "partition_index": METADATA_PARTITION,
         "error_code": ErrorCode.NONE,
         "error_message": "",
-        "leader_id": broker.node_id,
-        "leader_epoch": broker.metadata_epoch,
+        "leader_id": ctx.metadata.node_id,
+        "leader_epoch": ctx.metadata.metadata_epoch,
         "high_watermark": end_offset,
         "current_voters": [leader],
         "observers": [],
     }
-    host, port = broker.advertised
-    listener = {"name": _listener_name(broker.config.get("listeners")), "host": host, "port": port}
+    host, port = ctx.metadata.advertised
+    listener = {"name": _listener_name(ctx.metadata.config.get("listeners")), "host": host, "port": port}
     return {
         "error_code": ErrorCode.NONE,
         "error_message": "",
         "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
-        "nodes": [{"node_id": broker.node_id, "listeners": [listener]}],
+        "nodes": [{"node_id": ctx.metadata.node_id, "listeners": [listener]}],
     }
 
 

@@ -27,6 +27,6 @@ async def handle_describe_transactions(ctx: RequestContext, request: Message) ->
             "producer_epoch": d.producer_epoch,
             "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics],
         }
-        for d in ctx.broker.txn.describe(request.transactional_ids)
+        for d in ctx.txn.describe(request.transactional_ids)
     ]
     return {"throttle_time_ms": 0, "transaction_states": states}

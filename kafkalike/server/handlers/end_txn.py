@@ -34,7 +34,7 @@ async def handle_end_txn(ctx: RequestContext, request: Message) -> Mapping[str, 
     if ctx.version >= TRANSACTIONS_V2_VERSION:
         response["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return response
-    error = await ctx.broker.txn.end_transaction(
+    error = await ctx.txn.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
     if error is ErrorCode.PRODUCER_FENCED and ctx.version < 2:

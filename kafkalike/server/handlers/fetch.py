@@ -20,65 +20,58 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import trio
-
 from kafkalike.log.errors import OffsetOutOfRange
 from kafkalike.log.storage import FileSlices
 from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import PartitionState
+from kafkalike.replica import Isolation, Partition, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 READ_COMMITTED = 1
+# Kafka leaves partitions its metadata does not know out of the read (KafkaApis' "erroneous"):
+# they do not end the wait; any other error does (ReplicaManager.fetchMessages' errorReadingData).
+_WAITS_DESPITE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 @handles(1, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    deadline = ctx.broker.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
+    deadline = ctx.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
     while True:
-        # Remember which events to wait on before reading, so no append is missed in between.
-        events = [s.new_data for s in _states(ctx, request)]
-        responses, total = _read_all(ctx, request)
-        if total >= request.min_bytes or ctx.broker.clock.monotonic_s() >= deadline or not events:
+        tps = [p.tp for p in _states(ctx, request)]
+        responses, total, failed = _read_all(ctx, request)
+        # As Kafka's fetchMessages: answered at once when a partition's read failed (not the
+        # leader any more, a fenced epoch...), else once min_bytes are there or at the deadline.
+        if total >= request.min_bytes or failed or ctx.clock.monotonic_s() >= deadline or not tps:
             break
-        with trio.move_on_at(deadline):
-            await _any_event(events)
+        # No await between the read and here: an append after the read wakes this wait.
+        await ctx.waiters.wait_for_progress(tps, deadline)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _states(ctx: RequestContext, request: Message) -> list[PartitionState]:
+def _states(ctx: RequestContext, request: Message) -> list[Partition]:
     out = []
     for topic in request.topics:
         name = _topic_name(ctx, topic)
         for part in topic.partitions:
-            state = ctx.broker.partitions.get((name, part.partition)) if name else None
+            state = ctx.replicas.get((name, part.partition)) if name else None
             if state is not None:
                 out.append(state)
     return out
 
 
-async def _any_event(events: list[trio.Event]) -> None:
-    async with trio.open_nursery() as nursery:
-
-        async def wait(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(wait, event)
-
-
 def _topic_name(ctx: RequestContext, topic: Message) -> str | None:
     if ctx.version >= 13:
-        return ctx.broker.controller.image.topic_names_by_id.get(topic.topic_id)
+        return ctx.metadata.image.topic_names_by_id.get(topic.topic_id)
     return topic.topic  # type: ignore[no-any-return]
 
 
-def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any]], int]:
+def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any]], int, bool]:
+    """The answer's topics, the bytes read, and whether a partition had an error."""
     budget = request.max_bytes if ctx.version >= 3 else math.inf
     total = 0
+    failed = False
     responses = []
     for topic in request.topics:
         name = _topic_name(ctx, topic)
@@ -86,9 +79,10 @@ def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any
         for part in topic.partitions:
             entry = _read_partition(ctx, request, name, part, max(budget - total, 0), first=total == 0)
             total += len(entry["records"] or b"")
+            failed = failed or entry["error_code"] not in _WAITS_DESPITE
             partitions.append(entry)
         responses.append({"topic": topic.topic, "topic_id": topic.topic_id, "partitions": partitions})
-    return responses, total
+    return responses, total, failed
 
 
 def _read_partition(
@@ -104,50 +98,58 @@ def _read_partition(
         "preferred_read_replica": -1,
         "records": b"",
     }
-    state = ctx.broker.partitions.get((name, part.partition)) if name else None
-    if state is None:
+    partition = ctx.replicas.get((name, part.partition)) if name else None
+    if partition is None:
         unknown_id = ctx.version >= 13 and name is None
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         entry["aborted_transactions"] = []  # as Apache Kafka answers a partition it does not know: empty, not null
         return entry
-    if ctx.broker.faults.is_paused(state.topic, state.index):
+    if ctx.faults.is_paused(*partition.tp):
         entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return entry
-    plog = state.log
-    lso = plog.last_stable_offset
-    entry.update(high_watermark=plog.high_watermark, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
-    epoch = part.current_leader_epoch
-    if epoch >= 0 and epoch != state.leader_epoch:
-        entry["error_code"] = (
-            ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-        )
-        return entry
     limit = min(part.partition_max_bytes, budget)
-    if limit <= 0 and not first:
-        return entry
     committed = request.isolation_level == READ_COMMITTED
     try:
-        result = plog.read(
+        partition.check_request(part.current_leader_epoch)
+        if limit <= 0 and not first:  # no room left: the offsets only
+            entry.update(
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
+                log_start_offset=partition.log_start_offset,
+            )
+            return entry
+        read = partition.read(
             part.fetch_offset,
             int(limit),
-            max_offset=lso if committed else plog.high_watermark,
+            isolation=Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK,
+            replica_id=_replica_id(ctx, request),
+            current_leader_epoch=part.current_leader_epoch,
             min_one_batch=first,
         )
-        entry["records"] = FileSlices(result.ranges)  # sent from the files, see server/connection.py
-        if committed:
-            entry["aborted_transactions"] = [
-                {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                for a in plog.aborted_transactions(part.fetch_offset, result)
-            ]
+    except PartitionError as exc:  # as Apache Kafka answers it: the offsets unknown (-1)
+        entry["error_code"] = exc.code
+        return entry
     except OffsetOutOfRange:
         # As Apache Kafka answers it: the offsets unknown (-1), the client asks ListOffsets.
-        entry.update(
-            error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
-        )
+        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return entry
     except OSError as exc:  # EMFILE opening a cold segment, EIO: this partition only, logged once a minute
-        reporter.report("read of", plog.directory.path, exc, ctx.broker.clock.wall_ms())
-        entry.update(
-            error_code=ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
-        )
-        entry["records"] = b""
+        reporter.report("read of", partition.directory_path, exc, ctx.clock.wall_ms())
+        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        return entry
+    entry.update(
+        high_watermark=read.high_watermark,
+        last_stable_offset=read.last_stable_offset,
+        log_start_offset=read.log_start_offset,
+        records=FileSlices(read.ranges),  # sent from the files, see server/connection.py
+    )
+    if read.aborted is not None:
+        entry["aborted_transactions"] = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in read.aborted
+        ]
     return entry
+
+
+def _replica_id(ctx: RequestContext, request: Message) -> int:
+    """The fetching replica (-1: a consumer): v15+ carries it in ``replica_state``."""
+    return int(request.replica_state.replica_id if ctx.version >= 15 else request.replica_id)

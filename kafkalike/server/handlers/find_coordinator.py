@@ -35,14 +35,14 @@ _MESSAGES = {
 async def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
         try:
-            await ctx.broker.groups.ensure_offsets_topic()
+            await ctx.groups.ensure_offsets_topic()
         except ControllerError as exc:
             log.warning("cannot create the group coordinator's topic: %s", exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     elif key_type != TRANSACTION_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    host, port = ctx.broker.advertised
-    return ErrorCode.NONE, ctx.broker.node_id, host, port
+    host, port = ctx.metadata.advertised
+    return ErrorCode.NONE, ctx.metadata.node_id, host, port
 
 
 @handles(10, 0, 6)

@@ -18,5 +18,5 @@ from kafkalike.server.registry import handles
 @handles(12, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     instance_id = request.group_instance_id if ctx.version >= 3 else None
-    error = await ctx.broker.groups.heartbeat(request.group_id, request.member_id, instance_id, request.generation_id)
+    error = await ctx.groups.heartbeat(request.group_id, request.member_id, instance_id, request.generation_id)
     return {"throttle_time_ms": 0, "error_code": error}

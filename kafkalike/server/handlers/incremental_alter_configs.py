@@ -57,7 +57,7 @@ def _apply(ctx: RequestContext, configs: dict[str, str], op: Message) -> None:
             raise ConfigError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
         base = configs.get(name)
         if base is None:
-            base = ctx.broker.config.topic_default(name) if name in TOPIC_CONFIGS else ctx.broker.config.get(name)
+            base = ctx.metadata.config.topic_default(name) if name in TOPIC_CONFIGS else ctx.metadata.config.get(name)
         items = [v for v in (base or "").split(",") if v]
         given = [v for v in (value or "").split(",") if v]
         if kind == APPEND:

@@ -32,9 +32,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: Message) -> Mapp
     response = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
         pid, epoch = (request.producer_id, request.producer_epoch) if ctx.version >= 3 else (-1, -1)
-        result = await ctx.broker.txn.init_producer_id(
-            request.transactional_id, request.transaction_timeout_ms, pid, epoch
-        )
+        result = await ctx.txn.init_producer_id(request.transactional_id, request.transaction_timeout_ms, pid, epoch)
         error = result.error
         if error is ErrorCode.PRODUCER_FENCED and ctx.version < 4:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
@@ -44,8 +42,8 @@ async def handle_init_producer_id(ctx: RequestContext, request: Message) -> Mapp
         response.update(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
         return response
     try:
-        await ctx.broker.reserve_producer_id()
-        producer_id = ctx.broker.controller.allocate_producer_id()
+        await ctx.controller.reserve_producer_id()
+        producer_id = ctx.controller.allocate_producer_id()
     except ControllerError as exc:  # no producer id block to be had: Kafka's retriable answer
         log.warning("no producer id block: %s", exc.message)
         response.update(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -21,7 +21,7 @@ from kafkalike.server.registry import handles
 @handles(11, 0, 9)
 async def handle_join_group(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     v = ctx.version
-    result = await ctx.broker.groups.join_group(
+    result = await ctx.groups.join_group(
         JoinRequest(
             group_id=request.group_id,
             member_id=request.member_id,

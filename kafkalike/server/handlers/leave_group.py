@@ -23,7 +23,7 @@ async def handle_leave_group(ctx: RequestContext, request: Message) -> Mapping[s
         leaving = [LeavingMember(request.member_id)]
     else:
         leaving = [LeavingMember(m.member_id, m.group_instance_id, m.reason) for m in request.members]
-    result = await ctx.broker.groups.leave_group(request.group_id, leaving)
+    result = await ctx.groups.leave_group(request.group_id, leaving)
     if ctx.version < 3:
         # One error: the group's, else the member's.
         error = result.error

@@ -30,6 +30,6 @@ async def handle_list_groups(ctx: RequestContext, request: Message) -> Mapping[s
                 "group_state": g.state,
                 "group_type": g.group_type,
             }
-            for g in ctx.broker.groups.list_groups(states, types)
+            for g in ctx.groups.list_groups(states, types)
         ],
     }

@@ -14,10 +14,10 @@ from typing import Any
 
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.replica import Isolation, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
 
 
@@ -40,35 +40,18 @@ def _one(ctx: RequestContext, topic: str, part: Message, committed: bool) -> dic
         "leader_epoch": -1,
         "old_style_offsets": [],
     }
-    state = ctx.broker.partitions.get((topic, part.partition_index))
-    if state is None:
+    partition = ctx.replicas.get((topic, part.partition_index))
+    if partition is None:
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return entry
-    epoch = part.current_leader_epoch
-    if epoch >= 0 and epoch != state.leader_epoch:
-        entry["error_code"] = (
-            ErrorCode.FENCED_LEADER_EPOCH if epoch < state.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+    isolation = Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK
+    try:
+        found = partition.fetch_offset_for_timestamp(
+            part.timestamp, isolation=isolation, current_leader_epoch=part.current_leader_epoch
         )
+    except PartitionError as exc:
+        entry["error_code"] = exc.code
         return entry
-    plog = state.log
-    fetchable = plog.last_stable_offset if committed else plog.high_watermark
-    target = part.timestamp
-    if target == LATEST:
-        entry.update(offset=fetchable, leader_epoch=state.leader_epoch)
-    elif target in (EARLIEST, EARLIEST_LOCAL):
-        entry.update(offset=plog.log_start_offset, leader_epoch=state.leader_epoch)
-    elif target == LATEST_TIERED:
-        entry.update(offset=-1)
-    elif target == MAX_TIMESTAMP:
-        found = plog.max_timestamp()
-        if found is not None and found.offset < fetchable:
-            timestamp, offset = found
-            entry.update(timestamp=timestamp, offset=offset, leader_epoch=state.leader_epoch)
-    elif target < 0:
-        entry["error_code"] = ErrorCode.INVALID_REQUEST
-    else:
-        hit = plog.offset_for_timestamp(target)
-        if hit is not None and hit[0] < fetchable:
-            offset, timestamp = hit
-            entry.update(timestamp=timestamp, offset=offset, leader_epoch=state.leader_epoch)
+    if found is not None:
+        entry.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch)
     return entry

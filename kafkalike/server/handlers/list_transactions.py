@@ -17,7 +17,7 @@ from kafkalike.server.registry import handles
 @handles(66, 0, 1)
 async def handle_list_transactions(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     duration_ms = request.duration_filter if ctx.version >= 1 else -1
-    result = ctx.broker.txn.list_transactions(request.state_filters, request.producer_id_filters, duration_ms)
+    result = ctx.txn.list_transactions(request.state_filters, request.producer_id_filters, duration_ms)
     return {
         "throttle_time_ms": 0,
         "error_code": result.error,

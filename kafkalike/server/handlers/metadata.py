@@ -28,20 +28,20 @@ LOOKUPS_BETWEEN_CHECKPOINTS = 1000
 
 
 def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
-    node = ctx.broker.node_id
+    node = ctx.metadata.node_id
     partitions = []
     for index in range(topic.partitions):
-        state = ctx.broker.partitions.get((topic.name, index))
-        epoch = state.leader_epoch if state else 0
-        paused = ctx.broker.faults.is_paused(topic.name, index)
+        partition = ctx.replicas.get((topic.name, index))
+        paused = ctx.faults.is_paused(topic.name, index)
+        leader = partition.leader_id if partition is not None else node
         partitions.append(
             {
                 "error_code": ErrorCode.LEADER_NOT_AVAILABLE if paused else 0,
                 "partition_index": index,
-                "leader_id": -1 if paused else node,
-                "leader_epoch": epoch,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
+                "leader_id": -1 if paused else leader,
+                "leader_epoch": partition.leader_epoch if partition is not None else 0,
+                "replica_nodes": list(partition.replicas) if partition is not None else [node],
+                "isr_nodes": list(partition.isr) if partition is not None else [node],
                 "offline_replicas": [],
             }
         )
@@ -61,7 +61,7 @@ def _error_entry(name: str | None, code: ErrorCode) -> dict[str, Any]:
 
 @handles(3, 0, 13)
 async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    image = ctx.broker.controller.image
+    image = ctx.metadata.image
     wanted = request.topics
     if ctx.version == 0 and wanted == []:
         wanted = None  # v0: an empty list means every topic
@@ -75,13 +75,13 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
             if index % LOOKUPS_BETWEEN_CHECKPOINTS == LOOKUPS_BETWEEN_CHECKPOINTS - 1:
                 await trio.lowlevel.checkpoint()  # a request naming 100,000 topics lets others in
         if to_create:
-            ctx.broker.request_auto_create(to_create)
-    host, port = ctx.broker.advertised
+            ctx.controller.request_auto_create(to_create)
+    host, port = ctx.metadata.advertised
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": ctx.broker.node_id, "host": host, "port": port, "rack": None}],
-        "cluster_id": ctx.broker.cluster_id,
-        "controller_id": ctx.broker.node_id,
+        "brokers": [{"node_id": ctx.metadata.node_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.metadata.node_id,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_NOT_REQUESTED,
         "error_code": 0,
@@ -91,7 +91,7 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
 def _lookup(
     ctx: RequestContext, request: Message, name: str | None, topic_id: Any, to_create: list[str]
 ) -> dict[str, Any]:
-    image = ctx.broker.controller.image
+    image = ctx.metadata.image
     if name is None:
         found = image.topic_names_by_id.get(topic_id)
         if found is None:
@@ -107,6 +107,6 @@ def _lookup(
     except ControllerError:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     allowed = ctx.version < 4 or request.allow_auto_topic_creation
-    if allowed and ctx.broker.may_auto_create(name):
+    if allowed and ctx.controller.may_auto_create(name):
         to_create.append(name)
     return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -37,7 +37,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Message) -> Mapping
             group_id_not_found_error=v >= 9,
             supports_member_epoch=v >= 9,
         )
-        for topic_name, partition, error in await ctx.broker.groups.commit_offsets(commit):
+        for topic_name, partition, error in await ctx.groups.commit_offsets(commit):
             errors[(topic_name, partition)] = error
     return {
         "throttle_time_ms": 0,

@@ -22,15 +22,13 @@ async def handle_offset_delete(ctx: RequestContext, request: Message) -> Mapping
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid = []
     for topic in request.topics:
-        known = [
-            p.partition_index for p in topic.partitions if (topic.name, p.partition_index) in ctx.broker.partitions
-        ]
+        known = [p.partition_index for p in topic.partitions if (topic.name, p.partition_index) in ctx.replicas]
         for p in topic.partitions:
             if p.partition_index not in known:
                 errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if known:
             valid.append((topic.name, known))
-    error, results = await ctx.broker.groups.delete_offsets(request.group_id, valid)
+    error, results = await ctx.groups.delete_offsets(request.group_id, valid)
     if error is not ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     for topic_name, partition, partition_error in results:

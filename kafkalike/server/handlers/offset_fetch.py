@@ -46,12 +46,12 @@ def _topic_entries(result: FetchResult) -> list[dict[str, Any]]:
 def _stable(ctx: RequestContext, request: Message, group_id: str, result: FetchResult) -> FetchResult:
     if ctx.version < 7 or not request.require_stable:
         return result
-    return ctx.broker.groups.coordinator.txn_offsets.mark_unstable(group_id, result)
+    return ctx.groups.coordinator.txn_offsets.mark_unstable(group_id, result)
 
 
 @handles(9, 1, 9)
 async def handle_offset_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     if ctx.version >= 8:
         entries = []
         for group in request.groups:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.replica import PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -19,15 +20,17 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Message) 
         partitions = []
         for part in topic.partitions:
             entry: dict[str, Any] = {"error_code": 0, "partition": part.partition, "leader_epoch": -1, "end_offset": -1}
-            state = ctx.broker.partitions.get((topic.topic, part.partition))
-            if state is None:
+            partition = ctx.replicas.get((topic.topic, part.partition))
+            if partition is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif part.current_leader_epoch >= 0 and part.current_leader_epoch != state.leader_epoch:
-                stale = part.current_leader_epoch < state.leader_epoch
-                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
-                epoch, end_offset = state.log.end_offset_for_epoch(part.leader_epoch)
-                entry.update(leader_epoch=epoch, end_offset=end_offset)
+                try:
+                    epoch, end_offset = partition.last_offset_for_leader_epoch(
+                        part.leader_epoch, part.current_leader_epoch
+                    )
+                    entry.update(leader_epoch=epoch, end_offset=end_offset)
+                except PartitionError as exc:
+                    entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

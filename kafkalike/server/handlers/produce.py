@@ -50,7 +50,7 @@ from kafkalike.protocol.validation import (
     request_fault,
     validate_produce_records,
 )
-from kafkalike.server.broker import PartitionState
+from kafkalike.replica import Partition, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -134,7 +134,7 @@ def _request_fault(ctx: RequestContext, request: Message) -> RecordsRefused | No
     if ctx.version < 3:
         return None
     for topic in request.topic_data:
-        exists = ctx.broker.controller.image.topics.get(topic.name) is not None
+        exists = ctx.metadata.image.topics.get(topic.name) is not None
         for part in topic.partition_data:
             fault = request_fault(part.records, api_version=ctx.version, topic_exists=exists)
             if fault is not None:
@@ -171,21 +171,22 @@ async def _produce_partition(
         "record_errors": [],
         "error_message": None,
     }
-    state = ctx.broker.partitions.get((topic, index))
+    partition = ctx.replicas.get((topic, index))
     try:
         if ctx.version < 3:
             raise ProduceError(ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 are not supported")
-        if state is None:
+        if partition is None:
             raise ProduceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         # Kafka's order: the request's own check of the records, then acks, then the partition.
         checked = _check_request_records(records, ctx.version)
         if acks not in (0, 1, -1):
             raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
-        if ctx.broker.faults.is_paused(topic, index):
+        if ctx.faults.is_paused(topic, index):
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-        appended = await _append(ctx, state, checked, transactional_id)
+        _check_leader(partition)
+        appended = await _append(ctx, partition, checked, transactional_id)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         # Apache Kafka leaves error_message null except for per-record errors.
@@ -194,11 +195,19 @@ async def _produce_partition(
         result["record_errors"] = [
             {"batch_index": e.batch_index, "batch_index_error_message": e.message} for e in exc.record_errors
         ]
-        if exc.with_log_start and state is not None:
-            result["log_start_offset"] = state.log.log_start_offset
+        if exc.with_log_start and partition is not None:
+            result["log_start_offset"] = partition.log_start_offset
         return result
     result.update(appended)
     return result
+
+
+def _check_leader(partition: Partition) -> None:
+    """Kafka's appendRecordsToLeader: refused before validation on a replica that does not lead."""
+    try:
+        partition.check_request()
+    except PartitionError as exc:
+        raise ProduceError(exc.code, str(exc)) from None
 
 
 def _check_request_records(records: bytes | None, version: int) -> Buffer:
@@ -209,34 +218,36 @@ def _check_request_records(records: bytes | None, version: int) -> Buffer:
 
 
 async def _append(
-    ctx: RequestContext, state: PartitionState, records: Buffer, transactional_id: str | None
+    ctx: RequestContext, partition: Partition, records: Buffer, transactional_id: str | None
 ) -> dict[str, Any]:
     # Kafka verifies a transactional batch's partition before its log validates the records.
-    if transactional_id is not None and ctx.broker.txn.verification_enabled:
+    if transactional_id is not None and ctx.txn.verification_enabled:
         header = _first_header(records)
         if header is not None and header.is_transactional and header.producer_id >= 0:
-            _verify_transaction(ctx, state, header, transactional_id)
-    now = ctx.broker.clock.wall_ms()
+            _verify_transaction(ctx, partition, header, transactional_id)
+    now = ctx.clock.wall_ms()
     try:
         valid = validate_produce_records(
             records,
-            _topic_settings(state.log.config),
+            _topic_settings(partition.config),
             now_ms=now,
             api_version=ctx.version,
-            topic_partition=f"{state.topic}-{state.index}",
+            topic_partition=f"{partition.topic}-{partition.index}",
         )
     except RecordsRefused as exc:
         raise ProduceError(exc.code, str(exc), exc.with_log_start, exc.error_message, exc.record_errors) from None
     try:
         # Off the event loop for its fsync when flush.messages / flush.ms make it flush.
-        appended = await ctx.broker.append(
-            state, valid.records, log_append_time=state.log.config.message_timestamp_type == "LogAppendTime"
+        appended = await ctx.writer.append(
+            partition, valid.records, log_append_time=partition.config.message_timestamp_type == "LogAppendTime"
         )
+    except PartitionError as exc:
+        raise ProduceError(exc.code, str(exc)) from None
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
         raise ProduceError(code, str(exc), with_log_start=code not in _WITHOUT_LOG_START) from None
     return {
-        "base_offset": appended.first_offset,
+        "base_offset": appended.base_offset,
         "log_append_time_ms": appended.log_append_time_ms,
         "log_start_offset": appended.log_start_offset,
     }
@@ -250,16 +261,15 @@ def _first_header(records: Buffer) -> RecordBatchHeader | None:
 
 
 def _verify_transaction(
-    ctx: RequestContext, state: PartitionState, header: RecordBatchHeader, transactional_id: str
+    ctx: RequestContext, partition: Partition, header: RecordBatchHeader, transactional_id: str
 ) -> None:
     """Kafka's transaction verification, asked only for a producer's first transactional batch
     on the partition (later ones find its transaction open in the producer state)."""
     pid, epoch = header.producer_id, header.producer_epoch
-    entry = state.log.producer_state.producers.get(pid)
-    if entry is not None and entry.current_txn_first_offset is not None and entry.epoch == epoch:
+    if partition.has_open_transaction(pid, epoch):
         return
-    tp = (state.topic, state.index)
-    error = ctx.broker.txn.verify(transactional_id, pid, epoch, [tp])[tp]
+    tp = partition.tp
+    error = ctx.txn.verify(transactional_id, pid, epoch, [tp])[tp]
     if error is ErrorCode.NONE:
         return
     if error is ErrorCode.PRODUCER_FENCED:

@@ -19,7 +19,7 @@ from kafkalike.server.registry import handles
 @handles(14, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     v = ctx.version
-    result = await ctx.broker.groups.sync_group(
+    result = await ctx.groups.sync_group(
         SyncRequest(
             group_id=request.group_id,
             generation_id=request.generation_id,

@@ -32,8 +32,8 @@ E = ErrorCode
 
 def _verify(ctx: RequestContext, request: Message) -> ErrorCode | None:
     """The error every partition gets when the transaction does not hold the group's offsets."""
-    tp = ctx.broker.txn.offsets_partition(request.group_id)
-    error = ctx.broker.txn.verify(request.transactional_id, request.producer_id, request.producer_epoch, [tp])[tp]
+    tp = ctx.txn.offsets_partition(request.group_id)
+    error = ctx.txn.verify(request.transactional_id, request.producer_id, request.producer_epoch, [tp])[tp]
     if error is E.NONE:
         return None
     if error is E.PRODUCER_FENCED:
@@ -64,7 +64,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Map
                 group_instance_id=request.group_instance_id if v >= 3 else None,
                 partitions=tuple(valid),
             )
-            for topic_name, partition, error in await ctx.broker.txn.commit_offsets(commit):
+            for topic_name, partition, error in await ctx.txn.commit_offsets(commit):
                 errors[(topic_name, partition)] = error
     return {
         "throttle_time_ms": 0,

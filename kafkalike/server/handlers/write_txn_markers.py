@@ -17,7 +17,7 @@ from typing import Any
 from kafkalike.protocol.codec import Message
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
-from kafkalike.server.txn_service import MarkerEntry, write_markers
+from kafkalike.server.txn_service import MarkerEntry
 
 
 @handles(27, 1, 1)
@@ -32,7 +32,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Message) -> Map
         )
         for m in request.markers
     ]
-    results = await write_markers(ctx.broker, entries)
+    results = await ctx.services.write_txn_markers(entries)
     markers = []
     for entry, errors in zip(entries, results, strict=True):
         by_topic: dict[str, list[dict[str, Any]]] = {}

@@ -1,0 +1,104 @@
+"""Waiting for partitions, on the server side (Kafka's purgatory, keyed by topic-partition).
+
+A request that must wait for a partition to move (a long-poll fetch for new data; an acks=all
+produce for the high watermark, with replication) waits here, not on state inside the
+partition: the replica layer only says that a partition moved (``notify``, which its
+``on_progress`` hook calls after every high watermark change, append, role change or
+deletion), and each waiter looks again at what it waits for. Deadlines are on the broker
+clock's ``monotonic_s`` (trio's clock, which cancel scopes follow).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import trio
+
+from kafkalike.replica.partition import Partition, TopicPartition
+
+
+class PartitionWaiters:
+    def __init__(self) -> None:
+        # One event per partition that someone waits on, replaced when set: a notify wakes
+        # every waiter registered before it, and none misses one.
+        self._events: dict[TopicPartition, trio.Event] = {}
+        self._watched = trio.Event()  # set (and replaced) when a partition gets its first waiter
+
+    def notify(self, tp: TopicPartition) -> None:
+        event = self._events.pop(tp, None)
+        if event is not None:
+            event.set()
+
+    def waiting(self) -> int:
+        """How many partitions have waiters (for tests and stats)."""
+        return len(self._events)
+
+    async def until_watched(self, tp: TopicPartition) -> None:
+        """Until someone waits on ``tp`` (tests and the test kit: a long poll is in place)."""
+        while tp not in self._events:
+            await self._watched.wait()
+
+    def next_progress(self, tp: TopicPartition) -> trio.Event:
+        """An event set at the partition's next move: taken before looking at the partition (with
+        awaits in between, e.g. a client's request), then waited on, so no move is missed."""
+        return self._event(tp)
+
+    def _event(self, tp: TopicPartition) -> trio.Event:
+        event = self._events.get(tp)
+        if event is None:
+            event = self._events[tp] = trio.Event()
+            self._watched.set()
+            self._watched = trio.Event()
+        return event
+
+    async def wait_until(
+        self, tps: Iterable[TopicPartition], ready: Callable[[], bool], deadline_s: float = math.inf
+    ) -> bool:
+        """Until ``ready()`` (looked at again after each notify of one of ``tps``) or the
+        deadline; whether it became ready. ``ready`` is asked before waiting, so nothing that
+        happened before the call is missed."""
+        tps = list(dict.fromkeys(tps))
+        with trio.move_on_at(deadline_s):
+            while not ready():
+                # Taken before waiting, after the last look: a notify in between sets these.
+                await _any_set([self._event(tp) for tp in tps])
+            return True
+        return ready()
+
+    async def wait_for_progress(self, tps: Iterable[TopicPartition], deadline_s: float) -> None:
+        """Until one of ``tps`` moves or the deadline passes (a fetch then reads again)."""
+        events = [self._event(tp) for tp in dict.fromkeys(tps)]
+        with trio.move_on_at(deadline_s):
+            await _any_set(events)
+
+    async def wait_high_watermark(self, partition: Partition, offset: int, deadline_s: float) -> bool:
+        """Until the partition's high watermark reaches ``offset`` (an acks=all answer, later),
+        or the deadline; False also when the partition stopped being led here meanwhile."""
+        return (
+            await self.wait_until(
+                [partition.tp], lambda: partition.high_watermark >= offset or not partition.is_leader, deadline_s
+            )
+            and partition.is_leader
+            and partition.high_watermark >= offset
+        )
+
+    async def wait_idle(self, partition: Partition) -> None:
+        """Until no append's file work is in flight on the partition (see ``Partition.write_in_flight``)."""
+        await self.wait_until([partition.tp], lambda: not partition.write_in_flight)
+
+
+async def _any_set(events: list[trio.Event]) -> None:
+    if not events:  # nothing to wake it: until the caller's deadline
+        await trio.sleep_forever()
+    if len(events) == 1:
+        await events[0].wait()
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)
