@@ -57,6 +57,7 @@ from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.replica_files import open_logs_off_loop, undo_new
+from kafkalike.server.routing import ClusterRouting, LocalRouting, NodeEndpoint
 from kafkalike.server.txn_service import TxnService
 from kafkalike.server.waiters import PartitionWaiters
 
@@ -139,6 +140,13 @@ class Broker:
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
+        # Where partitions are led (server/routing.py): this node alone until a cluster's metadata
+        # publisher replaces it with an ImageRouting over the published image.
+        self.routing: ClusterRouting = LocalRouting(
+            self.node_id,
+            lambda name: None if (t := self.controller.image.topics.get(name)) is None else t.partitions,
+            lambda: NodeEndpoint(self.node_id, *self.advertised, self.config.get("broker.rack")),
+        )
         # Shared by every connection: connection counts, and memory for requests in flight.
         self.connection_quotas = ConnectionQuotas(config)
         self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from kafkalike.server.config import BrokerConfig
     from kafkalike.server.faults import FaultInjector
     from kafkalike.server.group_service import GroupService
+    from kafkalike.server.routing import ClusterRouting
     from kafkalike.server.txn_service import TxnService
     from kafkalike.server.waiters import PartitionWaiters
     from kafkalike.txn.metadata import TopicPartition
@@ -79,6 +80,11 @@ class MetadataView:
     @property
     def config(self) -> BrokerConfig:
         return self._broker.config
+
+    @property
+    def routing(self) -> ClusterRouting:
+        """Which partitions exist and who leads them (server/routing.py)."""
+        return self._broker.routing
 
     @property
     def metadata_epoch(self) -> int:
