@@ -434,6 +434,29 @@ class Node:
         if BROKER in self.roles:
             await self._start_broker(nursery)
 
+    def _migrate_metadata(self, directory: Path, settings: QuorumSettings) -> None:
+        """An earlier release's JSON metadata log: migrated when this node is its quorum's only
+        voter (it alone wrote the log), refused otherwise (StartupError, one line). On a worker
+        thread."""
+        from kafkalike.server.metadata_migration import METADATA_DIR, LogKind, MigrationRefused, inspect, migrate
+
+        path = directory / METADATA_DIR
+        try:
+            found = inspect(path)
+            if found.kind is not LogKind.JSON:
+                return
+            if set(settings.config.voter_ids) != {self.node_id}:
+                raise MigrationRefused(
+                    f"The metadata log in {path} was written by an earlier kafkalike release (JSON records) and "
+                    f"can only be migrated by a node that is its quorum's only voter: start node {self.node_id} "
+                    "alone first, or move the directory aside to join the cluster empty"
+                )
+            migrate(path, self.node_id, self.clock.wall_ms())
+        except MigrationRefused as exc:
+            raise StartupError(str(exc)) from None
+        except OSError as exc:
+            raise StartupError(f"Failed to migrate the metadata log in {path}: {exc}") from exc
+
     def _new_broker(self) -> Broker:
         try:
             return Broker(self.config, ephemeral=self.ephemeral, clock=self.clock, own_metadata_log=self.single)
@@ -473,6 +496,7 @@ class Node:
                     self._locks = await trio.to_thread.run_sync(lock_log_dirs, [directory])
                 except LogDirError as exc:
                     raise StartupError(str(exc)) from exc
+            await trio.to_thread.run_sync(self._migrate_metadata, directory, settings)
         else:
             self.cluster_id = self.config.get("cluster.id") or "kafkalike-node-cluster0"
         settings.cluster_id = self.cluster_id

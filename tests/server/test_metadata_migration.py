@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import trio
 
+from kafkalike.server.broker import Broker, StartupError
+from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_host import ControllerHost
 from kafkalike.server.metadata_migration import (
     BACKUP_SUFFIX,
@@ -24,6 +26,7 @@ from kafkalike.server.metadata_migration import (
     inspect,
     migrate,
 )
+from kafkalike.server.node import Node
 from kafkalike.testing.metadata_node import one_voter_controller
 
 # The release before the cluster: its tree, as checked out on its branch.
@@ -136,3 +139,43 @@ async def test_a_log_of_kafka_records_is_left_as_it_is(tmp_path: Path) -> None:
     assert inspect(metadata).kind is LogKind.KRAFT
     assert migrate(metadata, 1, now_ms=0) is None
     assert not (tmp_path / (METADATA_DIR + BACKUP_SUFFIX)).exists()
+
+
+async def test_a_node_of_a_larger_quorum_refuses_a_previous_release_directory(tmp_path: Path) -> None:
+    data, _ = previous_release_dir(tmp_path)
+    config = BrokerConfig(
+        {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "log.dirs": str(data),
+        }
+    )
+    with trio.fail_after(DEADLINE_S), pytest.raises(BaseExceptionGroup) as refused:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Node(config).run)
+    error: BaseException = refused.value
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    assert isinstance(error, StartupError), refused.value
+    message = str(error)
+    assert "\n" not in message and "earlier kafkalike release" in message and "move the directory aside" in message
+    assert inspect(data / METADATA_DIR).kind is LogKind.JSON  # left as it was
+
+
+async def test_the_single_node_refuses_a_log_of_kafka_records(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with trio.fail_after(DEADLINE_S):
+        async with one_voter_controller(metadata_log_dir=data):
+            pass
+    (data / "meta.properties").write_text("version=1\ncluster.id=quorum-test-cluster-0A\nnode.id=1\n")
+    broker = Broker(BrokerConfig({"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0"}))
+    try:
+        with pytest.raises(StartupError) as refused:
+            broker.open()
+    finally:
+        broker.close()
+    assert "Kafka metadata records" in str(refused.value) and "\n" not in str(refused.value)
