@@ -174,6 +174,11 @@ class Broker:
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # On a node of a cluster, coordinator shards follow the leadership the metadata gives.
+        self.publisher.on_replica_changes += [
+            self.groups.runtime.on_replica_changes,
+            self.txn.runtime.on_replica_changes,
+        ]
         # What handlers may touch (server/context.py): not this object.
         self.handler_services = HandlerServices(self)
         # Changes to topics that wait for disk work take turns, as operations on Kafka's
