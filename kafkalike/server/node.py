@@ -53,12 +53,13 @@ from kafkalike.controller.metadata import ControllerError
 from kafkalike.controller.snapshot_policy import SnapshotPolicy
 from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.snapshot_files import SnapshotId
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataBatch, decode_metadata_record
 from kafkalike.raft import config as quorum_config
 from kafkalike.raft.config import NO_DIRECTORY_ID, QuorumConfigError
 from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch
 from kafkalike.raft.quorum_state_file import QuorumStateFileError, parse_kafka_uuid
-from kafkalike.server.broker import Broker, StartupError, client_listeners
+from kafkalike.server.broker import Broker, NewTopic, StartupError, client_listeners
 from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import BrokerConfig, parse_listener, parse_properties
 from kafkalike.server.quorum.channel import NetworkFaults
@@ -554,7 +555,8 @@ class Node:
         self.broker = broker
         try:
             broker.open()
-            broker.seed_topics(self._seed_topics)
+            if self.single:  # a cluster node's seed topics go to the controller once it is registered
+                broker.seed_topics(self._seed_topics)
         except OSError as exc:
             raise StartupError(f"Failed to load data directory {broker.data_dir}: {exc}") from exc
         except ControllerError as exc:
@@ -604,6 +606,12 @@ class Node:
 
         await task.startup(first_publish)
         broker.cluster.broker_epoch = task.broker_epoch
+        for name, partitions in self._seed_topics:
+            if name in broker.controller.image.topics:
+                continue
+            (result,) = await broker.cluster.create_topics([NewTopic(name, partitions, {})])
+            if isinstance(result, ControllerError) and result.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise StartupError(f"Failed to create the seed topic {name}: {result.message}")
 
     # -- snapshots --------------------------------------------------------------------------------
 
