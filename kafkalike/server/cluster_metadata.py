@@ -172,7 +172,8 @@ class ClusterController:
         if request.get("validate_only"):
             return response
         if api_key == CREATE_TOPICS:
-            made = {t.name: t.num_partitions for t in response.topics if t.error_code == 0}
+            # v5+ answers the partition count; before it, the topic's existence is what is known.
+            made = {t.name: max(t.get("num_partitions") or 0, 0) for t in response.topics if t.error_code == 0}
             await self._until(lambda i: _has_topics(i, made), deadline, "CreateTopics")
         elif api_key == CREATE_PARTITIONS:
             grown = {t.name: t.count for t in request.topics}

@@ -165,3 +165,34 @@ async def test_fenced_brokers_leave_metadata_and_their_partitions_lose_their_lea
             assert [b.broker_id for b in unfenced_only.brokers] == [1]
             metadata = await client.request(3, 12, {"topics": None})
             assert [b.node_id for b in metadata.brokers] == [1]
+
+
+async def test_an_old_create_topics_version_is_forwarded_too(tmp_path: Path) -> None:
+    with trio.fail_after(DEADLINE_S):
+        async with cluster_broker(tmp_path) as running:
+            created = await running.client.request(19, 2, {"topics": [new_topic("old", 1)], "timeout_ms": 5000})
+            assert created.topics[0].error_code == 0
+            assert ("old", 0) in running.broker.replicas
+
+
+async def test_a_partition_whose_broker_is_gone_has_no_leader(tmp_path: Path) -> None:
+    with trio.fail_after(DEADLINE_S):
+        async with cluster_broker(tmp_path) as running:
+            client = running.client
+            await register(running.node, 2, 19092)
+            assignments = [{"partition_index": 0, "broker_ids": [1]}, {"partition_index": 1, "broker_ids": [2]}]
+            topic = {**new_topic("split", -1), "replication_factor": -1, "assignments": assignments}
+            created = await client.request(19, 7, {"topics": [topic], "timeout_ms": 5000})
+            assert created.topics[0].error_code == 0, created
+            assert ("split", 0) in running.broker.replicas and ("split", 1) not in running.broker.replicas
+            channel = running.node.channel()
+            gone = await channel.request(64, 0, {"broker_id": 2})
+            await channel.aclose()
+            assert gone.error_code == 0, gone
+            assert await running.broker.publisher.wait_until(lambda i: 2 not in i.brokers)
+            metadata = await client.request(3, 12, {"topics": [{"name": "split", "topic_id": uuid.UUID(int=0)}]})
+            by_index = {p.partition_index: p for p in metadata.topics[0].partitions}
+            assert (by_index[0].error_code, by_index[0].leader_id, by_index[0].offline_replicas) == (0, 1, [])
+            assert (by_index[1].error_code, by_index[1].leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+            assert by_index[1].offline_replicas == [2]
+            assert [b.node_id for b in metadata.brokers] == [1]
