@@ -5,6 +5,7 @@ the partitions' registrations)."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -13,12 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+from trio.testing import MockClock
 
+from kafkalike.controller.metadata import ControllerError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.broker import Broker
+from kafkalike.server.broker import Broker, NewTopic
+from kafkalike.server.cluster_metadata import request_message
 from kafkalike.server.config import BrokerConfig
+from kafkalike.server.controller_channel import ControllerChannel
+from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.controller_requests import heartbeat, registration
 from kafkalike.testing.metadata_node import OneVoterController, one_voter_controller
 from kafkalike.testing.quorum import CLUSTER_ID
@@ -196,3 +203,31 @@ async def test_a_partition_whose_broker_is_gone_has_no_leader(tmp_path: Path) ->
             assert (by_index[1].error_code, by_index[1].leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
             assert by_index[1].offline_replicas == [2]
             assert [b.node_id for b in metadata.brokers] == [1]
+
+
+class NoLeader:
+    leader_id = -1
+
+    async def changed(self) -> None:
+        await trio.sleep(math.inf)
+
+
+async def test_admin_requests_without_a_controller_answer_request_timed_out(
+    tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    broker = Broker(config, ephemeral=True, own_metadata_log=False, clock=trio_clock)
+    broker.attach_controller(ControllerChannel(1, NoLeader(), {}, clock=trio_clock), lambda: None)
+    broker.open()
+    assert broker.cluster is not None
+    start = trio.current_time()
+    request = request_message(19, 7, {"topics": [new_topic("t", 1)], "timeout_ms": 5000, "validate_only": False})
+    answer = await broker.cluster.forward(19, 7, request)
+    assert [(t.name, t.error_code) for t in answer.topics] == [("t", ErrorCode.REQUEST_TIMED_OUT)]
+    assert trio.current_time() - start == pytest.approx(5.0)
+    (result,) = await broker.create_topics([NewTopic("u", 1, {})])
+    assert isinstance(result, ControllerError) and result.code == ErrorCode.REQUEST_TIMED_OUT
+    with pytest.raises(ControllerError) as refused:
+        await broker.create_internal_topic("__consumer_offsets", 1, {})
+    assert refused.value.code == ErrorCode.REQUEST_TIMED_OUT
+    broker.close()
