@@ -5,6 +5,7 @@ the partitions' registrations)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
@@ -25,6 +26,7 @@ from kafkalike.server.broker import Broker, NewTopic
 from kafkalike.server.cluster_metadata import request_message
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_channel import ControllerChannel
+from kafkalike.server.quorum.driver import QuorumDriver
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.controller_requests import heartbeat, registration
 from kafkalike.testing.metadata_node import OneVoterController, one_voter_controller
@@ -75,6 +77,11 @@ async def cluster_broker(tmp_path: Path) -> AsyncIterator[ClusterBroker]:
         finally:
             await client.aclose()
             nursery.cancel_scope.cancel()
+
+
+def committed_offset(driver: QuorumDriver) -> int | None:
+    hw = driver.high_watermark
+    return None if hw is None else hw - 1
 
 
 def new_topic(name: str, partitions: int) -> dict[str, Any]:
@@ -231,3 +238,41 @@ async def test_admin_requests_without_a_controller_answer_request_timed_out(
         await broker.create_internal_topic("__consumer_offsets", 1, {})
     assert refused.value.code == ErrorCode.REQUEST_TIMED_OUT
     broker.close()
+
+
+async def test_a_restarted_cluster_broker_reopens_its_partitions_from_the_committed_log(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    batch = build_batch([Record(value=b"kept")], base_timestamp=int(time.time() * 1000))
+    topic_ids = []
+    for start in range(2):
+        broker = Broker(config, own_metadata_log=False)
+        try:
+            with trio.fail_after(DEADLINE_S):
+                async with (
+                    trio.open_nursery() as nursery,
+                    one_voter_controller(listeners=[broker.publisher], metadata_log_dir=tmp_path / "quorum") as node,
+                ):
+                    broker.attach_controller(node.channel(), functools.partial(committed_offset, node.driver))
+                    broker.open()
+                    await nursery.start(broker.publisher.run)
+                    _, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+                    client = await AsyncWireClient.connect("127.0.0.1", port)
+                    if start == 0:
+                        await register(node, 1, port)
+                        created = await client.request(19, 7, {"topics": [new_topic("kept", 1)], "timeout_ms": 5000})
+                        assert created.topics[0].error_code == 0
+                        produced = await client.request(0, 9, _produce_body("kept", 0, batch))
+                        assert produced.responses[0].partition_responses[0].error_code == 0
+                    else:
+                        # Replayed from the quorum's log, the partition is open again with its data.
+                        assert await broker.publisher.wait_until(lambda i: i.topic("kept") is not None)
+                        assert ("kept", 0) in broker.replicas
+                    topic_ids.append(broker.replicas[("kept", 0)].topic_id)
+                    fetched = await client.request(1, 12, _fetch_body("kept", 0, 0))
+                    data = bytes(fetched.responses[0].partitions[0].records or b"")
+                    assert [r.value for pos, h in iter_batches(data) for r in decode_records(data, pos, h)] == [b"kept"]
+                    await client.aclose()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await broker.aclose()
+    assert topic_ids[0] == topic_ids[1]
