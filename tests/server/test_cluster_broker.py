@@ -97,7 +97,8 @@ async def test_a_topic_created_through_the_controller_is_served_at_once(tmp_path
             assert (topic.error_code, topic.num_partitions, topic.replication_factor) == (0, 2, 1)
             # Answered once this broker's image has it: the controller's own image and ours agree.
             assert running.broker.publisher.image.topic("orders") is not None
-            assert running.node.host.image.topic("orders").topic_id == topic.topic_id
+            at_controller = running.node.host.image.topic("orders")
+            assert at_controller is not None and at_controller.topic_id == topic.topic_id
 
             metadata = await client.request(3, 12, {"topics": [{"name": "orders", "topic_id": uuid.UUID(int=0)}]})
             assert [(b.node_id, b.port) for b in metadata.brokers] == [(1, running.port)]
