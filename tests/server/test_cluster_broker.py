@@ -277,3 +277,52 @@ async def test_a_restarted_cluster_broker_reopens_its_partitions_from_the_commit
         finally:
             await broker.aclose()
     assert topic_ids[0] == topic_ids[1]
+
+
+async def test_partitions_deleted_while_their_broker_was_down_are_removed(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    quorum_dir = tmp_path / "data"  # as a combined node keeps it: the quorum's log among the partitions
+    quorum_dir.mkdir()
+    (quorum_dir / "meta.properties").write_text("version=1\ncluster.id=quorum-test-cluster-0A\nnode.id=1\n")
+    stray = tmp_path / "data" / "doomed-0"
+    orphan = tmp_path / "data" / "orphan-0"
+    for phase in ("create", "delete while down", "restart"):
+        if phase == "restart":
+            orphan.mkdir()
+        broker = Broker(config, own_metadata_log=False)
+        listeners = [] if phase == "delete while down" else [broker.publisher]
+        try:
+            with trio.fail_after(DEADLINE_S):
+                async with (
+                    trio.open_nursery() as nursery,
+                    one_voter_controller(listeners=listeners, metadata_log_dir=quorum_dir) as node,
+                ):
+                    channel = node.channel()
+                    if phase == "delete while down":
+                        deleted = await channel.request(
+                            20, 6, {"topics": [{"name": "doomed", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}
+                        )
+                        assert deleted.responses[0].error_code == 0
+                    else:
+                        broker.attach_controller(channel, functools.partial(committed_offset, node.driver))
+                        broker.open()
+                        await nursery.start(broker.publisher.run)
+                        if phase == "create":
+                            await register(node, 1, 9092)
+                            for name in ("doomed", "kept"):
+                                (result,) = await broker.create_topics([NewTopic(name, 1, {})])
+                                assert not isinstance(result, ControllerError), result
+                            assert stray.is_dir()
+                        else:
+                            assert await broker.publisher.wait_for_offset(node.driver.delivered_offset - 1)
+                            # Replaying the log from its start deletes it again (created, then removed).
+                            assert not stray.exists() and ("kept", 0) in broker.replicas
+                            # A directory no record names (left by a snapshot that no longer has
+                            # its topic, or by hand) is a stray: deleted after the first image.
+                            assert broker.remove_stray_partitions() == [("orphan", 0)]
+                            assert not orphan.exists() and (tmp_path / "data" / "kept-0").is_dir()
+                            assert (quorum_dir / "__cluster_metadata-0").is_dir()
+                    await channel.aclose()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await broker.aclose()
