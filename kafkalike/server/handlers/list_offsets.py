@@ -28,6 +28,7 @@ from kafkalike.replica.partition import (
 )
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import partition_or_error
 
 # The first version each special timestamp may be asked at.
 SPECIAL_SINCE_VERSION = {
@@ -64,9 +65,9 @@ def _one(ctx: RequestContext, topic: str, part: Message, committed: bool) -> dic
     if target < 0 and ctx.version < SPECIAL_SINCE_VERSION.get(target, ctx.version + 1):
         entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return entry
-    partition = ctx.replicas.get((topic, part.partition_index))
-    if partition is None:
-        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    partition = partition_or_error(ctx, topic, part.partition_index)
+    if isinstance(partition, ErrorCode):
+        entry["error_code"] = partition
         return entry
     isolation = Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK
     try:
