@@ -5,6 +5,8 @@
 - ``Cluster``: the same behind a cluster's API (nodes by id), ready for several nodes once
   kafkalike replicates; ``Cluster(brokers=1)`` today.
 - ``BrokerProcess``: ``kafkalike serve`` as a separate process, to kill, restart or reconfigure.
+- ``KafkalikeCluster``: nodes as ``kafkalike serve --config`` processes, one quorum, each stopped,
+  killed, paused and started by id (``apache_kafka.ApacheKafkaCluster``: Kafka's, the same API).
 - The pytest plugin (``kafkalike.testing.pytest_plugin``, loaded by pytest on its own once
   kafkalike is installed): ``kafka_broker``, ``kafka_bootstrap``, ``kafka_topic`` and more.
 - ``wire_client``: raw protocol clients for tests of the broker itself.
@@ -17,5 +19,6 @@ from kafkalike.testing.broker import Faults, InProcessBroker
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.cluster import Cluster, ClusterNode
 from kafkalike.testing.process import BrokerProcess
+from kafkalike.testing.process_cluster import KafkalikeCluster
 
-__all__ = ["BrokerProcess", "Cluster", "ClusterNode", "Faults", "InProcessBroker", "TrioClock"]
+__all__ = ["BrokerProcess", "Cluster", "ClusterNode", "Faults", "InProcessBroker", "KafkalikeCluster", "TrioClock"]

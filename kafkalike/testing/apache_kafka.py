@@ -1,5 +1,6 @@
-"""Run a real Apache Kafka broker (KRaft, broker and controller in one JVM) from its jars, for tests
-that compare this project's answers with Kafka's own.
+"""Run real Apache Kafka (KRaft) from its jars, for tests that compare this project's answers with
+Kafka's own: one node (``ApacheKafkaProcess``, broker and controller in one JVM) or a cluster of
+combined nodes (``ApacheKafkaCluster``, the node API of ``kafkalike.testing.process_cluster``).
 
 The jars come from Maven Central (``compat_tests/java/tools/pom.xml`` copies ``kafka_2.13`` and its
 dependencies into one directory); nothing is downloaded here. ``start`` picks two free loopback
@@ -21,6 +22,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from kafkalike.testing.cluster_requests import NodeAddress
+from kafkalike.testing.process_cluster import (
+    COMBINED_ROLES,
+    NodeProcess,
+    ProcessCluster,
+    node_properties,
+    plan_addresses,
+)
 from kafkalike.testing.wire_client import WireClient
 
 # What every run gets: a single node acting as broker and controller, loopback listeners,
@@ -46,6 +55,33 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+LOG4J2_WARN_TO_STDERR = (
+    "appender.err.type = Console\nappender.err.name = STDERR\nappender.err.target = SYSTEM_ERR\n"
+    "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = [%d] %p %m (%c)%n\n"
+    "rootLogger.level = {level}\nrootLogger.appenderRef.err.ref = STDERR\n"
+)
+# Where scripts/compat.py (compat_lib.tools.resolve_ak) puts a version's jars, in this checkout.
+RESOLVED_JARS = Path(__file__).resolve().parents[2] / "compat_tests" / ".work"
+
+
+def resolved_lib_dir(version: str) -> Path:
+    """The directory of Apache Kafka ``version``'s jars that ``resolve_ak`` made; RuntimeError if absent."""
+    lib = RESOLVED_JARS / f"ak-{version}" / "lib"
+    if not any(lib.glob("kafka_2.13-*.jar")):
+        raise RuntimeError(
+            f"no Apache Kafka {version} jars in {lib}: resolve them first "
+            f"(scripts/compat_lib/tools.py resolve_ak({version!r}), which scripts/compat.py runs)"
+        )
+    return lib
+
+
+def jar_version(lib_dir: Path) -> str:
+    """The Kafka version of a directory of jars, read from its kafka_2.13 jar's name."""
+    for jar in sorted(Path(lib_dir).glob("kafka_2.13-*.jar")):
+        return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
+    raise RuntimeError(f"{lib_dir} holds no kafka_2.13 jar")
 
 
 def java_executable() -> str:
@@ -112,11 +148,7 @@ class ApacheKafkaProcess:
         config = self.work_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         log4j = self.work_dir / "log4j2.properties"
-        log4j.write_text(
-            "appender.err.type = Console\nappender.err.name = STDERR\nappender.err.target = SYSTEM_ERR\n"
-            "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = WARN\nrootLogger.appenderRef.err.ref = STDERR\n"
-        )
+        log4j.write_text(LOG4J2_WARN_TO_STDERR.format(level="WARN"))
         java = java_executable()
         jvm = [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", self._classpath()]
         cluster_id = "-"
@@ -187,3 +219,82 @@ class ApacheKafkaProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ApacheKafkaNode(NodeProcess):
+    """One combined Apache Kafka node (``kafka.Kafka``), formatted by Kafka's StorageTool."""
+
+    def __init__(
+        self, address: NodeAddress, node_dir: Path, properties: Mapping[str, str], lib_dir: Path, jvm_options: list[str]
+    ) -> None:
+        super().__init__(address, node_dir, properties)
+        self.lib_dir = lib_dir
+        self.jvm_options = jvm_options
+
+    def _java(self) -> list[str]:
+        return [java_executable(), *self.jvm_options, "-cp", str(self.lib_dir / "*")]
+
+    def format_command(self, cluster_id: str) -> list[str]:
+        return [*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config_path)]
+
+    def serve_command(self) -> list[str]:
+        return [*self._java(), "kafka.Kafka", str(self.config_path)]
+
+    def exit_reason(self) -> str:
+        """Kafka's last ERROR line, when it logged one."""
+        for line in reversed(self.output):
+            if " ERROR " in line:
+                return line.strip()
+        return super().exit_reason()
+
+
+class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
+    """``nodes`` Apache Kafka JVMs, the static voters of one quorum, each broker and controller
+    (``process.roles=broker,controller``, or controller only), with Kafka's defaults otherwise
+    (timeouts included) but the internal topics' replication capped by the node count. About
+    400 MB and 15 s per node."""
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        *,
+        data_dir: str | Path,
+        version: str | None = None,
+        lib_dir: str | Path | None = None,
+        base_port: int = 0,
+        overrides: Mapping[str, str] | None = None,
+        heap: str = "512m",
+        log_level: str = "WARN",
+        roles: str = COMBINED_ROLES,
+        ready_timeout_s: float = 180.0,
+    ) -> None:
+        """The jars: ``lib_dir``, or the ones ``resolve_ak(version)`` put in this checkout.
+        ``roles``: ``process.roles`` of every node (``controller``: controllers only, no broker)."""
+        if lib_dir is None:
+            if version is None:
+                raise ValueError("ApacheKafkaCluster needs a version or a lib_dir")
+            lib_dir = resolved_lib_dir(version)
+        self.lib_dir = Path(lib_dir)
+        self.version = jar_version(self.lib_dir)
+        root = Path(data_dir).absolute()
+        root.mkdir(parents=True, exist_ok=True)
+        log4j = root / "log4j2.properties"
+        log4j.write_text(LOG4J2_WARN_TO_STDERR.format(level=log_level))
+        jvm_options = [f"-Xmx{heap}", f"-Dlog4j2.configurationFile={log4j}"]
+        defaults = {
+            "offsets.topic.replication.factor": str(min(3, nodes)),
+            "transaction.state.log.replication.factor": str(min(3, nodes)),
+            "transaction.state.log.min.isr": str(min(2, nodes)),
+            "share.coordinator.state.topic.replication.factor": str(min(3, nodes)),
+            "share.coordinator.state.topic.min.isr": str(min(2, nodes)),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        addresses = plan_addresses(nodes, base_port)
+        members = []
+        for address in addresses:
+            node_dir = root / f"node-{address.node_id}"
+            broker_defaults = defaults if roles == COMBINED_ROLES else {}
+            properties = {**node_properties(address, addresses, node_dir / "data", roles), **broker_defaults}
+            properties.update(overrides or {})
+            members.append(ApacheKafkaNode(address, node_dir, properties, self.lib_dir, jvm_options))
+        super().__init__(members, ready_timeout_s=ready_timeout_s)
