@@ -565,7 +565,9 @@ class Node:
             self.config,
             cluster_id=self.cluster_id,
             listeners=[Listener(name, host, port, SECURITY_PROTOCOL_IDS.get(protocol, 0))],
-            log_dirs=[uuid.UUID(int=self.rng.getrandbits(128), version=4)],
+            log_dirs=[self._log_dir_id()],
+            # KIP-966: the epoch a clean shutdown left in the log dirs (-1 after a crash).
+            previous_broker_epoch=broker.logs.previous_broker_epoch(),
             rng=random.Random(self.rng.getrandbits(64)),
         )
         task = BrokerLifecycleTask(
@@ -580,6 +582,17 @@ class Node:
 
         await task.startup(first_publish)
         broker.cluster.broker_epoch = task.broker_epoch
+        broker.logs.broker_epoch = task.broker_epoch  # written into the clean shutdown files
+
+    def _log_dir_id(self) -> uuid.UUID:
+        """The log directory's id from its meta.properties (``directory.id``, as kafka-storage
+        format writes it); a new one when it has none or a reserved one (Kafka reserves the ids
+        below 100 in a zero high half)."""
+        settings = self.settings
+        found = None if settings is None else settings.directory_id
+        if found is None or found.int < 100:
+            return uuid.UUID(int=self.rng.getrandbits(128), version=4)
+        return found
 
     # -- snapshots --------------------------------------------------------------------------------
 
