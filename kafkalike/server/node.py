@@ -543,12 +543,14 @@ class Node:
             await nursery.start(broker.publisher.run)
             await self.wait_caught_up()
             await broker.publisher.wait_for_offset(self.metadata_offset)
+        broker.hold_clients = not self.single
         try:
             self.client_address = await nursery.start(broker.serve, host, port)
         except OSError as exc:
             raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
         if not self.single:
             await self._register_broker(nursery, broker, entries[0])
+            broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does
 
     async def _register_broker(self, nursery: trio.Nursery, broker: Broker, listener_entry: str) -> None:
         """Registration and heartbeats with the active controller (the broker lifecycle task),
