@@ -7,6 +7,7 @@ broker is fenced."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,30 @@ def _produce_body(partition: int) -> dict[str, Any]:
         "acks": -1,
         "timeout_ms": 5000,
         "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}],
+    }
+
+
+def _fetch_body(topic_id: uuid.UUID, partition: int) -> dict[str, Any]:
+    """Fetch v16: the topic by id, a long poll that a misrouted partition ends at once."""
+    fetched = {
+        "partition": partition,
+        "current_leader_epoch": -1,
+        "fetch_offset": 0,
+        "last_fetched_epoch": -1,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1 << 20,
+    }
+    return {
+        "replica_state": {"replica_id": -1, "replica_epoch": -1},
+        "max_wait_ms": 60_000,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic_id": topic_id, "partitions": [fetched]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
     }
 
 
@@ -106,6 +131,13 @@ async def test_clients_are_routed_to_the_leader_of_each_partition(tmp_path: Path
                 },
             )
             assert listed.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+            topic_image = first.broker.publisher.image.topic(TOPIC)
+            assert topic_image is not None
+            fetched = await client.request(1, 16, _fetch_body(topic_image.topic_id, elsewhere))
+            entry = fetched.responses[0].partitions[0]
+            assert entry.error_code == NOT_LEADER_OR_FOLLOWER
+            assert (entry.current_leader.leader_id, entry.current_leader.leader_epoch) == leaders[elsewhere]
+            assert [(n.node_id, n.host, n.port) for n in fetched.node_endpoints] == [(3, *second.client_address)]
             await client.aclose()
 
             # Real clients that know only broker 2 find broker 3 through Metadata.
