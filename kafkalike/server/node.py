@@ -588,13 +588,15 @@ class Node:
 
     def _log_dir_id(self) -> uuid.UUID:
         """The log directory's id from its meta.properties (``directory.id``, as kafka-storage
-        format writes it); a new one when it has none or a reserved one (Kafka reserves the ids
-        below 100 in a zero high half)."""
+        format writes it). A directory without one (or with a reserved one: Kafka reserves the
+        ids below 100 in a zero high half) gets an id derived from the cluster, the node and the
+        path, the same at every start: the controller assigns partitions to a directory id, and
+        a broker back with another id would find none of its replicas online."""
         settings = self.settings
         found = None if settings is None else settings.directory_id
-        if found is None or found.int < 100:
-            return uuid.UUID(int=self.rng.getrandbits(128), version=4)
-        return found
+        if found is not None and found.int >= 100:
+            return found
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalike:{self.cluster_id}/{self.node_id}/{self.config.log_dirs[0]}")
 
     # -- snapshots --------------------------------------------------------------------------------
 
