@@ -311,14 +311,8 @@ class Node:
         self._client_bound = client_bound
         self._seed_topics = list(seed_topics or [])
         self._subscribers: list[CommitListener] = []
-        self.image = NodeImage(
-            self.clock,
-            SnapshotPolicy(
-                self.clock.wall_ms(),
-                max_record_bytes_between_snapshots=config.get_int("metadata.log.max.record.bytes.between.snapshots"),
-                max_snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"),
-            ),
-        )
+        self._image_publishers: list[ImagePublisher] = []
+        self.image = self._new_image()
         self.cluster_id = ""
         self.quorum: QuorumServer | None = None
         self.driver: QuorumDriver | None = None
@@ -333,6 +327,21 @@ class Node:
         self._scope: trio.CancelScope | None = None
         self._token: trio.lowlevel.TrioToken | None = None
 
+    def _new_image(self) -> NodeImage:
+        """Each start replays the log from its start (or its snapshot) into a new image."""
+        image = NodeImage(
+            self.clock,
+            SnapshotPolicy(
+                self.clock.wall_ms(),
+                max_record_bytes_between_snapshots=self.config.get_int(
+                    "metadata.log.max.record.bytes.between.snapshots"
+                ),
+                max_snapshot_interval_ms=self.config.get_int("metadata.log.max.snapshot.interval.ms"),
+            ),
+        )
+        image.publishers = self._image_publishers
+        return image
+
     # -- the subscription API ---------------------------------------------------------------------
 
     def subscribe(self, listener: CommitListener) -> None:
@@ -342,7 +351,7 @@ class Node:
 
     def subscribe_image(self, publisher: ImagePublisher) -> None:
         """Be told of each new image of the committed metadata with its delta. Before :meth:`run`."""
-        self.image.publishers.append(publisher)
+        self._image_publishers.append(publisher)
 
     @property
     def metadata_offset(self) -> int:
@@ -377,6 +386,7 @@ class Node:
         self._stop = trio.Event()
         self._stopped = trio.Event()
         self._token = trio.lowlevel.current_trio_token()
+        self.image = self._new_image()
         try:
             with trio.CancelScope() as scope:
                 self._scope = scope

@@ -204,3 +204,32 @@ async def test_a_killed_node_resigns_nothing_and_a_stopped_leader_hands_over(tmp
             await second.kill()
             assert second.driver is None and second.controller is None
             nursery.cancel_scope.cancel()
+
+
+async def test_a_node_stopped_or_killed_starts_again_and_replays_the_log_into_a_new_image(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 3)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            for node_id in nodes.voter_ids:
+                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
+            await nodes.wait(lambda: len(nodes.leaders()) == 1 and all(n.caught_up() for n in nodes.nodes.values()))
+            (leader,) = nodes.leaders()
+            assert leader.controller is not None
+            await leader.controller.wait_active()
+            await create_topic(nodes.ports[leader.node_id], "before", 1)
+            follower = next(n for n in nodes.nodes.values() if n is not leader)
+            await follower.stop()
+            assert follower.driver is None and follower.broker is None
+            await create_topic(nodes.ports[leader.node_id], "while-away", 2)
+            await nursery.start(follower.run)  # the same node object, on its ports and its (memory) log
+            end = leader.metadata_offset
+            await nodes.wait(lambda: follower.metadata_offset >= end)
+            assert follower.image.image.records() == leader.image.image.records()
+            await follower.kill()
+            await nursery.start(follower.run)
+            await nodes.wait(lambda: follower.metadata_offset >= end)
+            assert follower.image.image.topic("while-away") == leader.image.image.topic("while-away") is not None
+            for node in list(nodes.nodes.values()):
+                await node.stop()
+            nursery.cancel_scope.cancel()
