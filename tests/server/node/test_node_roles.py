@@ -195,6 +195,11 @@ async def test_controller_only_voters_and_a_broker_only_observer_start_and_stop(
             end = controller.metadata_offset
             await nodes.wait(lambda: broker.metadata_offset >= end)
             assert broker.image.image.topic("events") == controller.image.image.topic("events") is not None
+            # The leader counts it an observer of the metadata log, never a voter.
+            assert controller.driver is not None
+            described = (await controller.driver.describe())["topics"][0]["partitions"][0]
+            assert [v["replica_id"] for v in described["current_voters"]] == [1]
+            assert [o["replica_id"] for o in described["observers"]] == [2]
             await broker.stop()
             await controller.stop()
             nursery.cancel_scope.cancel()
