@@ -136,10 +136,15 @@ def controller_listener(config: BrokerConfig) -> tuple[str, str, int]:
 
 def is_single_node(config: BrokerConfig) -> bool:
     """The node ``kafkalike serve`` ran before clusters: broker and controller (or no roles
-    given), its own only voter (or no voters given)."""
+    given), its own only voter (or no voters given), and no CONTROLLER listener in ``listeners``
+    (a node that serves one is a quorum member others may follow, even as the only voter)."""
     roles = roles_of(config)
     voters = quorum_config.parse_voters(config.get(quorum_config.QUORUM_VOTERS) or "")
-    return roles in ([], [BROKER, CONTROLLER]) and {v.key.node_id for v in voters} <= {config.node_id}
+    if roles not in ([], [BROKER, CONTROLLER]) or not {v.key.node_id for v in voters} <= {config.node_id}:
+        return False
+    names = set(controller_listener_names(config))
+    listed = {e.split("://", 1)[0].strip().upper() for e in (config.get("listeners") or "").split(",") if "://" in e}
+    return not names & listed
 
 
 def metadata_log_dir(config: BrokerConfig) -> Path:
@@ -717,14 +722,14 @@ def _log_ready(node: Node, address: tuple[str, int]) -> None:
     if node.controller_address is not None:
         parts.append(f"controller on {node.controller_address[0]}:{node.controller_address[1]}")
     log.info(
-        "kafkalike ready on %s:%d (node %d as %s of voters %s; %s; cluster %s, metadata %s)",
+        "kafkalike ready on %s:%d (node %d, cluster %s, roles %s, voters %s; %s; metadata %s)",
         address[0],
         address[1],
         node.node_id,
+        node.cluster_id,
         ",".join(node.roles),
         voters,
         ", ".join(parts),
-        node.cluster_id,
         node.settings.metadata_log_dir,
     )
 
