@@ -172,6 +172,16 @@ async def start_together(nursery: trio.Nursery, nodes: Nodes, roles: str) -> Non
             starting.start_soon(_start_one, nursery, nodes, node_id, roles)
 
 
+async def _start_in_background(
+    nodes: Nodes, node_id: int, roles: str, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Start one node in a task of its own and report at once (``nodes.started`` says when the
+    node itself reported started)."""
+    async with trio.open_nursery() as nursery:
+        task_status.started()
+        await nodes.start(nursery, node_id, roles)
+
+
 async def _start_one(nursery: trio.Nursery, nodes: Nodes, node_id: int, roles: str) -> None:
     await nodes.start(nursery, node_id, roles)
 
