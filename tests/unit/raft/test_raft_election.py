@@ -89,6 +89,12 @@ def test_the_only_voter_stands_for_election_at_start_without_waiting() -> None:
     assert (alone.node.role, alone.node.epoch) == (Role.LEADER, 1)
     among_others = Harness(voters=(1, 2, 3))
     assert among_others.node.poll(0) >= among_others.config.election_timeout_ms
+    # Restarted after leading (its quorum state names itself): at once again, one epoch on.
+    restarted = Harness(voters=(1,), quorum_state=QuorumStateRecord(1, 1, None))
+    assert restarted.node.poll(0) == 0
+    restarted.node.tick(0)
+    restarted.persist()
+    assert (restarted.node.role, restarted.node.epoch) == (Role.LEADER, 2)
 
 
 def test_a_single_voter_leader_has_no_quorum_check_deadline_to_wake_for() -> None:
