@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 
 from kafkalike.raft.log import MemoryRaftLog
+from kafkalike.server import node as node_module
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
 from kafkalike.server.quorum.channel import NetworkFaults
@@ -260,3 +262,42 @@ async def test_a_node_stopped_or_killed_starts_again_and_replays_the_log_into_a_
             assert follower.image.image.topic("while-away") == leader.image.image.topic("while-away") is not None
             await nodes.stop_all()
             nursery.cancel_scope.cancel()
+
+
+async def test_the_single_node_on_its_own_one_voter_quorum_serves_and_keeps_its_topics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The single node's quorum path (SINGLE_NODE_ON_QUORUM): no CONTROLLER port, its broker
+    registered with its own controller in process, its data directory formatted by itself, and
+    its topics back after a restart."""
+    monkeypatch.setattr(node_module, "SINGLE_NODE_ON_QUORUM", True)
+    # The restarted broker is a new incarnation: it registers once its predecessor's session lapsed.
+    config = BrokerConfig(
+        {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "broker.session.timeout.ms": "1500",
+            "broker.heartbeat.interval.ms": "300",
+        }
+    )
+    for start in range(2):
+        node = Node(config, seed_topics=[("orders", 2)] if start == 0 else [])
+        assert node.single and not node.legacy
+        with trio.fail_after(DEADLINE_S):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run)
+                assert node.controller_address is None and node.client_address is not None
+                assert node.driver is not None and node.driver.is_leader
+                client = await AsyncWireClient.connect(*node.client_address)
+                with trio.fail_after(10):
+                    while True:  # seed topics go through the controller once the broker registered
+                        metadata = await client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+                        if [t.name for t in metadata.topics] == ["orders"]:
+                            break
+                        await node.driver.changed()
+                assert [b.node_id for b in metadata.brokers] == [1]
+                assert metadata.cluster_id == node.cluster_id
+                await client.aclose()
+                await node.stop()
+    assert (tmp_path / "data" / "meta.properties").exists()
+    assert (tmp_path / "data" / "__cluster_metadata-0").is_dir()
