@@ -172,12 +172,17 @@ class RaftNode:
     def _initial_state(self, now_ms: int) -> EpochState:
         """Kafka's QuorumState.initialize: resume from the durable election state."""
         stored = self._stored
+        # As Kafka's KafkaRaftClient.initialize: the only voter stands for election at once
+        # (nobody else could lead, so waiting out an election timeout only delays the start).
+        alone = self.is_voter and len(self.config.voters) == 1
         if stored.leader_id == self.node_id:
-            return Resigned(stored.epoch, self._election_deadline(now_ms), [], set())
+            return Resigned(stored.epoch, now_ms if alone else self._election_deadline(now_ms), [], set())
         if stored.voted_for is not None and stored.voted_for.node_id == self.node_id and self.is_voter:
             return Election(stored.epoch, self._election_deadline(now_ms), granted={self.node_id})
         if stored.leader_id >= 0:
             return Follower(stored.epoch, stored.leader_id, now_ms + self.config.fetch_timeout_ms)
+        if alone:
+            return Unattached(stored.epoch, now_ms, stored.voted_for)
         return Unattached(stored.epoch, self._election_deadline(now_ms), stored.voted_for)
 
     # -- events -----------------------------------------------------------------------------------

@@ -196,13 +196,20 @@ class Broker:
 
     # -- start-up ---------------------------------------------------------------------------
 
+    def prepare_identity(self) -> str:
+        """The cluster id, the data directory formatted first when it is empty (a single node
+        formats itself); the same on every later call. Disk work: call it from a worker thread."""
+        if not self.cluster_id:
+            if self.ephemeral:
+                self.cluster_id = self.config.get("cluster.id") or _new_cluster_id()
+            else:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+                self.cluster_id = self._load_identity()
+        return self.cluster_id
+
     def open(self) -> None:
         """Load the data directory: identity, metadata log replay, partition logs."""
-        if self.ephemeral:
-            self.cluster_id = self.config.get("cluster.id") or _new_cluster_id()
-        else:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.cluster_id = self._load_identity()
+        self.prepare_identity()
         if self.in_cluster:
             # Partitions open as the publisher replays the quorum's committed log.
             self._open_groups()
