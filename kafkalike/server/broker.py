@@ -824,6 +824,7 @@ class Broker:
         with trio.CancelScope(shield=True):
             if self.cluster is not None:
                 await self.cluster.channel.aclose()
+            await self.txn.aclose()
             await _off_loop(self.close, not self.logs.memory)
 
 

@@ -119,7 +119,12 @@ class GroupService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
-            OFFSETS_TOPIC, self, broker.replicas, broker.clock.wall_ms, lambda: broker.controller.image.topics
+            OFFSETS_TOPIC,
+            self,
+            broker.replicas,
+            broker.clock.wall_ms,
+            lambda: broker.controller.image.topics,
+            lambda topic, partition: broker.routing.leader_of(topic, partition),
         )
         self._config: GroupConfig | None = None
         self._waiters: dict[WaiterKey, _Waiter] = {}
