@@ -352,3 +352,20 @@ class CoordinatorRuntime(Generic[S]):
                 await self.finish_load_in_steps(slot)
         finally:
             self._loader_running = False
+
+
+def internal_topic_replication(configured: int, config_name: str, topic: str, brokers: int) -> int:
+    """The replication factor an internal topic is made with: ``configured`` capped by the
+    registered brokers, as Kafka does at first creation, then 1, because partitions are not
+    replicated yet (said in the log, so that the difference is not silent)."""
+    capped = max(1, min(configured, brokers)) if brokers > 0 else 1
+    if capped > 1:
+        log.info(
+            "creating %s with replication factor 1, not %d (%s=%d over %d broker(s)): replication is not available yet",
+            topic,
+            capped,
+            config_name,
+            configured,
+            brokers,
+        )
+    return 1

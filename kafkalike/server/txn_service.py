@@ -52,7 +52,7 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import build_end_txn_marker
 from kafkalike.replica import AppliedChanges
-from kafkalike.server.coordinator_runtime import CoordinatorRuntime
+from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
 from kafkalike.txn import (
@@ -360,6 +360,12 @@ class TxnService:
                 "compression.type": "uncompressed",
                 "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
             }
+            internal_topic_replication(
+                self.broker.config.get_int("transaction.state.log.replication.factor"),
+                "transaction.state.log.replication.factor",
+                TRANSACTION_STATE_TOPIC,
+                self.broker.registered_brokers(),
+            )
             try:
                 partitions = self.config.state_log_partitions
                 if await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs):

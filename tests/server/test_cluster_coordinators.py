@@ -236,3 +236,15 @@ async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Pa
 
 def _init_body() -> dict[str, Any]:
     return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+
+
+def test_internal_topics_are_made_with_one_replica_and_the_log_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    from kafkalike.server.coordinator_runtime import internal_topic_replication
+
+    with caplog.at_level("INFO", logger="kafkalike.coordinator"):
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 3) == 1
+    assert "replication factor 1, not 3" in caplog.text and "replication is not available yet" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="kafkalike.coordinator"):
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 1) == 1
+    assert "not available" not in caplog.text  # capped by one broker: 1 is what Kafka would make too
