@@ -178,6 +178,10 @@ class RaftNode:
             return Election(stored.epoch, self._election_deadline(now_ms), granted={self.node_id})
         if stored.leader_id >= 0:
             return Follower(stored.epoch, stored.leader_id, now_ms + self.config.fetch_timeout_ms)
+        if self.is_voter and len(self.config.voters) == 1:
+            # As Kafka's KafkaRaftClient.initialize: the only voter stands for election at once
+            # (nobody else could lead, so waiting out an election timeout only delays the start).
+            return Unattached(stored.epoch, now_ms, stored.voted_for)
         return Unattached(stored.epoch, self._election_deadline(now_ms), stored.voted_for)
 
     # -- events -----------------------------------------------------------------------------------
@@ -250,7 +254,9 @@ class RaftNode:
         deadlines = self._requests.deadlines(now_ms)
         state = self.state
         if isinstance(state, Leader):
-            deadlines += [state.begin_epoch_deadline_ms, state.check_quorum_deadline_ms]
+            deadlines.append(state.begin_epoch_deadline_ms)
+            if len(self.config.voters) > 1:  # a single voter never checks its quorum (_poll_leader)
+                deadlines.append(state.check_quorum_deadline_ms)
             deadlines += [p.deadline_ms for p in self._parked.values()]
         elif isinstance(state, Follower):
             deadlines.append(state.fetch_deadline_ms)

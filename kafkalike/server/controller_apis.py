@@ -18,7 +18,7 @@ from kafkalike.controller.api_error import ApiError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.config import BrokerConfig
-from kafkalike.server.controller_host import ControllerRequestContext, NotActiveError
+from kafkalike.server.controller_host import ControllerRequestContext, NotActiveError, WriteTimedOutError
 
 if TYPE_CHECKING:
     from kafkalike.server.controller_host import ControllerHost
@@ -55,6 +55,8 @@ async def handle_controller_request(
         return await api.fn(host, version, body, context)
     except NotActiveError:
         return {"throttle_time_ms": 0, **api.refusal(body, not_controller(host))}
+    except WriteTimedOutError:
+        return {"throttle_time_ms": 0, **api.refusal(body, ApiError(ErrorCode.REQUEST_TIMED_OUT))}
 
 
 def _error_fields(error: ApiError) -> Body:
@@ -81,7 +83,7 @@ def topic_config_lister(config: BrokerConfig) -> Callable[[Mapping[str, str]], l
 
 async def create_topics(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
     now = host.now_ms()
-    results = await host.write(lambda _: host.controller.create_topics(body, now))
+    results = await host.write(lambda _: host.controller.create_topics(body, now), body.timeout_ms)
     asked = {t.name: {c.name: c.value for c in t.configs} for t in body.topics}
     lists: dict[tuple[tuple[str, str], ...], list[Body]] = {}
     topics = []
@@ -118,7 +120,7 @@ def _refuse_create_topics(body: Message, error: ApiError) -> Body:
 
 async def create_partitions(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
     now = host.now_ms()
-    results = await host.write(lambda _: host.controller.create_partitions(body, now))
+    results = await host.write(lambda _: host.controller.create_partitions(body, now), body.timeout_ms)
     return {"throttle_time_ms": 0, "results": [{"name": r.name, **_error_fields(r.error)} for r in results]}
 
 
@@ -131,7 +133,7 @@ def _refuse_create_partitions(body: Message, error: ApiError) -> Body:
 
 async def delete_topics(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
     now = host.now_ms()
-    results = await host.write(lambda _: host.controller.delete_topics(body, version, now))
+    results = await host.write(lambda _: host.controller.delete_topics(body, version, now), body.timeout_ms)
     return {
         "throttle_time_ms": 0,
         "responses": [{"name": r.name, "topic_id": r.topic_id, **_error_fields(r.error)} for r in results],

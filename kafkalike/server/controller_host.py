@@ -47,7 +47,7 @@ from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.quorum_controller import QuorumController
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.snapshot_files import SnapshotId
-from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.metadata_records import (
     ApiMessageAndVersion,
@@ -75,6 +75,11 @@ FENCES_PER_ROUND = 64
 
 class NotActiveError(Exception):
     """This controller is not (or no longer) the active one: NOT_CONTROLLER."""
+
+
+class WriteTimedOutError(Exception):
+    """The request's deadline passed before its records were committed: REQUEST_TIMED_OUT (they
+    may still be committed later, as in Kafka)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,17 +281,23 @@ class ControllerHost:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def write(self, operation: Callable[[int], ControllerResult[R]]) -> R:
+    async def write(self, operation: Callable[[int], ControllerResult[R]], timeout_ms: int | None = None) -> R:
         """Run ``operation(next_offset)`` (it goes through the facade, which holds its records as
         uncommitted), append its records and return its reply once they are committed.
-        NotActiveError when this controller is not active, or stops being so before then."""
+        NotActiveError when this controller is not active, or stops being so before then;
+        WriteTimedOutError when ``timeout_ms`` (the request's) passes first."""
         await self.wait_active()
         async with self._write_lock:
             if self.active_epoch is None:
                 raise NotActiveError
             result = operation(self._next_offset)
             pending = await self._append_locked(result)
-        await pending.done.wait()
+        with trio.move_on_after(math.inf if timeout_ms is None else max(0, timeout_ms) / 1000):
+            await pending.done.wait()
+        if not pending.done.is_set():
+            if pending in self._pending:
+                self._pending.remove(pending)
+            raise WriteTimedOutError
         if not pending.committed:
             raise NotActiveError
         return result.reply
@@ -411,6 +422,17 @@ class ControllerHost:
         """The CONTROLLER listener's entry (``ControllerApis``)."""
         context = ControllerRequestContext(header, listener_name)
         return await self.handle(header.api_key, header.api_version, body, context)
+
+    async def request(
+        self, api_key: int, version: int, body: Mapping[str, Any], client_id: str | None = "in-process"
+    ) -> Message:
+        """A request from this process (a combined node's broker, tests), through the wire codec
+        both ways so that it is answered exactly as over the network; the decoded response."""
+        header = RequestHeader(api_key, version, 0, client_id)
+        decoded_header, decoded = decode_request(memoryview(encode_request(header, body))[4:])
+        answer = await self.handle(api_key, version, decoded, ControllerRequestContext(decoded_header, "in-process"))
+        frame = encode_response(api_key, version, 0, answer)
+        return decode_response(api_key, version, memoryview(frame)[4:])[1]
 
     def api_versions(self) -> Mapping[int, tuple[int, int]]:
         from kafkalike.server.controller_apis import CONTROLLER_APIS
