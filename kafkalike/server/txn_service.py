@@ -55,6 +55,7 @@ from kafkalike.replica import AppliedChanges
 from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
+from kafkalike.server.listener_config import BrokerListeners
 from kafkalike.txn import (
     TRANSACTION_STATE_TOPIC,
     DescribedTxn,
@@ -71,12 +72,11 @@ from kafkalike.txn.state import TxnState
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
+    from kafkalike.server.config import BrokerConfig
 
 log = logging.getLogger("kafkalike.transactions")
 E = ErrorCode
 WRITE_TXN_MARKERS, ADD_PARTITIONS_TO_TXN = 27, 24
-# The listener security.inter.broker.protocol's default names when inter.broker.listener.name is unset.
-DEFAULT_INTER_BROKER_LISTENER = "PLAINTEXT"
 MAX_FLUSH_WAITS = 1000  # appends a marker waits behind (each one fsync) before it goes in anyway
 
 
@@ -398,7 +398,7 @@ class TxnService:
             return None
         if self._inter_broker is None:
             config = self.broker.config
-            listener = config.get("inter.broker.listener.name") or DEFAULT_INTER_BROKER_LISTENER
+            listener = _inter_broker_listener(config)
             routing = self.broker.routing
             self._inter_broker = InterBrokerClient(
                 self.broker.node_id,
@@ -658,3 +658,9 @@ def _entry(job: MarkerJob) -> MarkerEntry:
     return MarkerEntry(
         job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
     )
+
+
+def _inter_broker_listener(config: BrokerConfig) -> str:
+    """``inter.broker.listener.name`` (or the listener of security.inter.broker.protocol), as
+    the start-up check accepted it."""
+    return BrokerListeners.from_config(config).inter_broker_name

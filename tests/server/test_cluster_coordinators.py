@@ -7,6 +7,7 @@ controller)."""
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,9 +16,13 @@ from typing import Any
 import pytest
 import trio
 
+from kafkalike.cli.storage_format import meta_properties_text
+from kafkalike.coordinator import NotActive
+from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.server.config import BrokerConfig
+from kafkalike.server.node import Node
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.node.test_node_roles import Nodes, _start_in_background
+from tests.server.node.test_node_roles import CLUSTER, Nodes, _start_in_background
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -248,3 +253,88 @@ def test_internal_topics_are_made_with_one_replica_and_the_log_says_why(caplog: 
     with caplog.at_level("INFO", logger="kafkalike.coordinator"):
         assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 1) == 1
     assert "not available" not in caplog.text  # capped by one broker: 1 is what Kafka would make too
+
+
+class DiskNodes(CoordinatorNodes):
+    """Nodes whose partitions are on disk, so a restarted one finds its coordinators' records."""
+
+    async def start(self, nursery: trio.Nursery, node_id: int, roles: str) -> Node:
+        config = self.config(node_id, roles)
+        directory = Path(config.explicit["log.dirs"])
+        if not directory.exists():  # formatted once, as kafka-storage format does
+            directory.mkdir(parents=True)
+            text = meta_properties_text(CLUSTER, node_id, uuid.uuid4(), datetime.datetime.now(datetime.UTC))
+            (directory / "meta.properties").write_text(text, encoding="utf-8")
+        node = Node(
+            config,
+            ephemeral=False,
+            faults=self.faults,
+            memory_log=self.logs.setdefault(node_id, MemoryRaftLog()),
+            controller_bound=self.bound.pop(node_id, None),
+        )
+        self.nodes[node_id] = node
+        await nursery.start(node.run)
+        self.started.add(node_id)
+        return node
+
+
+def _one_transaction(bootstrap: str, topic: str, partitions: int) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "kept-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for partition in range(partitions):
+        producer.produce(topic, value=f"kept-{partition}".encode(), partition=partition)
+    producer.commit_transaction(30)
+
+
+async def test_the_coordinators_broker_restarted_still_has_the_transactions_outcome(tmp_path: Path) -> None:
+    nodes = DiskNodes(tmp_path, 3)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            for node_id in nodes.voter_ids:
+                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
+            await nodes.wait(lambda: nodes.started == set(nodes.voter_ids))
+            clients = {}
+            for node_id, node in nodes.nodes.items():
+                assert node.client_address is not None
+                clients[node_id] = await AsyncWireClient.connect("127.0.0.1", node.client_address[1])
+            cluster = Running(nodes, clients)
+            leaders = await cluster.create_topic("kept", 3)
+            assert set(leaders.values()) == {1, 2, 3}
+            await trio.to_thread.run_sync(_one_transaction, cluster.bootstrap, "kept", 3)
+            error, coordinator = await cluster.coordinator("kept-txn", 1)
+            assert error == 0
+            survivor = next(i for i in nodes.voter_ids if i != coordinator)
+            await clients.pop(coordinator).aclose()
+            await nodes.nodes[coordinator].stop()
+            # RF=1: while it is down, its partitions (the id's among them) have no leader.
+            assert (await clients[survivor].request(10, 3, {"key": "kept-txn", "key_type": 1})).error_code == 15
+            await nursery.start(_start_in_background, nodes, coordinator, "broker,controller")
+            again = nodes.nodes[coordinator]
+            await nodes.wait(lambda: again.client_address is not None and coordinator in nodes.started)
+            assert again.client_address is not None and again.broker is not None
+            clients[coordinator] = await AsyncWireClient.connect("127.0.0.1", again.client_address[1])
+            # The restarted broker leads the id's partition again and loads the outcome from its log.
+            runtime = again.broker.txn.runtime
+            with trio.fail_after(30):
+                while True:
+                    try:
+                        runtime.shard_for("kept-txn")
+                        break
+                    except NotActive:
+                        await runtime.loaded.wait()
+                # A commit it had not finished when stopped is finished now: its markers sent again.
+                while (txn := again.broker.txn.describe(["kept-txn"])[0]).state != "CompleteCommit":
+                    assert txn.state == "PrepareCommit", txn
+                    await again.broker.txn.markers_answered.wait()
+            described = await clients[coordinator].request(65, 0, {"transactional_ids": ["kept-txn"]})
+            (state,) = described.transaction_states
+            assert (state.error_code, state.transaction_state) == (0, "CompleteCommit")
+            seen = await trio.to_thread.run_sync(_read, cluster.bootstrap, "kept", 3, "read_committed", 3)
+            assert sorted(seen) == [(p, f"kept-{p}".encode()) for p in range(3)]
+            for client in clients.values():
+                await client.aclose()
+            for node in list(nodes.nodes.values()):
+                await node.stop()
+            nursery.cancel_scope.cancel()
