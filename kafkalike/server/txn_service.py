@@ -307,10 +307,19 @@ class TxnService:
 
     def coordinator_node(self, transactional_id: str) -> int | None:
         """The node coordinating the id (the leader of its partition), None while there is none;
-        until ``__transaction_state`` exists, this node, which makes it on the first InitProducerId."""
+        until ``__transaction_state`` exists, a single node answers itself (it makes the topic on
+        the first InitProducerId and leads all of it), a broker in a cluster None."""
         if not self.runtime.topic_exists():
-            return self.broker.node_id
+            return self.broker.node_id if self.broker.cluster is None else None
         return self.runtime.leader_of(transactional_id)
+
+    async def locate(self, transactional_id: str) -> int | None:
+        """FindCoordinator's answer for the id. On a broker in a cluster ``__transaction_state``
+        is made first (as ``__consumer_offsets`` is for a group), so that the answer is the
+        leader of the id's partition rather than the broker asked."""
+        if self.broker.cluster is not None and not self.runtime.topic_exists():
+            await self._ensure_state_topic()
+        return self.coordinator_node(transactional_id)
 
     # -- the runtime's ShardKind ------------------------------------------------------------
 

@@ -149,9 +149,15 @@ async def test_a_transaction_over_partitions_of_three_brokers_commits_and_aborts
     async def scenario(cluster: Running) -> None:
         leaders = await cluster.create_topic("spread", 3)
         assert set(leaders.values()) == {1, 2, 3}
-        committed = await trio.to_thread.run_sync(_transactions, cluster.bootstrap, "spread", 3)
+        # Asked before __transaction_state exists: made, and the leader of the id's partition named.
         error, coordinator = await cluster.coordinator("spread-txn", 1)
-        assert error == 0 and coordinator in (1, 2, 3)
+        broker_1 = cluster.nodes.nodes[1].broker
+        assert broker_1 is not None
+        partition = broker_1.txn.runtime.partition_for("spread-txn")
+        state_topic = broker_1.publisher.image.topic("__transaction_state")
+        assert state_topic is not None
+        assert (error, coordinator) == (0, state_topic.partitions[partition].leader)
+        committed = await trio.to_thread.run_sync(_transactions, cluster.bootstrap, "spread", 3)
         # The coordinator wrote the other brokers' markers over the inter-broker listener.
         broker = cluster.nodes.nodes[coordinator].broker
         assert broker is not None and broker.txn.inter_broker is not None

@@ -44,7 +44,7 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCo
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         node_id = ctx.groups.coordinator_node(key)
     elif key_type == TRANSACTION_KEY_TYPE:
-        node_id = ctx.txn.coordinator_node(key)
+        node_id = await ctx.txn.locate(key)
     else:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     if node_id is None:  # no leader for the key's partition now
