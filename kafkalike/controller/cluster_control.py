@@ -128,7 +128,9 @@ class BrokerHeartbeatReply(_Refusable):
 @dataclass(frozen=True, slots=True)
 class UnregisterBrokerReply(_Refusable):
     def to_response(self) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "error_code": self.error_code, "error_message": self.error_message}
+        # Kafka's UnregisterBrokerResponse leaves the message at its default "" on success.
+        message = "" if self.error_message is None else self.error_message
+        return {"throttle_time_ms": 0, "error_code": self.error_code, "error_message": message}
 
 
 def register_broker_record_version(metadata_version: int) -> int:

@@ -188,7 +188,7 @@ async def allocate_producer_ids(
     now = host.now_ms()
     block = await host.write(lambda _: host.controller.allocate_producer_ids(body, now))
     if not block.error.ok:
-        return {"throttle_time_ms": 0, "error_code": block.error.code, "producer_id_start": -1, "producer_id_len": 0}
+        return {"throttle_time_ms": 0, **_refuse_allocate_producer_ids(body, block.error)}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -198,7 +198,7 @@ async def allocate_producer_ids(
 
 
 def _refuse_allocate_producer_ids(body: Message, error: ApiError) -> Body:
-    return {"error_code": error.code, "producer_id_start": -1, "producer_id_len": 0}
+    return {"error_code": error.code, "producer_id_start": 0, "producer_id_len": 0}  # Kafka's defaults
 
 
 # -- BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64) ---------------------------
@@ -221,11 +221,20 @@ def _refuse_broker_registration(body: Message, error: ApiError) -> Body:
 
 
 async def broker_heartbeat(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
-    now = host.now_ms()
+    def expired() -> None:
+        # Kept waiting behind other writes: still contact, but no state change (Kafka's
+        # processExpiredBrokerHeartbeat); the broker sends the next one on its interval.
+        if host.cluster is not None:
+            host.cluster.expired_heartbeat(host.controller.latest_image, body, host.now_ms())
+
     reply = await host.write(
         host.run_cluster(
-            lambda cluster, image, next_offset: cluster.heartbeat(image, body, next_offset=next_offset, now_ms=now)
-        )
+            lambda cluster, image, next_offset: cluster.heartbeat(
+                image, body, next_offset=next_offset, now_ms=host.now_ms()
+            )
+        ),
+        start_within_ms=host.heartbeat_interval_ms // 2,  # Kafka's deadline for a heartbeat
+        on_expired=expired,
     )
     return reply.to_response()
 

@@ -9,8 +9,12 @@ from typing import Any
 import trio
 
 from kafkalike.controller.image import MetadataImage
+from kafkalike.controller.loader import build_image_snapshot
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, decode_metadata_record
+from kafkalike.raft.log import OffsetAndEpoch
+from kafkalike.server.quorum.driver import CommittedBatch
 from kafkalike.testing.controller_quorum import ControllerQuorum
 from kafkalike.testing.controller_requests import heartbeat, registration
 from kafkalike.testing.quorum import CLUSTER_ID
@@ -280,4 +284,118 @@ async def test_a_write_not_committed_within_the_request_timeout_answers_request_
             assert [(t.name, t.error_code) for t in answer.topics] == [("late", ErrorCode.REQUEST_TIMED_OUT)]
             assert host.image.topic("late") is None
             await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_append_makes_the_leader_resign_and_the_next_epoch_serves_again() -> None:
+    quorum = ControllerQuorum(1)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(1))
+            await register_unfenced(client, 1)
+            driver = quorum.driver(1)
+            first_epoch = host.active_epoch
+            real_append = driver.append
+            refusals = []
+
+            async def refusing_append(values: Any) -> int:
+                if not refusals:
+                    refusals.append(values)
+                    raise KafkaStorageError("No space left on device")
+                return await real_append(values)
+
+            driver.append = refusing_append  # type: ignore[method-assign]
+            refused = await client.request(CREATE_TOPICS, 7, create_topics(new_topic("after")))
+            assert refused.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+            assert host.controller.latest_image.topic("after") is None  # the held records were dropped
+            # It resigned: the only voter is elected again in a later epoch and serves again.
+            await quorum.wait(lambda: driver.epoch > (first_epoch or 0))
+            assert await quorum.active_host() is host
+            again = await client.request(CREATE_TOPICS, 7, create_topics(new_topic("after")))
+            assert again.topics[0].error_code == 0
+            assert host.active_epoch is not None and first_epoch is not None and host.active_epoch > first_epoch
+            assert topic_records(quorum, 1, "after") == 1
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_controlled_shutdown_moves_leadership_away_before_the_broker_may_stop() -> None:
+    quorum = ControllerQuorum(1)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(1))
+            epochs = {b: await register_unfenced(client, b) for b in (1, 2)}
+            await client.request(CREATE_TOPICS, 7, create_topics(new_topic("led", 2)))
+            spread = host.image.topic("led")
+            assert spread is not None and sorted(p.leader for p in spread.partitions.values()) == [1, 2]
+            first = await client.request(BROKER_HEARTBEAT, 1, heartbeat(2, epochs[2], 0, want_shut_down=True))
+            assert (first.error_code, first.should_shut_down) == (0, False)  # not caught up yet
+            after = host.image
+            assert after.brokers[2].in_controlled_shutdown
+            assert sorted(p.leader for p in after.topic("led").partitions.values()) == [-1, 1]  # type: ignore[union-attr]
+            # It may stop once every active broker has caught up past its last leadership change
+            # (broker 1 says so in its next heartbeat; as in Kafka, replaying broker 1's own
+            # unfencing forgot the offset it reported then).
+            assert (await client.request(BROKER_HEARTBEAT, 1, heartbeat(1, epochs[1], 2**40))).error_code == 0
+            caught_up = await client.request(BROKER_HEARTBEAT, 1, heartbeat(2, epochs[2], 2**40, want_shut_down=True))
+            assert (caught_up.error_code, caught_up.should_shut_down) == (0, True)
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_controller_restarted_behind_a_snapshot_loads_it_and_can_take_over() -> None:
+    quorum = ControllerQuorum(3)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            lagging = next(i for i in quorum.node_ids if i != host.node_id)
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(host.node_id))
+            epoch = await register_unfenced(client, 1)
+            await quorum.stop(lagging)
+            for name in ("s1", "s2"):
+                assert (await client.request(CREATE_TOPICS, 7, create_topics(new_topic(name)))).topics[
+                    0
+                ].error_code == 0
+            snapshot_id, data = build_image_snapshot(host.image, now_ms=host.now_ms())
+            await quorum.driver(host.node_id).snapshot(snapshot_id.end_offset, data)
+            assert (await client.request(CREATE_TOPICS, 7, create_topics(new_topic("s3")))).topics[0].error_code == 0
+            await quorum.start(nursery, lagging)
+            restarted = quorum.hosts[lagging]
+            await quorum.wait(lambda: _same(restarted.image, host.image))
+            assert quorum.recorders[lagging].snapshots  # it did not replay from the start
+            await client.aclose()
+            # The old leader goes: the other two elect one, which serves with what it loaded.
+            await quorum.stop(host.node_id)
+            new = await quorum.active_host()
+            retry = await AsyncWireClient.connect("127.0.0.1", quorum.port(new.node_id))
+            beat = await retry.request(BROKER_HEARTBEAT, 1, heartbeat(1, epoch, 2**40))
+            assert (beat.error_code, beat.is_fenced) == (0, False)
+            assert (await retry.request(CREATE_TOPICS, 7, create_topics(new_topic("s4")))).topics[0].error_code == 0
+            assert {"s1", "s2", "s3", "s4"} <= set(new.image.topics_by_name)
+            await retry.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_committed_metadata_it_cannot_replay_makes_the_controller_step_down_not_crash() -> None:
+    quorum = ControllerQuorum(1)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            epoch = host.active_epoch
+            assert epoch is not None
+            # As if the log held these: the listener calls come from the driver's loop, which
+            # must not see them raise.
+            host.handle_commit(CommittedBatch(10**6, 10**6, epoch, (b"\x00\x63\x00junk",), False))
+            assert not host.active
+            await quorum.wait(lambda: quorum.driver(1).epoch > epoch)
+            again = await quorum.active_host()
+            assert again is host and host.active_epoch is not None and host.active_epoch > epoch
+            host.handle_load_snapshot(OffsetAndEpoch(10**6, host.active_epoch), b"not a snapshot")
+            assert not host.active
             nursery.cancel_scope.cancel()

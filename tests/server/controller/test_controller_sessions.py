@@ -12,6 +12,7 @@ from trio.testing import MockClock
 
 from kafkalike.controller.cluster_control import DEFAULT_SESSION_TIMEOUT_MS
 from kafkalike.controller.image import NO_LEADER
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.controller_host import ControllerHost
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.controller_quorum import ControllerQuorum
@@ -72,3 +73,42 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_after_the_session_time
             partitions = host.image.topic("t").partitions.values()  # type: ignore[union-attr]
             assert {(p.leader, p.leader_epoch) for p in partitions if p.replicas == (2,)} == {(2, 2)}
             nursery.cancel_scope.cancel()
+
+
+async def test_a_heartbeat_kept_waiting_behind_other_writes_times_out_but_keeps_the_session(
+    autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    quorum = ControllerQuorum(1, clock=trio_clock)
+    with trio.fail_after(MOCK_DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            host = await quorum.active_host()
+            epochs = {b: await register_unfenced(host, b) for b in (1, 2)}
+            answers: list[int] = []
+            # Writes stall for longer than a session (as behind a slow disk): broker 1 keeps
+            # heartbeating, broker 2 says nothing.
+            release = trio.Event()
+
+            async def stall(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                async with host._write_lock:
+                    task_status.started()
+                    await release.wait()
+
+            await nursery.start(stall)
+            for _ in range(6):
+                answer = await host.request(63, 1, heartbeat(1, epochs[1], 2**40))
+                answers.append(answer.error_code)
+                await trio.sleep(HEARTBEAT_INTERVAL_S - 1)  # the answer took half an interval
+            assert trio_clock.wall_ms() - contact_ms(host, 2, epochs[2]) > DEFAULT_SESSION_TIMEOUT_MS
+            release.set()
+            assert set(answers) == {ErrorCode.REQUEST_TIMED_OUT}
+            await quorum.wait(lambda: host.image.brokers[2].fenced)
+            assert not host.image.brokers[1].fenced  # its timed-out heartbeats still counted
+            nursery.cancel_scope.cancel()
+
+
+def contact_ms(host: ControllerHost, broker_id: int, epoch: int) -> int:
+    assert host.cluster is not None and host.cluster.heartbeats is not None
+    contact = host.cluster.heartbeats.contact_ms(broker_id, epoch)
+    assert contact is not None
+    return contact
