@@ -18,6 +18,7 @@ import trio
 
 from kafkalike.cli.storage_format import meta_properties_text
 from kafkalike.coordinator import NotActive
+from kafkalike.protocol.records import Record, build_batch
 from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
@@ -344,3 +345,69 @@ async def test_the_coordinators_broker_restarted_still_has_the_transactions_outc
             for node in list(nodes.nodes.values()):
                 await node.stop()
             nursery.cancel_scope.cancel()
+
+
+async def test_markers_for_a_broker_cut_off_wait_until_it_is_reachable(tmp_path: Path) -> None:
+    """The negative control of the inter-broker path: while the coordinator cannot reach a
+    partition's leader (NetworkFaults), the commit stays PrepareCommit; healed, it completes."""
+
+    async def scenario(cluster: Running) -> None:
+        leaders = await cluster.create_topic("cut", 3)
+        c = cluster.clients
+        txn_id = "cut-txn"
+        error, coordinator = await cluster.coordinator(txn_id, 1)
+        assert error == 0
+        init = await c[coordinator].request(
+            22,
+            4,
+            {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
+        )
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        added = await c[coordinator].request(
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": txn_id,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": "cut", "partitions": [0, 1, 2]}],
+            },
+        )
+        assert all(
+            p.partition_error_code == 0 for t in added.results_by_topic_v3_and_below for p in t.results_by_partition
+        )
+        for partition, leader in leaders.items():
+            batch = build_batch(
+                [Record(value=b"x")],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=0,
+                transactional=True,
+                base_timestamp=0,
+            )
+            body = {
+                "transactional_id": txn_id,
+                "acks": -1,
+                "timeout_ms": 5000,
+                "topic_data": [{"name": "cut", "partition_data": [{"index": partition, "records": batch}]}],
+            }
+            produced = await c[leader].request(0, 11, body)
+            assert produced.responses[0].partition_responses[0].error_code == 0
+        far = next(b for b in leaders.values() if b != coordinator)
+        broker = cluster.nodes.nodes[coordinator].broker
+        assert broker is not None
+        cluster.nodes.faults.isolate(far)
+        ended = await c[coordinator].request(
+            26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+        )
+        assert ended.error_code == 0
+        with trio.fail_after(10):
+            for _ in range(3):  # three answers, the cut-off broker's marker failed in each
+                await broker.txn.markers_answered.wait()
+                assert broker.txn.describe([txn_id])[0].state == "PrepareCommit"
+            cluster.nodes.faults.heal()
+            while broker.txn.describe([txn_id])[0].state != "CompleteCommit":
+                await broker.txn.markers_answered.wait()
+
+    await _run(tmp_path, scenario)
