@@ -227,8 +227,8 @@ def _write_marker(
     """Append ``marker`` to ``tp``. With ``defer_roll``, raises RollNeeded (before changing
     anything) when the marker needs a new segment."""
     state = broker.replicas.get(tp)
-    if state is None:
-        return E.UNKNOWN_TOPIC_OR_PARTITION
+    if state is None:  # another broker's, or unknown (Kafka's getPartitionOrError)
+        return E.NOT_LEADER_OR_FOLLOWER if broker.routing.knows(*tp) else E.UNKNOWN_TOPIC_OR_PARTITION
     if broker.faults.is_paused(*tp) or not state.is_leader:
         return E.NOT_LEADER_OR_FOLLOWER
     if tp[0] == OFFSETS_TOPIC:

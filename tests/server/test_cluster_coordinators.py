@@ -354,6 +354,17 @@ async def test_markers_for_a_broker_cut_off_wait_until_it_is_reachable(tmp_path:
     async def scenario(cluster: Running) -> None:
         leaders = await cluster.create_topic("cut", 3)
         c = cluster.clients
+        # A marker for a partition another broker leads: NOT_LEADER_OR_FOLLOWER, retried by the coordinator.
+        elsewhere = next(b for b in leaders.values() if b != leaders[0])
+        marker = {
+            "producer_id": 1,
+            "producer_epoch": 0,
+            "transaction_result": True,
+            "topics": [{"name": "cut", "partition_indexes": [0]}],
+            "coordinator_epoch": 0,
+        }
+        wrong = await c[elsewhere].request(27, 1, {"markers": [marker]})
+        assert wrong.markers[0].topics[0].partitions[0].error_code == 6
         txn_id = "cut-txn"
         error, coordinator = await cluster.coordinator(txn_id, 1)
         assert error == 0
