@@ -65,6 +65,11 @@ class Running:
         answer = await self.clients[1].request(3, 12, {"topics": [{"name": name, "topic_id": ZERO}]})
         return {p.partition_index: p.leader_id for p in answer.topics[0].partitions}
 
+    async def wait_for_topic(self, name: str) -> None:
+        for node in self.nodes.nodes.values():
+            assert node.broker is not None
+            assert await node.broker.publisher.wait_until(lambda i: i.topic(name) is not None)
+
     async def coordinator(self, key: str, key_type: int) -> tuple[int, int]:
         """(error, node id) of FindCoordinator v3 asked of broker 1."""
         answer = await self.clients[1].request(10, 3, {"key": key, "key_type": key_type})
@@ -203,9 +208,7 @@ async def test_a_group_whose_coordinator_is_on_another_broker_consumes_and_commi
     async def scenario(cluster: Running) -> None:
         leaders = await cluster.create_topic("single", 1)
         assert (await cluster.coordinator("probe", 0))[0] == 0  # __consumer_offsets made on first use
-        for node in cluster.nodes.nodes.values():
-            assert node.broker is not None
-            await node.broker.publisher.wait_until(lambda i: i.topic("__consumer_offsets") is not None)
+        await cluster.wait_for_topic("__consumer_offsets")
         # A group coordinated by another broker than the partition's leader.
         for i in range(100):
             group = f"group-{i}"
@@ -368,6 +371,9 @@ async def test_markers_for_a_broker_cut_off_wait_until_it_is_reachable(tmp_path:
         txn_id = "cut-txn"
         error, coordinator = await cluster.coordinator(txn_id, 1)
         assert error == 0
+        # Until every broker has __transaction_state its leaders cannot verify with the coordinator
+        # (NOT_ENOUGH_REPLICAS, which a client retries): wait for it here instead.
+        await cluster.wait_for_topic("__transaction_state")
         init = await c[coordinator].request(
             22,
             4,
