@@ -387,6 +387,10 @@ class Broker:
                 raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
             return True
 
+    def registered_brokers(self) -> int:
+        """How many brokers the metadata has registered (1: a single node)."""
+        return 1 if self.cluster is None else len(self.cluster.image.cluster.brokers)
+
     async def reserve_producer_id(self) -> None:
         """Before ``controller.allocate_producer_id``: a producer id block with an id left, its
         record written (off the event loop, in turn) if a new one is needed, so the allocation
@@ -856,6 +860,7 @@ class Broker:
         with trio.CancelScope(shield=True):
             if self.cluster is not None:
                 await self.cluster.channel.aclose()
+            await self.txn.aclose()
             await _off_loop(self.close, not self.logs.memory)
 
 

@@ -80,13 +80,17 @@ class CoordinatorRuntime(Generic[S]):
         replicas: ReplicaManager,
         wall_ms: Callable[[], int],
         topics: Callable[[], Mapping[str, TopicImage]],
+        leaders: Callable[[str, int], tuple[int, int] | None] | None = None,
     ) -> None:
-        """``replicas``: this broker's partitions; ``topics()``: the metadata image's topics."""
+        """``replicas``: this broker's partitions; ``topics()``: the metadata image's topics;
+        ``leaders(topic, partition)``: (leader id, epoch) in the metadata, for partitions hosted
+        by other brokers (None: the metadata does not know it)."""
         self.topic = topic
         self.kind = kind
         self.replicas = replicas
         self._wall_ms = wall_ms
         self._topics = topics
+        self._leaders = leaders
         self.shards: ShardTable[S] = ShardTable()
         self.syncs = CoordinatorSyncs(self._reload, self.on_durable, wall_ms)
         self._wakeup = trio.Event()
@@ -119,8 +123,12 @@ class CoordinatorRuntime(Generic[S]):
         or the partition is not known here."""
         if not self.topic_exists():
             return None
-        replica = self.replicas.get((self.topic, self.partition_for(key)))
-        return None if replica is None else replica.leader_id
+        partition = self.partition_for(key)
+        replica = self.replicas.get((self.topic, partition))
+        if replica is not None:
+            return replica.leader_id
+        found = None if self._leaders is None else self._leaders(self.topic, partition)
+        return None if found is None or found[0] < 0 else found[0]
 
     def log_for(self, partition: int) -> tuple[PartitionLog, int]:
         """For the shards' stores: where a partition's records go."""
@@ -344,3 +352,20 @@ class CoordinatorRuntime(Generic[S]):
                 await self.finish_load_in_steps(slot)
         finally:
             self._loader_running = False
+
+
+def internal_topic_replication(configured: int, config_name: str, topic: str, brokers: int) -> int:
+    """The replication factor an internal topic is made with: ``configured`` capped by the
+    registered brokers, as Kafka does at first creation, then 1, because partitions are not
+    replicated yet (said in the log, so that the difference is not silent)."""
+    capped = max(1, min(configured, brokers)) if brokers > 0 else 1
+    if capped > 1:
+        log.info(
+            "creating %s with replication factor 1, not %d (%s=%d over %d broker(s)): replication is not available yet",
+            topic,
+            capped,
+            config_name,
+            configured,
+            brokers,
+        )
+    return 1

@@ -64,7 +64,7 @@ from kafkalike.log import PartitionLog
 from kafkalike.log.coordinator_log import Appended
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import AppliedChanges
-from kafkalike.server.coordinator_runtime import CoordinatorRuntime
+from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
 if TYPE_CHECKING:
@@ -119,7 +119,12 @@ class GroupService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
-            OFFSETS_TOPIC, self, broker.replicas, broker.clock.wall_ms, lambda: broker.controller.image.topics
+            OFFSETS_TOPIC,
+            self,
+            broker.replicas,
+            broker.clock.wall_ms,
+            lambda: broker.controller.image.topics,
+            lambda topic, partition: broker.routing.leader_of(topic, partition),
         )
         self._config: GroupConfig | None = None
         self._waiters: dict[WaiterKey, _Waiter] = {}
@@ -194,6 +199,12 @@ class GroupService:
             "compression.type": "producer",
             "segment.bytes": str(self.broker.config.get_int("offsets.topic.segment.bytes")),
         }
+        internal_topic_replication(
+            self.broker.config.get_int("offsets.topic.replication.factor"),
+            "offsets.topic.replication.factor",
+            OFFSETS_TOPIC,
+            self.broker.registered_brokers(),
+        )
         if await self.broker.create_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, configs):
             log.info("created %s", OFFSETS_TOPIC)
         self.runtime.load_led_partitions()

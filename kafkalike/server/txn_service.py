@@ -52,8 +52,10 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import build_end_txn_marker
 from kafkalike.replica import AppliedChanges
-from kafkalike.server.coordinator_runtime import CoordinatorRuntime
+from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
+from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
+from kafkalike.server.listener_config import BrokerListeners
 from kafkalike.txn import (
     TRANSACTION_STATE_TOPIC,
     DescribedTxn,
@@ -70,9 +72,11 @@ from kafkalike.txn.state import TxnState
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
+    from kafkalike.server.config import BrokerConfig
 
 log = logging.getLogger("kafkalike.transactions")
 E = ErrorCode
+WRITE_TXN_MARKERS, ADD_PARTITIONS_TO_TXN = 27, 24
 MAX_FLUSH_WAITS = 1000  # appends a marker waits behind (each one fsync) before it goes in anyway
 
 
@@ -223,8 +227,8 @@ def _write_marker(
     """Append ``marker`` to ``tp``. With ``defer_roll``, raises RollNeeded (before changing
     anything) when the marker needs a new segment."""
     state = broker.replicas.get(tp)
-    if state is None:
-        return E.UNKNOWN_TOPIC_OR_PARTITION
+    if state is None:  # another broker's, or unknown (Kafka's getPartitionOrError)
+        return E.NOT_LEADER_OR_FOLLOWER if broker.routing.knows(*tp) else E.UNKNOWN_TOPIC_OR_PARTITION
     if broker.faults.is_paused(*tp) or not state.is_leader:
         return E.NOT_LEADER_OR_FOLLOWER
     if tp[0] == OFFSETS_TOPIC:
@@ -279,8 +283,10 @@ class TxnService:
             broker.replicas,
             broker.clock.wall_ms,
             lambda: broker.controller.image.topics,
+            lambda topic, partition: broker.routing.leader_of(topic, partition),
         )
         self._config: TxnConfig | None = None
+        self._inter_broker: InterBrokerClient | None = None
         self._store = LogTxnStore(self.runtime.log_for, on_append=self.runtime.on_durable, tracker=self.syncs.tracker)
         # Replaced after each answer to a job's markers reached the coordinator, so a waiter
         # (a test looking at a transaction half-way) wakes once per answer without missing one.
@@ -301,10 +307,19 @@ class TxnService:
 
     def coordinator_node(self, transactional_id: str) -> int | None:
         """The node coordinating the id (the leader of its partition), None while there is none;
-        until ``__transaction_state`` exists, this node, which makes it on the first InitProducerId."""
+        until ``__transaction_state`` exists, a single node answers itself (it makes the topic on
+        the first InitProducerId and leads all of it), a broker in a cluster None."""
         if not self.runtime.topic_exists():
-            return self.broker.node_id
+            return self.broker.node_id if self.broker.cluster is None else None
         return self.runtime.leader_of(transactional_id)
+
+    async def locate(self, transactional_id: str) -> int | None:
+        """FindCoordinator's answer for the id. On a broker in a cluster ``__transaction_state``
+        is made first (as ``__consumer_offsets`` is for a group), so that the answer is the
+        leader of the id's partition rather than the broker asked."""
+        if self.broker.cluster is not None and not self.runtime.topic_exists():
+            await self._ensure_state_topic()
+        return self.coordinator_node(transactional_id)
 
     # -- the runtime's ShardKind ------------------------------------------------------------
 
@@ -354,6 +369,12 @@ class TxnService:
                 "compression.type": "uncompressed",
                 "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
             }
+            internal_topic_replication(
+                self.broker.config.get_int("transaction.state.log.replication.factor"),
+                "transaction.state.log.replication.factor",
+                TRANSACTION_STATE_TOPIC,
+                self.broker.registered_brokers(),
+            )
             try:
                 partitions = self.config.state_log_partitions
                 if await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs):
@@ -365,9 +386,116 @@ class TxnService:
     # -- markers -----------------------------------------------------------------------------
 
     def _send_markers_at_once(self, shard: TransactionCoordinator) -> None:
+        """At start-up: the markers of partitions led here; those led elsewhere are left
+        unanswered, so the shard retries them from the timer task."""
         for job in shard.take_marker_jobs():
-            (errors,) = write_markers_at_once(self.broker, [_entry(job)])
+            entry = _entry(job)
+            local, _ = self._split_by_leader(entry.partitions)
+            if local:
+                (errors,) = write_markers_at_once(self.broker, [replace(entry, partitions=tuple(local))])
+            else:
+                errors = {}
             shard.on_markers_written(job, errors, self.broker.clock.wall_ms())
+
+    # -- markers to partitions led by other brokers ------------------------------------------
+
+    @property
+    def inter_broker(self) -> InterBrokerClient | None:
+        """The client to other brokers, on a broker in a cluster (made on first use)."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return None
+        if self._inter_broker is None:
+            config = self.broker.config
+            listener = _inter_broker_listener(config)
+            routing = self.broker.routing
+            self._inter_broker = InterBrokerClient(
+                self.broker.node_id,
+                lambda broker_id: routing.alive_endpoint(broker_id, listener),
+                faults=cluster.channel.faults,
+                request_timeout_ms=cluster.channel.request_timeout_ms,  # the broker's request.timeout.ms
+            )
+        return self._inter_broker
+
+    def _split_by_leader(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[list[TopicPartition], dict[int | None, list[TopicPartition]]]:
+        """The partitions this broker hosts (written here), and the others by their leader in
+        the metadata (None: unknown to the metadata, a deleted topic's; -1: no leader now)."""
+        local: list[TopicPartition] = []
+        remote: dict[int | None, list[TopicPartition]] = {}
+        routing = self.broker.routing
+        for tp in partitions:
+            if self.inter_broker is None or tp in self.broker.replicas:
+                local.append(tp)
+                continue
+            leader = routing.leader_of(*tp)
+            remote.setdefault(None if leader is None else leader[0], []).append(tp)
+        return local, remote
+
+    async def _write_markers_anywhere(self, entry: MarkerEntry) -> dict[TopicPartition, ErrorCode]:
+        """The marker written to each of its partitions: here for those hosted here, by a
+        WriteTxnMarkers request to the leader for the others (Kafka's
+        TransactionMarkerChannelManager). A partition the metadata does not know any more (its
+        topic deleted) is answered UNKNOWN_TOPIC_OR_PARTITION, which the shard drops from the
+        transaction; one without a leader, or whose leader cannot be reached, is retried."""
+        local, remote = self._split_by_leader(entry.partitions)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if local:
+            (errors,) = await write_markers(self.broker, [replace(entry, partitions=tuple(local))])
+        for leader, tps in remote.items():
+            if leader is None:
+                log.info("marker of producer %d: %s gone from the metadata, dropped", entry.producer_id, tps)
+                errors.update(dict.fromkeys(tps, E.UNKNOWN_TOPIC_OR_PARTITION))
+            elif leader < 0:
+                errors.update(dict.fromkeys(tps, E.NOT_LEADER_OR_FOLLOWER))
+
+        async def send(leader: int, tps: list[TopicPartition]) -> None:
+            errors.update(await self._send_remote_markers(leader, replace(entry, partitions=tuple(tps))))
+
+        async with trio.open_nursery() as nursery:
+            for leader, tps in remote.items():
+                if leader is not None and leader >= 0:
+                    nursery.start_soon(send, leader, tps)
+        return errors
+
+    async def _send_remote_markers(self, leader: int, entry: MarkerEntry) -> dict[TopicPartition, ErrorCode]:
+        client = self.inter_broker
+        assert client is not None
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in entry.partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "markers": [
+                {
+                    "producer_id": entry.producer_id,
+                    "producer_epoch": entry.producer_epoch,
+                    "transaction_result": entry.commit,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                    "coordinator_epoch": entry.coordinator_epoch,
+                }
+            ]
+        }
+        try:
+            response = await client.request(leader, WRITE_TXN_MARKERS, 1, body)
+        except BrokerUnreachable as exc:
+            log.info("markers of producer %d to broker %d not sent: %s", entry.producer_id, leader, exc)
+            return dict.fromkeys(entry.partitions, E.REQUEST_TIMED_OUT)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    errors[(topic.name, p.partition_index)] = self._remote_error(
+                        (topic.name, p.partition_index), ErrorCode(p.error_code)
+                    )
+        return errors
+
+    def _remote_error(self, tp: TopicPartition, error: ErrorCode) -> ErrorCode:
+        """A leader that does not host a partition the metadata still has is behind on its
+        metadata, or moved: retried (Kafka retries UNKNOWN_TOPIC_OR_PARTITION), not dropped."""
+        if error is E.UNKNOWN_TOPIC_OR_PARTITION and self.broker.routing.knows(*tp):
+            return E.NOT_LEADER_OR_FOLLOWER
+        return error
 
     async def _send_markers(self, slot: ShardSlot[TransactionCoordinator]) -> None:
         """Each of the shard's jobs, once the PrepareCommit / PrepareAbort before it is
@@ -381,7 +509,7 @@ class TxnService:
             current = txn is not None and (txn.producer_id, txn.producer_epoch) == (job.producer_id, job.producer_epoch)
             if txn is None or not current or not txn.state.is_preparing:
                 continue  # cut by a reload meanwhile: what it found preparing has jobs of its own
-            (errors,) = await write_markers(self.broker, [_entry(job)])
+            errors = await self._write_markers_anywhere(_entry(job))
             if not self.runtime.shards.is_current(slot):
                 continue  # unloaded meanwhile: the next shard of the partition writes them again
             shard.on_markers_written(job, errors, self.broker.clock.wall_ms())
@@ -444,6 +572,50 @@ class TxnService:
             lambda error: dict.fromkeys(wanted, error),
         )
 
+    async def verify_anywhere(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """``verify``, asked of the coordinator where it is: this broker's shard, or, when
+        another broker leads the id's partition, an AddPartitionsToTxn v4 with verify_only
+        (Kafka's AddPartitionsToTxnManager): COORDINATOR_NOT_AVAILABLE while no broker leads it,
+        NETWORK_EXCEPTION when the coordinator could not be asked, the coordinator's
+        top-level error for every partition when it answered one."""
+        wanted = list(partitions)
+        node = self.coordinator_node(transactional_id) if self.inter_broker is not None else None
+        if self.inter_broker is None or node == self.broker.node_id:
+            return self.verify(transactional_id, producer_id, epoch, wanted)
+        if node is None:
+            return dict.fromkeys(wanted, E.COORDINATOR_NOT_AVAILABLE)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in wanted:
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "producer_epoch": epoch,
+                    "verify_only": True,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
+        try:
+            response = await self.inter_broker.request(node, ADD_PARTITIONS_TO_TXN, 4, body)
+        except BrokerUnreachable as exc:
+            log.warning("cannot verify %r with its coordinator %d: %s", transactional_id, node, exc)
+            return dict.fromkeys(wanted, E.NETWORK_EXCEPTION)
+        if response.error_code:
+            error = ErrorCode(response.error_code)
+            # A client must not see the cluster authorization failure of this broker's own request.
+            return dict.fromkeys(wanted, E.INVALID_TXN_STATE if error is E.CLUSTER_AUTHORIZATION_FAILED else error)
+        answered = dict.fromkeys(wanted, E.NONE)
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    answered[(topic.name, p.partition_index)] = ErrorCode(p.partition_error_code)
+        return answered
+
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         """EndTxn, answered once PrepareCommit / PrepareAbort is committed."""
         return await self.runtime.write(
@@ -485,8 +657,19 @@ class TxnService:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.runtime.run(task_status=task_status)
 
+    async def aclose(self) -> None:
+        """The connections to other brokers closed."""
+        if self._inter_broker is not None:
+            await self._inter_broker.aclose()
+
 
 def _entry(job: MarkerJob) -> MarkerEntry:
     return MarkerEntry(
         job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
     )
+
+
+def _inter_broker_listener(config: BrokerConfig) -> str:
+    """``inter.broker.listener.name`` (or the listener of security.inter.broker.protocol), as
+    the start-up check accepted it."""
+    return BrokerListeners.from_config(config).inter_broker_name

@@ -1,5 +1,7 @@
 """FindCoordinator (key 10): v0-6. The coordinator of a key is the leader of its partition of
-``__consumer_offsets`` / ``__transaction_state`` (``coordinator_node``).
+``__consumer_offsets`` / ``__transaction_state`` (``coordinator_node``): this broker, or another
+one named with its endpoint on the request's listener (COORDINATOR_NOT_AVAILABLE while the
+partition has no leader, or its leader is fenced).
 
 v0 looks up a group; v1 adds the key type (0 group, 1 transaction, 2 share group); v4+
 looks up several keys at once (KIP-699). Group lookups create ``__consumer_offsets`` on first
@@ -42,13 +44,19 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCo
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         node_id = ctx.groups.coordinator_node(key)
     elif key_type == TRANSACTION_KEY_TYPE:
-        node_id = ctx.txn.coordinator_node(key)
+        node_id = await ctx.txn.locate(key)
     else:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    if node_id != ctx.metadata.node_id:  # no leader for the key's partition (other brokers: not yet)
+    if node_id is None:  # no leader for the key's partition now
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    host, port = ctx.metadata.advertised
-    return ErrorCode.NONE, node_id, host, port
+    if node_id == ctx.metadata.node_id:
+        host, port = ctx.metadata.advertised
+        return ErrorCode.NONE, node_id, host, port
+    # Another broker leads it: its endpoint on this request's listener, while it is alive.
+    endpoint = ctx.metadata.routing.alive_endpoint(node_id, ctx.listener)
+    if endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, node_id, endpoint.host, endpoint.port
 
 
 @handles(10, 0, 6)
