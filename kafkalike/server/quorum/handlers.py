@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kafkalike.protocol.api import RequestHeader
 from kafkalike.protocol.codec import Message
@@ -31,6 +31,17 @@ NOT_REQUESTED = -(2**31)
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
+class ControllerApis(Protocol):
+    """The controller's own APIs (CreateTopics, BrokerRegistration...: server/controller_host),
+    served on the same listener when this node runs a controller."""
+
+    def api_versions(self) -> Mapping[int, tuple[int, int]]: ...
+
+    async def handle_request(
+        self, header: RequestHeader, body: Message, listener_name: str
+    ) -> Mapping[str, Any] | None: ...
+
+
 @dataclass
 class ControllerContext:
     """What a controller listener's handlers may touch."""
@@ -41,6 +52,7 @@ class ControllerContext:
     voters: tuple[VoterEndpoint, ...]
     faults: NetworkFaults = field(default_factory=NetworkFaults)
     request_timeout_ms: int = 2000
+    apis: ControllerApis | None = None  # the APIs not in HANDLERS go here
 
 
 HandlerFn = Callable[[ControllerContext, RequestHeader, Message], Awaitable[Mapping[str, Any] | None]]
@@ -58,16 +70,16 @@ class ControllerHandler:
         return self.min_version <= version <= self.max_version
 
 
-def api_versions_table() -> list[dict[str, int]]:
-    """ApiVersions' list, derived from HANDLERS."""
-    return [
-        {"api_key": key, "min_version": h.min_version, "max_version": h.max_version}
-        for key, h in sorted(HANDLERS.items())
-    ]
+def api_versions_table(apis: ControllerApis | None = None) -> list[dict[str, int]]:
+    """ApiVersions' list, derived from HANDLERS and the controller's APIs."""
+    served = {key: (h.min_version, h.max_version) for key, h in HANDLERS.items()}
+    if apis is not None:
+        served = {**apis.api_versions(), **served}
+    return [{"api_key": key, "min_version": low, "max_version": high} for key, (low, high) in sorted(served.items())]
 
 
 async def handle_api_versions(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
-    return {"error_code": ErrorCode.NONE, "api_keys": api_versions_table(), "throttle_time_ms": 0}
+    return {"error_code": ErrorCode.NONE, "api_keys": api_versions_table(ctx.apis), "throttle_time_ms": 0}
 
 
 def request_source(api_key: int, body: Message) -> int:

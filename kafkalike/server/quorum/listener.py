@@ -12,12 +12,14 @@ import logging
 
 import trio
 
-from kafkalike.protocol.api import UnsupportedRequestError, decode_request, encode_response
+from kafkalike.protocol.api import RequestHeader, UnsupportedRequestError, decode_request, encode_response
+from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.server.quorum.handlers import (
     API_VERSIONS_KEY,
     HANDLERS,
+    ControllerApis,
     ControllerContext,
     api_versions_table,
 )
@@ -71,13 +73,15 @@ async def _handle_frame(ctx: ControllerContext, frame: bytearray) -> bytes | Non
         header, body = decode_request(frame)
     except UnsupportedRequestError as exc:
         if exc.header.api_key == API_VERSIONS_KEY:
-            answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
+            answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table(ctx.apis)}
             return encode_response(API_VERSIONS_KEY, 0, exc.header.correlation_id, answer)
         raise ProtocolError(f"unsupported API key {exc.header.api_key} version {exc.header.api_version}") from None
     handler = HANDLERS.get(header.api_key)
+    if handler is None and ctx.apis is not None:
+        return await _handle_controller_api(ctx, ctx.apis, header, body)
     if handler is None or not handler.supports(header.api_version):
         if header.api_key == API_VERSIONS_KEY:
-            answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table()}
+            answer = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions_table(ctx.apis)}
             return encode_response(API_VERSIONS_KEY, 0, header.correlation_id, answer)
         # As Kafka's SocketServer: a request for an API (version) this listener does not enable
         # is an invalid request, and its connection is closed.
@@ -88,6 +92,25 @@ async def _handle_frame(ctx: ControllerContext, frame: bytearray) -> bytes | Non
         result = await handler.fn(ctx, header, body)
     except Exception:
         log.exception("controller handler for API %d v%d failed", header.api_key, header.api_version)
+        raise ProtocolError("internal error while handling the request") from None
+    if result is None:
+        return None
+    return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+
+async def _handle_controller_api(
+    ctx: ControllerContext, apis: ControllerApis, header: RequestHeader, body: Message
+) -> bytes | None:
+    """A request for the controller's own APIs (not the quorum's): the host answers it."""
+    versions = apis.api_versions().get(header.api_key)
+    if versions is None or not versions[0] <= header.api_version <= versions[1]:
+        raise ProtocolError(
+            f"Received request api key {header.api_key} with version {header.api_version} which is not enabled"
+        )
+    try:
+        result = await apis.handle_request(header, body, ctx.listener_name)
+    except Exception:
+        log.exception("controller API %d v%d failed", header.api_key, header.api_version)
         raise ProtocolError("internal error while handling the request") from None
     if result is None:
         return None

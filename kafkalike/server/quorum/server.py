@@ -25,7 +25,7 @@ from kafkalike.raft.state import QuorumStateRecord
 from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.quorum.channel import NetworkFaults, PeerChannels
 from kafkalike.server.quorum.driver import CommitListener, QuorumDriver
-from kafkalike.server.quorum.handlers import ControllerContext
+from kafkalike.server.quorum.handlers import ControllerApis, ControllerContext
 from kafkalike.server.quorum.listener import serve_controller_listeners
 
 log = logging.getLogger("kafkalike.quorum")
@@ -54,9 +54,11 @@ class QuorumServer:
         listener: CommitListener | None = None,
         bound: list[trio.SocketListener] | None = None,
         memory_log: MemoryRaftLog | None = None,
+        apis: ControllerApis | None = None,
     ) -> None:
         """``bound``: listeners already bound (a test binds every node's port before building
-        the voters' endpoints); ``memory_log``: an in-memory log to run on (kept across restarts)."""
+        the voters' endpoints); ``memory_log``: an in-memory log to run on (kept across restarts);
+        ``apis``: the controller's own APIs, served on the same listener (or set before ``run``)."""
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
         self.faults = faults or NetworkFaults()
@@ -64,6 +66,7 @@ class QuorumServer:
         self.listener = listener
         self._bound = bound
         self._memory_log = memory_log
+        self.apis = apis
         self.driver: QuorumDriver | None = None
         self.raft_log: RaftLog | None = None
         self.address: tuple[str, int] | None = None
@@ -118,6 +121,7 @@ class QuorumServer:
             self.voters,
             self.faults,
             self.settings.config.request_timeout_ms,
+            self.apis,
         )
         try:
             async with trio.open_nursery() as nursery:

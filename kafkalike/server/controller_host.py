@@ -1,0 +1,473 @@
+"""The active controller on the metadata quorum: Kafka's ``QuorumController`` event loop and
+``ControllerApis``, over a :class:`~kafkalike.server.quorum.driver.QuorumDriver`.
+
+The controller itself stays pure (:class:`~kafkalike.controller.quorum_controller.QuorumController`
+with the :class:`~kafkalike.controller.cluster_control.ClusterControlManager` beside it); this is
+what runs it:
+
+- **Replay.** The host is the driver's :class:`CommitListener`: every committed batch goes through
+  the facade's loader (the one replay path) and into the standby cluster manager; loaded
+  snapshots replace the image.
+- **Activation.** When the driver says this node leads an epoch, the host is not yet active: it
+  waits until the first batch of that epoch (the LeaderChange record the new leader writes) has
+  been delivered, so that everything an earlier leader committed has been replayed (Kafka's raft
+  client tells its listener of the leadership only then). It then copies the standby cluster
+  manager, activates it (every broker's session starts now), writes the bootstrap records when the
+  log has none, and starts serving writes.
+- **Writes.** One at a time (a lock, so that offsets are known): the operation runs against the
+  latest image, its records are replayed into the active cluster manager at once (as Kafka's
+  active controller replays its own records) and appended as one batch; the reply is released
+  once the driver delivers the batch as committed. An operation that wrote nothing waits until
+  everything appended before it is committed, as Kafka's deferred event queue makes it.
+- **Renouncing.** A new leader, a resignation or a refused append: the uncommitted records are
+  dropped (``revert``), the active cluster manager is discarded, and every pending reply answers
+  NOT_CONTROLLER (what the old leader appended may still be committed by the next: it is then
+  replayed from the log like any other record, once).
+- **Timers.** The active cluster manager's ``poll`` says when a broker session check is due;
+  ``run`` sleeps until then on the injected clock and fences what expired.
+
+The APIs themselves (request in, response body out) are :mod:`.controller_apis`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import trio
+
+from kafkalike.controller.cluster_control import ClusterControlManager
+from kafkalike.controller.delta import ControllerResult
+from kafkalike.controller.image import MetadataImage
+from kafkalike.controller.quorum_controller import QuorumController
+from kafkalike.log.errors import KafkaStorageError
+from kafkalike.log.snapshot_files import SnapshotId
+from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.codec import Message
+from kafkalike.protocol.metadata_records import (
+    ApiMessageAndVersion,
+    MetadataBatch,
+    MetadataRecordError,
+    decode_metadata_record,
+    encode_metadata_record,
+)
+from kafkalike.raft.config import VoterEndpoint
+from kafkalike.raft.log import OffsetAndEpoch
+from kafkalike.server.clock import Clock
+from kafkalike.server.config import BrokerConfig
+from kafkalike.server.quorum.driver import CommittedBatch, NotControllerError, QuorumDriver
+
+log = logging.getLogger("kafkalike.controller.host")
+R = TypeVar("R")
+
+# How long a request that reaches a leader not yet active (still replaying up to its epoch's
+# start) waits for it before NOT_CONTROLLER; a brand new leader usually gets there in one round.
+DEFAULT_ACTIVATION_WAIT_MS = 2000
+# Sessions fenced in one go at most before other events get a turn (the manager fences one per
+# call and asks to be called again while there was one).
+FENCES_PER_ROUND = 64
+
+
+class NotActiveError(Exception):
+    """This controller is not (or no longer) the active one: NOT_CONTROLLER."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRequestContext:
+    """What the controller's APIs know of a request besides its body."""
+
+    header: RequestHeader
+    listener_name: str = "CONTROLLER"
+    principal: str = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class _PendingReply:
+    """A reply held until ``offset`` is committed in ``epoch``."""
+
+    offset: int
+    epoch: int
+    done: trio.Event = field(default_factory=trio.Event)
+    committed: bool = False
+
+
+def metadata_batch(batch: CommittedBatch) -> MetadataBatch:
+    """A committed batch of the driver as the loader takes it (its records decoded)."""
+    records = () if batch.control else tuple(decode_metadata_record(v) for v in batch.values)
+    return MetadataBatch(batch.base_offset, batch.last_offset, batch.epoch, -1, records)
+
+
+class ControllerHost:
+    """The controller role of a node (see the module docstring)."""
+
+    def __init__(
+        self,
+        driver: QuorumDriver,
+        *,
+        controller: QuorumController,
+        cluster_factory: Callable[[], ClusterControlManager],
+        clock: Clock,
+        bootstrap: Sequence[ApiMessageAndVersion] | None = None,
+        voters: Sequence[VoterEndpoint] = (),
+        listener_name: str = "CONTROLLER",
+        activation_wait_ms: int = DEFAULT_ACTIVATION_WAIT_MS,
+        topic_config_list: Callable[[Mapping[str, str]], list[dict[str, Any]]] | None = None,
+    ) -> None:
+        """``cluster_factory``: a new cluster manager; the standby one follows the committed log,
+        the active one is a copy of it made at each activation. ``bootstrap``: the records of bootstrap.checkpoint
+        (None: the release defaults). ``topic_config_list``: a created topic's configs as
+        CreateTopics v5+ lists them (None: listed empty)."""
+        self.driver = driver
+        self.controller = controller
+        self.cluster_factory = cluster_factory
+        self.standby_cluster = cluster_factory()
+        self.cluster: ClusterControlManager | None = None  # the active one
+        self.clock = clock
+        self.bootstrap = list(bootstrap) if bootstrap is not None else None
+        self.voters = tuple(voters)
+        self.listener_name = listener_name
+        self.activation_wait_ms = activation_wait_ms
+        self.topic_config_list = topic_config_list
+        self.node_id = driver.node_id
+        self.active_epoch: int | None = None
+        self._claim_epoch: int | None = None  # leading this epoch, not yet replayed up to its start
+        self._claimable_at: int | None = None  # the first offset after the epoch's first batch
+        self._next_offset = 0
+        self._last_appended = -1
+        self._committed_offset = -1
+        self._pending: list[_PendingReply] = []
+        self._write_lock = trio.Lock()
+        self._wake = trio.Event()
+        self._activated = trio.Event()
+        self.fenced_by_timeout = 0
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.active_epoch is not None
+
+    @property
+    def leader_id(self) -> int:
+        return self.driver.leader_id
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed image."""
+        return self.controller.image
+
+    def now_ms(self) -> int:
+        return self.clock.wall_ms()
+
+    # -- CommitListener -----------------------------------------------------------------------
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        if self.active_epoch is not None and (leader_id != self.node_id or epoch != self.active_epoch):
+            self._renounce(f"the leader is now {leader_id} in epoch {epoch}")
+        if leader_id == self.node_id and self.active_epoch != epoch:
+            self._claim_epoch, self._claimable_at = epoch, None
+        else:
+            self._claim_epoch = None
+        self._wake_up()
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        try:
+            decoded = metadata_batch(batch)
+            self.controller.replay(decoded)
+        except (MetadataRecordError, ValueError) as exc:
+            # The committed log holds what this controller cannot replay: it must not lead.
+            log.error("node %d: committed metadata at %d cannot be replayed: %s", self.node_id, batch.base_offset, exc)
+            self._renounce("the committed log cannot be replayed")
+            return
+        for i, record in enumerate(decoded.records):
+            self.standby_cluster.replay(record, batch.base_offset + i)
+        self._committed_offset = batch.last_offset
+        if self._claim_epoch is not None and batch.epoch >= self._claim_epoch:
+            self._claimable_at = batch.last_offset + 1
+            self._wake_up()
+        self._release_committed()
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        if self.active_epoch is not None:
+            self._renounce("a snapshot replaced the image")
+        self.controller.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
+        standby = self.cluster_factory()
+        last_contained = snapshot_id.offset - 1  # what Kafka replays a snapshot's records at
+        for record in self.controller.image.records():
+            standby.replay(record, last_contained)
+        self.standby_cluster = standby
+        self._committed_offset = last_contained
+        self._release_committed()
+
+    def _release_committed(self) -> None:
+        still = []
+        for reply in self._pending:
+            if reply.offset <= self._committed_offset:
+                reply.committed = reply.epoch == self.active_epoch
+                reply.done.set()
+            else:
+                still.append(reply)
+        self._pending = still
+
+    # -- activation and renouncing ------------------------------------------------------------
+
+    def _wake_up(self) -> None:
+        self._wake.set()
+
+    async def _claim(self) -> None:
+        """Become the active controller of ``_claim_epoch`` (its first batch is replayed)."""
+        async with self._write_lock:
+            epoch, at = self._claim_epoch, self._claimable_at
+            if epoch is None or at is None or not self.driver.is_leader or self.driver.epoch != epoch:
+                return
+            self._claim_epoch = self._claimable_at = None
+            now = self.now_ms()
+            cluster = copy.deepcopy(self.standby_cluster)
+            cluster.activate(self.controller.image, now)
+            self.cluster = cluster
+            self.active_epoch = epoch
+            self._next_offset = at
+            self._last_appended = at - 1
+            log.info("node %d: the active controller in epoch %d, writing from offset %d", self.node_id, epoch, at)
+            try:
+                activation = self.controller.activate(self.bootstrap)
+                await self._append_locked(activation)
+            except NotActiveError:
+                return
+            self._activated.set()
+
+    def _renounce(self, why: str) -> None:
+        if self.active_epoch is None:
+            return
+        log.info("node %d: no longer the active controller of epoch %d: %s", self.node_id, self.active_epoch, why)
+        self.active_epoch = None
+        self.controller.revert()
+        if self.cluster is not None:
+            self.cluster.deactivate()
+        self.cluster = None
+        for reply in self._pending:
+            reply.done.set()
+        self._pending = []
+        self._activated = trio.Event()
+        self._wake_up()
+
+    async def wait_active(self, timeout_ms: int | None = None) -> None:
+        """Until this controller is active; NotActiveError when another node leads, or when it
+        is not active within ``timeout_ms`` (a leader still catching up)."""
+        if self.active_epoch is not None and self._activated.is_set():
+            return
+        if not self.driver.is_leader:
+            raise NotActiveError
+        wait_ms = self.activation_wait_ms if timeout_ms is None else timeout_ms
+        with trio.move_on_after(wait_ms / 1000):
+            while not (self.active_epoch is not None and self._activated.is_set()):
+                if not self.driver.is_leader:
+                    raise NotActiveError
+                activated = self._activated
+                with trio.move_on_after(0.05):  # the driver's role is polled: resigning says nothing
+                    await activated.wait()
+            return
+        raise NotActiveError
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def write(self, operation: Callable[[int], ControllerResult[R]]) -> R:
+        """Run ``operation(next_offset)`` (it goes through the facade, which holds its records as
+        uncommitted), append its records and return its reply once they are committed.
+        NotActiveError when this controller is not active, or stops being so before then."""
+        await self.wait_active()
+        async with self._write_lock:
+            if self.active_epoch is None:
+                raise NotActiveError
+            result = operation(self._next_offset)
+            pending = await self._append_locked(result)
+        await pending.done.wait()
+        if not pending.committed:
+            raise NotActiveError
+        return result.reply
+
+    async def _append_locked(self, result: ControllerResult[Any]) -> _PendingReply:
+        """Append ``result`` (write lock held); the reply waiting for its commit."""
+        epoch = self.active_epoch
+        assert epoch is not None
+        if not result.records:
+            return self._hold(self._last_appended, epoch)
+        values = [encode_metadata_record(r) for r in result.records]
+        try:
+            with trio.CancelScope(shield=True):  # an append that started is seen through
+                last = await self.driver.append(values)
+        except NotControllerError:
+            self._renounce("the quorum refused the append")
+            raise NotActiveError from None
+        except KafkaStorageError as exc:
+            log.error("node %d: metadata append failed: %s; resigning", self.node_id, exc)
+            self._renounce("an append failed")
+            with trio.CancelScope(shield=True):
+                await self.driver.resign()
+            raise NotActiveError from None
+        if self.active_epoch != epoch:
+            raise NotActiveError
+        first = last - len(values) + 1
+        if first != self._next_offset:
+            log.warning("node %d: records expected at %d were appended at %d", self.node_id, self._next_offset, first)
+        assert self.cluster is not None
+        for i, record in enumerate(result.records):
+            self.cluster.replay(record, first + i)
+        self.controller.appended(last)
+        self._next_offset = last + 1
+        self._last_appended = last
+        self._wake_up()  # the cluster manager's next deadline may have moved
+        return self._hold(last, epoch)
+
+    def _hold(self, offset: int, epoch: int) -> _PendingReply:
+        reply = _PendingReply(offset, epoch)
+        if offset <= self._committed_offset:
+            reply.committed = True
+            reply.done.set()
+        else:
+            self._pending.append(reply)
+        return reply
+
+    def run_cluster(
+        self, operation: Callable[[ClusterControlManager, MetadataImage, int], ControllerResult[R]]
+    ) -> Callable[[int], ControllerResult[R]]:
+        """An operation of the active cluster manager as a facade operation: ``operation(manager,
+        image, next_offset)`` for :meth:`write`."""
+
+        def at(next_offset: int) -> ControllerResult[R]:
+            cluster = self.cluster
+            if cluster is None:
+                raise NotActiveError
+            return self.controller.run(lambda image: operation(cluster, image, next_offset))
+
+        return at
+
+    # -- the task -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Activation, the session timers and the watch over the driver's role."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_role)
+            task_status.started()
+            while True:
+                self._wake = trio.Event()
+                if self._claim_epoch is not None and self._claimable_at is not None:
+                    await self._claim()
+                    continue
+                await self._fence_due()
+                deadline = self.cluster.poll(self.now_ms()) if self.cluster is not None else None
+                wait_s = math.inf if deadline is None else max(0, deadline - self.now_ms()) / 1000
+                with trio.move_on_after(wait_s):
+                    await self._wake.wait()
+
+    async def _fence_due(self) -> None:
+        for _ in range(FENCES_PER_ROUND):
+            cluster = self.cluster
+            now = self.now_ms()
+            deadline = cluster.poll(now) if cluster is not None else None
+            if deadline is None or deadline > now:
+                return
+            before = self.active_epoch
+            try:
+                again = await self._fence_one(now)
+            except NotActiveError:
+                return
+            if not again or self.active_epoch != before:
+                return
+
+    async def _fence_one(self, now: int) -> bool:
+        async with self._write_lock:
+            if self.active_epoch is None or self.cluster is None:
+                raise NotActiveError
+            cluster = self.cluster
+            result = self.controller.run(lambda image: cluster.fence_stale_broker(image, now))
+            if result.records:
+                self.fenced_by_timeout += 1
+            await self._append_locked(result)
+        return result.reply
+
+    async def _watch_role(self) -> None:
+        """A leader that resigns (or is told of a higher epoch) is not always a leader change
+        for the driver's listeners: its role is watched after every step."""
+        while True:
+            await self.driver.changed()
+            if self.active_epoch is not None and not self.driver.is_leader:
+                self._renounce("the quorum leadership was given up")
+
+    # -- the APIs -----------------------------------------------------------------------------
+
+    async def handle(self, api_key: int, version: int, body: Message, context: ControllerRequestContext) -> Any:
+        """The response body for one request to a controller API (see :mod:`.controller_apis`)."""
+        from kafkalike.server.controller_apis import handle_controller_request
+
+        return await handle_controller_request(self, api_key, version, body, context)
+
+    async def handle_request(self, header: RequestHeader, body: Message, listener_name: str) -> Any:
+        """The CONTROLLER listener's entry (``ControllerApis``)."""
+        context = ControllerRequestContext(header, listener_name)
+        return await self.handle(header.api_key, header.api_version, body, context)
+
+    def api_versions(self) -> Mapping[int, tuple[int, int]]:
+        from kafkalike.server.controller_apis import CONTROLLER_APIS
+
+        return {key: (api.min_version, api.max_version) for key, api in CONTROLLER_APIS.items()}
+
+
+def build_controller_host(
+    driver: QuorumDriver,
+    config: BrokerConfig,
+    *,
+    cluster_id: str,
+    clock: Clock,
+    rng: random.Random,
+    bootstrap: Sequence[ApiMessageAndVersion] | None = None,
+    voters: Sequence[VoterEndpoint] = (),
+    listener_name: str = "CONTROLLER",
+    broker_problem: Callable[[str, Mapping[str, str]], str | None] | None = None,
+) -> ControllerHost:
+    """A controller host configured from a node's ``server.properties`` (``config``): topic
+    defaults from num.partitions and default.replication.factor, topic config defaults and
+    broker values from the config, sessions from broker.session.timeout.ms.
+    ``broker_problem``: the broker's own check of broker-resource configs (a combined node's
+    Broker.broker_config_problem; none on a controller-only node)."""
+    from kafkalike.controller.configuration_control import ConfigDefaults
+    from kafkalike.controller.replication_control import TopicDefaults
+    from kafkalike.server.controller_apis import topic_config_lister
+
+    hooks: dict[str, Any] = {"topic_default": config.topic_default, "broker_value": config.get}
+    if broker_problem is not None:
+        hooks["broker_problem"] = broker_problem
+    controller = QuorumController(
+        node_id=driver.node_id,
+        rng=rng,
+        topic_defaults=TopicDefaults(
+            num_partitions=config.get_int("num.partitions"),
+            replication_factor=config.get_int("default.replication.factor"),
+        ),
+        config_defaults=ConfigDefaults(**hooks),
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
+    )
+
+    def cluster() -> ClusterControlManager:
+        return ClusterControlManager(
+            cluster_id=cluster_id,
+            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+            default_min_insync_replicas=config.get_int("min.insync.replicas"),
+            default_unclean_leader_election=config.get_bool("unclean.leader.election.enable"),
+        )
+
+    return ControllerHost(
+        driver,
+        controller=controller,
+        cluster_factory=cluster,
+        clock=clock,
+        bootstrap=bootstrap,
+        voters=voters,
+        listener_name=listener_name,
+        topic_config_list=topic_config_lister(config),
+    )
