@@ -1,4 +1,6 @@
-"""``kafkalike serve``: run a single-node broker (broker and controller in one process).
+"""``kafkalike serve``: run a node (:class:`kafkalike.server.node.Node`): without a config the
+single node (broker and controller in one process); with ``--config`` any role combination of a
+cluster's node.
 
 A broker that cannot start says why in one line on stderr and exits non-zero, never with a
 traceback: 2 for bad arguments or configuration (as argparse does), 1 for what the machine
@@ -9,17 +11,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from pathlib import Path
 
 import trio
 
 from kafkalike.cli import controller
-from kafkalike.controller.metadata import ControllerError
-from kafkalike.raft.config import parse_voters
-from kafkalike.server.broker import Broker, StartupError, client_listeners
+from kafkalike.server.broker import StartupError, client_listeners
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig, parse_listener
+from kafkalike.server.node import BROKER, is_single_node, run_node
 
 log = logging.getLogger("kafkalike")
 
@@ -82,79 +82,6 @@ def listen_address(config: BrokerConfig) -> tuple[str, int]:
     return parse_listener((client_listeners(config) or [""])[0])
 
 
-def single_node_problem(config: BrokerConfig) -> str | None:
-    """Why a KRaft server.properties describes more than the one node kafkalike runs (broker and
-    controller in one process, its own only voter); None when it describes that node."""
-    roles = sorted({r.strip() for r in (config.get("process.roles") or "").split(",") if r.strip()})
-    voters = parse_voters(config.get("controller.quorum.voters") or "")
-    others = sorted({v.key.node_id for v in voters} - {config.node_id})
-    if others:
-        return (
-            f"multi-node clusters are not available yet: controller.quorum.voters lists nodes "
-            f"{', '.join(map(str, others))} besides node {config.node_id}; a node that is broker and controller "
-            "must be its own only voter (controller-only nodes, process.roles=controller, may form a quorum)"
-        )
-    if roles != ["broker", "controller"]:
-        return (
-            f"multi-node clusters are not available yet: process.roles={','.join(roles)} needs other nodes; "
-            "kafkalike runs a single node with process.roles=broker,controller"
-        )
-    return None
-
-
-async def run_broker(
-    config: BrokerConfig, *, ephemeral: bool = False, port_file: Path | None = None, seed_topics: str | None = None
-) -> None:
-    """Serve until SIGTERM or SIGINT. Raises StartupError for anything that stops the start."""
-    host, port = listen_address(config)
-    try:
-        broker = Broker(config, ephemeral=ephemeral)
-    except OSError as exc:
-        raise StartupError(f"Failed to create or validate data directory {config.log_dirs[0]}: {exc}") from exc
-    try:
-        broker.open()
-        broker.seed_topics(parse_seed_topics(seed_topics))
-    except OSError as exc:
-        broker.close()
-        raise StartupError(f"Failed to load data directory {broker.data_dir}: {exc}") from exc
-    except ControllerError as exc:
-        broker.close()
-        raise StartupError(f"Failed to create the seed topics: {exc.message}") from exc
-    except BaseException:
-        broker.close()
-        raise
-    try:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as nursery:
-                bound = await _start_serving(nursery, broker, host, port)
-                if port_file is not None:
-                    _write_port_file(port_file, bound[1])
-                log.info(
-                    "kafkalike ready on %s:%d (node %d, cluster %s, data %s)",
-                    bound[0],
-                    bound[1],
-                    broker.node_id,
-                    broker.cluster_id,
-                    broker.data_dir,
-                )
-                async for signum in signals:
-                    log.info("received %s, shutting down", signal.Signals(signum).name)
-                    nursery.cancel_scope.cancel()
-                    break
-    finally:
-        await broker.aclose()
-        log.info("kafkalike stopped; logs flushed")
-
-
-async def _start_serving(nursery: trio.Nursery, broker: Broker, host: str, port: int) -> tuple[str, int]:
-    try:
-        bound: tuple[str, int] = await nursery.start(broker.serve, host, port)
-    except OSError as exc:
-        # SocketServer's words; gaierror (an unknown host) has no errno but says what went wrong.
-        raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
-    return bound
-
-
 def _write_port_file(port_file: Path, port: int) -> None:
     # Atomic, so a reader polling for the file never sees it half written.
     partial = port_file.with_name(port_file.name + ".tmp")
@@ -178,17 +105,25 @@ def fail(message: str, exit_code: int) -> int:
     return exit_code
 
 
-def _serve_controller(config: BrokerConfig, args: argparse.Namespace) -> int:
-    """A controller-only node (``process.roles=controller``): a member of the metadata quorum."""
-    try:
-        controller.quorum_settings(config)
-    except ValueError as exc:
-        return fail(f"bad configuration: {exc}", BAD_USAGE_EXIT)
-    unknown = [n for n in config.unknown_names() if n not in controller.READ_BY_CONTROLLER]
+def _serve_node(config: BrokerConfig, args: argparse.Namespace) -> int:
+    """Any node: the single one (no roles or voters but itself) or a node of a cluster."""
+    unknown = config.unknown_names()
+    if not is_single_node(config):
+        unknown = [n for n in unknown if n not in controller.READ_BY_CONTROLLER]
     if unknown:
+        # AbstractConfig.logUnused's words; Kafka prints the set as [a, b].
         log.warning("These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown))
+    seeds = parse_seed_topics(args.seed_topics)
     try:
-        trio.run(lambda: controller.run_controller(config, port_file=args.port_file))
+        trio.run(
+            lambda: run_node(
+                config,
+                ephemeral=args.ephemeral,
+                port_file=args.port_file,
+                seed_topics=seeds,
+                write_port_file=_write_port_file,
+            )
+        )
     except (StartupError, BaseExceptionGroup) as exc:
         failure = _startup_failure(exc)
         if failure is None:
@@ -217,28 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         config.check()
-        if controller.roles_of(config) == ["controller"]:
-            return _serve_controller(config, args)
-        listen_address(config)
+        if is_single_node(config):
+            listen_address(config)
+        else:
+            controller.quorum_settings(config)
+            if BROKER in controller.roles_of(config):
+                listen_address(config)
         parse_seed_topics(args.seed_topics)
-        problem = single_node_problem(config)
     except OSError as exc:
         return fail(f"bad configuration: cannot read {exc.filename}: {exc.strerror}", BAD_USAGE_EXIT)
     except ValueError as exc:
         return fail(f"bad configuration: {exc}", BAD_USAGE_EXIT)
-    if problem is not None:
-        return fail(problem, BAD_USAGE_EXIT)
-    unknown = config.unknown_names()
-    if unknown:
-        # AbstractConfig.logUnused's words; Kafka prints the set as [a, b].
-        log.warning("These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown))
-    try:
-        trio.run(
-            lambda: run_broker(config, ephemeral=args.ephemeral, port_file=args.port_file, seed_topics=args.seed_topics)
-        )
-    except (StartupError, BaseExceptionGroup) as exc:
-        failure = _startup_failure(exc)
-        if failure is None:
-            raise
-        return fail(str(failure), CANNOT_START_EXIT)
-    return 0
+    return _serve_node(config, args)

@@ -108,8 +108,11 @@ class Broker:
         ephemeral: bool = False,
         logs: LogManager | None = None,
         clock: Clock | None = None,
+        own_metadata_log: bool = True,
     ) -> None:
-        """``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
+        """``own_metadata_log`` False (a node of a cluster, whose metadata log is the quorum's):
+        the broker's own controller keeps its records in memory, off ``__cluster_metadata-0``.
+        ``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
         storage of a previous broker object, so an ephemeral broker can be restarted; ``clock``
         is the only clock the broker and everything it runs read (``SystemClock`` by default).
         Raises ValueError for a configuration Kafka would refuse to start with, StartupError for
@@ -137,6 +140,7 @@ class Broker:
         self.connection_quotas = ConnectionQuotas(config)
         self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
         self._metadata_log: PartitionLog | None = None
+        self._metadata_logs = self.logs if own_metadata_log else LogManager(config.log_dirs, storage="memory")
         # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
         self.metadata_epoch = 0
         # True while a metadata operation's records wait for their fsync on a worker thread
@@ -170,7 +174,7 @@ class Broker:
         metadata_config = LogConfig(
             flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES, retention_ms=-1, retention_bytes=-1
         )
-        self._metadata_log = self.logs.get_or_create(METADATA_TOPIC, 0, metadata_config, self.clock.wall_ms())
+        self._metadata_log = self._metadata_logs.get_or_create(METADATA_TOPIC, 0, metadata_config, self.clock.wall_ms())
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
         self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1

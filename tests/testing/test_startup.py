@@ -137,32 +137,31 @@ CASES: dict[str, Case] = {
         1,
         lambda d: "Unknown meta.properties version number 7",
     ),
-    "several voters": (
-        lambda d: on_any_port(
-            d, "--config", str(_with_config(d, KRAFT_NODE_1 + "controller.quorum.voters=1@h:9093,2@h:9094,3@h:9095"))
-        ),
-        2,
+    "a node of a cluster on an unformatted directory": (
+        lambda d: [
+            "--config",
+            str(_with_config(d, KRAFT_NODE_1 + f"controller.quorum.voters=1@h:9093,2@h:9094,3@h:9095\nlog.dirs={d}\n")),
+        ],
+        1,
         lambda d: (
-            "multi-node clusters are not available yet: controller.quorum.voters lists nodes 2, 3 besides node 1; "
-            "a node that is broker and controller must be its own only voter (controller-only nodes, "
-            "process.roles=controller, may form a quorum)"
+            f"No readable meta.properties files found in {d}: format it first with "
+            "`kafkalike storage format -t CLUSTER_ID -c server.properties`"
         ),
     ),
-    "a voter that is another node": (
+    "a controller that is not a voter": (
         lambda d: on_any_port(d, "--config", str(_with_config(d, KRAFT_NODE_1 + "controller.quorum.voters=2@h:9093"))),
         2,
         lambda d: (
-            "multi-node clusters are not available yet: controller.quorum.voters lists nodes 2 besides node 1; "
-            "a node that is broker and controller must be its own only voter (controller-only nodes, "
-            "process.roles=controller, may form a quorum)"
+            "bad configuration: If process.roles contains the 'controller' role, the node id 1 must be included "
+            "in the set of voters controller.quorum.voters=2@h:9093"
         ),
     ),
-    "a broker-only node": (
+    "a broker-only node without controllers": (
         lambda d: on_any_port(d, "--override", "process.roles=broker"),
         2,
         lambda d: (
-            "multi-node clusters are not available yet: process.roles=broker needs other nodes; kafkalike runs a "
-            "single node with process.roles=broker,controller"
+            "bad configuration: If using process.roles, either controller.quorum.bootstrap.servers must contain "
+            "the set of bootstrap controllers or controller.quorum.voters must contain a parseable set of controllers."
         ),
     ),
     "meta.properties v1 without a cluster id": (

@@ -37,7 +37,7 @@ class QuorumSettings:
     node_id: int
     cluster_id: str
     config: QuorumConfig  # its ``endpoints`` are where the voters' controller listeners are
-    listen: tuple[str, int]
+    listen: tuple[str, int] | None  # None: an observer, which serves no CONTROLLER listener
     listener_name: str = "CONTROLLER"
     metadata_log_dir: Path | None = None  # the log dir holding __cluster_metadata-0; None: in memory
     directory_id: uuid.UUID = NO_DIRECTORY_ID
@@ -108,12 +108,16 @@ class QuorumServer:
         self._channels = channels
         return self.driver
 
-    async def run(self, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[tuple[str, int] | None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Reports the CONTROLLER listener's bound address (None for an observer, which has none)."""
         driver = self.driver if self.driver is not None else await self.open()
-        host, port = self.settings.listen
-        listeners = self._bound if self._bound is not None else await trio.open_tcp_listeners(port, host=host)
+        listeners: list[trio.SocketListener] = []
+        address: tuple[str, int] | None = None
+        if self._bound is not None or self.settings.listen is not None:
+            host, port = self.settings.listen or ("127.0.0.1", 0)
+            listeners = self._bound if self._bound is not None else await trio.open_tcp_listeners(port, host=host)
+            address = (host, listeners[0].socket.getsockname()[1])
         self._bound = None  # a restart binds again
-        bound_port = listeners[0].socket.getsockname()[1]
         ctx = ControllerContext(
             driver,
             self.settings.cluster_id,
@@ -127,9 +131,10 @@ class QuorumServer:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._channels.run)
                 await nursery.start(driver.run)
-                nursery.start_soon(serve_controller_listeners, ctx, listeners)
-                self.address = (host, bound_port)
-                task_status.started((host, bound_port))
+                if listeners:
+                    nursery.start_soon(serve_controller_listeners, ctx, listeners)
+                self.address = address
+                task_status.started(address)
         finally:
             for listener in listeners:
                 await listener.aclose()

@@ -66,3 +66,38 @@ def test_the_identity_comes_from_a_formatted_directory_and_an_unformatted_one_is
     assert cluster_id == "q1Sh-9_ISia_zwGINzRvyQ" and directory_id.int != 0
     with pytest.raises(StartupError, match="Stored node id 2 doesn't match previous node id 3"):
         read_identity(tmp_path, 3)
+
+
+BROKER_ONLY = {
+    **CONTROLLER,
+    "process.roles": "broker",
+    "node.id": "4",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+}
+
+
+def test_a_broker_only_node_is_an_observer_without_a_controller_listener() -> None:
+    settings = quorum_settings(BrokerConfig(BROKER_ONLY))
+    assert settings.node_id == 4 and settings.listen is None
+    assert 4 not in settings.config.voter_ids
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"node.id": "2"}, "just the 'broker' role, the node id 2 must not be included in the set of voters"),
+        ({"process.roles": "broker,controller"}, "the 'controller' role, the node id 4 must be included"),
+        ({"process.roles": "broker,zookeeper"}, "Unknown process role 'zookeeper'"),
+        ({"controller.listener.names": ""}, "controller.listener.names must contain at least one value"),
+        (
+            {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
+            "is not available yet",
+        ),
+    ],
+)
+def test_a_broker_or_combined_config_that_cannot_work_is_refused_in_one_line(
+    change: dict[str, str], words: str
+) -> None:
+    with pytest.raises(ControllerConfigError) as refused:
+        quorum_settings(BrokerConfig({**BROKER_ONLY, **change}))
+    assert words in str(refused.value) and "\n" not in str(refused.value)

@@ -3,9 +3,10 @@ are served on, and which configs describe more than the single node kafkalike ru
 
 from __future__ import annotations
 
-from kafkalike.cli.main import listen_address, single_node_problem
+from kafkalike.cli.main import listen_address
 from kafkalike.server.broker import client_listeners
 from kafkalike.server.config import BrokerConfig
+from kafkalike.server.node import is_single_node
 
 KRAFT = {
     "process.roles": "broker,controller",
@@ -30,16 +31,14 @@ def test_clients_are_served_on_the_first_listener_that_is_not_the_controllers() 
     assert client_listeners(plain) == ["PLAINTEXT://127.0.0.1:9092", "OTHER://127.0.0.1:9094"]
 
 
-def test_a_single_combined_node_that_is_its_own_voter_is_accepted() -> None:
-    assert single_node_problem(BrokerConfig(KRAFT)) is None
-    assert single_node_problem(BrokerConfig({})) is None  # kafkalike's defaults: node 1, both roles
+def test_a_combined_node_that_is_its_own_only_voter_is_the_single_node() -> None:
+    assert is_single_node(BrokerConfig(KRAFT))
+    assert is_single_node(BrokerConfig({}))  # kafkalike's defaults: node 1, both roles
     bootstrap = {**KRAFT, "controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "127.0.0.1:9093"}
-    assert single_node_problem(BrokerConfig(bootstrap)) is None
+    assert is_single_node(BrokerConfig(bootstrap))
 
 
-def test_other_voters_or_a_single_role_are_refused_as_multi_node() -> None:
-    several = single_node_problem(BrokerConfig({**KRAFT, "controller.quorum.voters": "1@a:1,2@b:2"}))
-    assert several is not None and several.startswith("multi-node clusters are not available yet")
-    assert "nodes 2 besides node 1" in several
-    controller_only = single_node_problem(BrokerConfig({**KRAFT, "process.roles": "controller"}))
-    assert controller_only is not None and "process.roles=controller needs other nodes" in controller_only
+def test_other_voters_or_a_single_role_make_a_node_of_a_cluster() -> None:
+    assert not is_single_node(BrokerConfig({**KRAFT, "controller.quorum.voters": "1@a:1,2@b:2"}))
+    assert not is_single_node(BrokerConfig({**KRAFT, "process.roles": "controller"}))
+    assert not is_single_node(BrokerConfig({**KRAFT, "process.roles": "broker"}))

@@ -1,0 +1,660 @@
+"""A kafkalike process: one :class:`Node` with the roles ``process.roles`` gives it.
+
+Built from the node's ``server.properties`` (Kafka's names), a node runs, as its roles say:
+
+- one :class:`~kafkalike.server.quorum.driver.QuorumDriver` over the ``__cluster_metadata-0`` log
+  under ``metadata.log.dir`` (or the first of ``log.dirs``): a voter when ``node.id`` is in
+  ``controller.quorum.voters``, an observer otherwise (a broker-only node follows the metadata log
+  as Kafka's brokers do, fetching from the leader and voting never);
+- a :class:`~kafkalike.server.controller_host.ControllerHost` with the controller role, served on
+  the CONTROLLER listener together with the quorum's own APIs;
+- a :class:`~kafkalike.server.broker.Broker` with the broker role.
+
+The driver's committed batches, loaded snapshots and leader changes go to every subscriber, in log
+order (:meth:`Node.subscribe`: the controller host, the broker's metadata publisher, the node's
+own image). The node keeps the image of the committed log (:class:`NodeImage`, the loader every
+node replays through) and writes metadata snapshots from it as Kafka's SnapshotGenerator decides
+(``metadata.log.max.record.bytes.between.snapshots`` / ``metadata.log.max.snapshot.interval.ms``):
+built from the image, handed to the driver, which keeps it as a ``.checkpoint`` file and deletes
+the log before it; a restart starts from it.
+
+Start order, as Kafka's: the metadata log and quorum state are opened (off the loop), the
+controller host and the quorum start (so a voter can vote and lead before anything else), then the
+broker, which serves clients only once its metadata has caught up with the leader's high
+watermark (:meth:`Node.wait_caught_up`; the broker's registration reports
+:attr:`Node.metadata_offset`). Stopping gracefully (:meth:`Node.stop`) is the other way round:
+the broker's controlled shutdown and its listeners, then a leader's resignation (told to every
+voter, bounded), then the logs closed on worker threads. :meth:`Node.kill` stops the node dead,
+as a killed process (nothing resigned), though its files are still closed.
+
+``kafkalike serve`` without a config is the single node: broker and controller in one process,
+its own only voter. Its broker keeps running its controller in process (no second port) on the
+metadata it has in its data directory, as before the quorum existed; it moves onto the quorum's
+committed metadata with the broker's metadata publisher and the directory migration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import signal
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+
+from kafkalike.controller.delta import MetadataDelta
+from kafkalike.controller.image import MetadataImage
+from kafkalike.controller.loader import MetadataLoader, build_image_snapshot
+from kafkalike.controller.metadata import ControllerError
+from kafkalike.controller.snapshot_policy import SnapshotPolicy
+from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
+from kafkalike.log.snapshot_files import SnapshotId
+from kafkalike.protocol.metadata_records import MetadataBatch, decode_metadata_record
+from kafkalike.raft import config as quorum_config
+from kafkalike.raft.config import NO_DIRECTORY_ID, QuorumConfigError
+from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch
+from kafkalike.raft.quorum_state_file import QuorumStateFileError, parse_kafka_uuid
+from kafkalike.server.broker import Broker, StartupError, client_listeners
+from kafkalike.server.clock import Clock, SystemClock
+from kafkalike.server.config import BrokerConfig, parse_listener, parse_properties
+from kafkalike.server.quorum.channel import NetworkFaults
+from kafkalike.server.quorum.driver import CommitListener, CommittedBatch, QuorumDriver
+from kafkalike.server.quorum.server import QuorumServer, QuorumSettings
+
+log = logging.getLogger("kafkalike")
+META_PROPERTIES = "meta.properties"
+BROKER, CONTROLLER = "broker", "controller"
+# A resigning leader waits this long at most for every voter's acknowledgement.
+RESIGN_WAIT_S = 1.0
+# The broker's controlled shutdown waits this long at most before the node stops anyway.
+CONTROLLED_SHUTDOWN_WAIT_S = 5.0
+
+
+class NodeConfigError(ValueError):
+    """A node's configuration that cannot work, in one line (Kafka's words where Kafka has them)."""
+
+
+# -- the configuration ------------------------------------------------------------------------------
+
+
+def roles_of(config: BrokerConfig) -> list[str]:
+    """``process.roles``, sorted; empty when unset."""
+    return sorted({r.strip() for r in (config.get("process.roles") or "").split(",") if r.strip()})
+
+
+def controller_listener_names(config: BrokerConfig) -> list[str]:
+    return [n.strip().upper() for n in (config.get("controller.listener.names") or "").split(",") if n.strip()]
+
+
+def security_protocols(config: BrokerConfig) -> dict[str, str]:
+    """``listener.security.protocol.map`` (NAME:PROTOCOL,...); empty when unset."""
+    mapping = {}
+    for entry in (config.get("listener.security.protocol.map") or "").split(","):
+        name, sep, protocol = entry.strip().partition(":")
+        if sep:
+            mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
+
+
+def controller_listener(config: BrokerConfig) -> tuple[str, str, int]:
+    """(name, host, port) of the listener the controller serves: the first of
+    ``controller.listener.names`` that ``listeners`` has."""
+    names = controller_listener_names(config)
+    if not names:
+        raise NodeConfigError("controller.listener.names must contain at least one value when running KRaft")
+    entries = {}
+    for entry in (e.strip() for e in (config.get("listeners") or "").split(",") if e.strip()):
+        name, sep, _ = entry.partition("://")
+        if sep:
+            entries[name.strip().upper()] = entry
+    for name in names:
+        if name in entries:
+            host, port = parse_listener(entries[name])
+            protocols = security_protocols(config)
+            # As Kafka's effectiveListenerSecurityProtocolMap: with no map set, a controller
+            # listener is PLAINTEXT.
+            unset = "listener.security.protocol.map" not in config.explicit
+            protocol = protocols.get(name, "PLAINTEXT" if unset else "")
+            if protocol != "PLAINTEXT":
+                shown = protocol or "no entry in listener.security.protocol.map"
+                raise NodeConfigError(
+                    f"listener {name} uses security protocol {shown}: only PLAINTEXT is available on a controller"
+                )
+            return name, host, port
+    raise NodeConfigError(
+        f"The listeners config must contain a listener named {names[0]} (from controller.listener.names) "
+        "when running the KRaft controller role"
+    )
+
+
+def is_single_node(config: BrokerConfig) -> bool:
+    """The node ``kafkalike serve`` ran before clusters: broker and controller (or no roles
+    given), its own only voter (or no voters given)."""
+    roles = roles_of(config)
+    voters = quorum_config.parse_voters(config.get(quorum_config.QUORUM_VOTERS) or "")
+    return roles in ([], [BROKER, CONTROLLER]) and {v.key.node_id for v in voters} <= {config.node_id}
+
+
+def metadata_log_dir(config: BrokerConfig) -> Path:
+    """Kafka's ``metadata.log.dir``, or the first of ``log.dirs``."""
+    return Path(config.get("metadata.log.dir") or config.log_dirs[0])
+
+
+def quorum_settings(config: BrokerConfig) -> QuorumSettings:
+    """The quorum member a node of a cluster is, checked (NodeConfigError): everything but the
+    directory's identity, which :func:`read_identity` reads."""
+    roles = roles_of(config)
+    unknown = [r for r in roles if r not in (BROKER, CONTROLLER)]
+    if unknown or not roles:
+        raise NodeConfigError(f"Unknown process role '{','.join(unknown)}' (must be broker, controller or both)")
+    props = dict(config.explicit.items())
+    try:
+        qconfig = quorum_config.from_properties(props)
+    except QuorumConfigError as exc:
+        raise NodeConfigError(str(exc)) from exc
+    node_id = config.node_id
+    voters = props.get(quorum_config.QUORUM_VOTERS, "")
+    if not qconfig.voter_ids and not qconfig.bootstrap_servers:
+        raise NodeConfigError(
+            f"If using process.roles, either {quorum_config.QUORUM_BOOTSTRAP_SERVERS} must contain the set of "
+            f"bootstrap controllers or {quorum_config.QUORUM_VOTERS} must contain a parseable set of controllers."
+        )
+    if not qconfig.voter_ids:
+        raise NodeConfigError(
+            f"{quorum_config.QUORUM_VOTERS} must list the controllers: a quorum found through "
+            f"{quorum_config.QUORUM_BOOTSTRAP_SERVERS} alone (dynamic voters) is not available yet"
+        )
+    if CONTROLLER in roles and node_id not in qconfig.voter_ids:
+        which = "just the 'controller' role" if roles == [CONTROLLER] else "the 'controller' role"
+        raise NodeConfigError(
+            f"If process.roles contains {which}, the node id {node_id} must be included in "
+            f"the set of voters {quorum_config.QUORUM_VOTERS}={voters}"
+        )
+    if roles == [BROKER] and node_id in qconfig.voter_ids:
+        raise NodeConfigError(
+            f"If process.roles contains just the 'broker' role, the node id {node_id} must not be included "
+            f"in the set of voters {quorum_config.QUORUM_VOTERS}={voters}"
+        )
+    listen: tuple[str, int] | None = None
+    name = "CONTROLLER"
+    if CONTROLLER in roles:
+        name, host, port = controller_listener(config)
+        listen = (host, port)
+    elif not controller_listener_names(config):
+        raise NodeConfigError("controller.listener.names must contain at least one value when running KRaft")
+    return QuorumSettings(node_id, "", qconfig, listen, listener_name=name, metadata_log_dir=metadata_log_dir(config))
+
+
+def read_identity(directory: Path, node_id: int) -> tuple[str, uuid.UUID]:
+    """(cluster id, directory id) from a formatted directory's meta.properties (StartupError).
+    Disk work: call it from a worker thread."""
+    path = directory / META_PROPERTIES
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StartupError(
+            f"No readable meta.properties files found in {directory}: format it first with "
+            "`kafkalike storage format -t CLUSTER_ID -c server.properties`"
+        ) from None
+    except OSError as exc:
+        raise StartupError(f"Unable to read {path}: {exc.strerror}") from exc
+    values = parse_properties(text)
+    cluster_id = values.get("cluster.id")
+    if not cluster_id:
+        raise StartupError(f"cluster.id was not specified in {path}")
+    stored_node = values.get("node.id")
+    if stored_node is None or stored_node.strip() != str(node_id):
+        raise StartupError(f"Stored node id {stored_node} doesn't match previous node id {node_id} in {path}")
+    directory_text = values.get("directory.id")
+    try:
+        directory_id = parse_kafka_uuid(directory_text) if directory_text else NO_DIRECTORY_ID
+    except ValueError:
+        raise StartupError(f"Invalid directory.id {directory_text!r} in {path}") from None
+    return cluster_id, directory_id
+
+
+# -- the metadata fan-out and the node's image -----------------------------------------------------
+
+
+class ImagePublisher(Protocol):
+    """Told of each new image of the committed metadata and the delta that made it (Kafka's
+    MetadataPublisher), on the event loop, in log order."""
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None: ...
+
+
+def metadata_batch(batch: CommittedBatch) -> MetadataBatch:
+    """A committed batch as the loader takes it (its records decoded)."""
+    records = () if batch.control else tuple(decode_metadata_record(v) for v in batch.values)
+    return MetadataBatch(batch.base_offset, batch.last_offset, batch.epoch, -1, records)
+
+
+class NodeImage:
+    """The image of the committed metadata log on this node (a CommitListener), with Kafka's
+    snapshot policy counting what it replays: ``snapshot_due`` is set when one should be written."""
+
+    def __init__(self, clock: Clock, policy: SnapshotPolicy) -> None:
+        self.clock = clock
+        self.loader = MetadataLoader()
+        self.policy = policy
+        self.publishers: list[ImagePublisher] = []
+        self.snapshot_due = trio.Event()
+        self.snapshot_reason = ""
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        delta = self.loader.apply_batch(metadata_batch(batch))
+        self._publish(delta)
+        size = sum(len(v) for v in batch.values)
+        reason = self.policy.on_batch_replayed(size, self.clock.wall_ms(), in_transaction=self.loader.in_transaction)
+        if reason is not None and not self.snapshot_due.is_set():
+            self.snapshot_reason = reason
+            self.snapshot_due.set()
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        delta = self.loader.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
+        self.policy.on_snapshot(self.clock.wall_ms())
+        self._publish(delta)
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        pass
+
+    def _publish(self, delta: MetadataDelta) -> None:
+        image = self.loader.image
+        for publisher in self.publishers:
+            publisher.on_metadata_update(delta, image)
+
+
+# -- the node ---------------------------------------------------------------------------------------
+
+
+class Node:
+    """One process of the cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock | None = None,
+        faults: NetworkFaults | None = None,
+        rng: random.Random | None = None,
+        ephemeral: bool = False,
+        memory_log: MemoryRaftLog | None = None,
+        controller_bound: list[trio.SocketListener] | None = None,
+        client_bound: list[trio.SocketListener] | None = None,
+        seed_topics: list[tuple[str, int]] | None = None,
+    ) -> None:
+        """``faults``: what every inter-node channel of this node consults (the test kit's
+        isolate/heal); ``ephemeral``: the broker's logs in memory; ``memory_log``: the metadata log
+        in memory, kept across restarts by the caller (None: on disk); ``controller_bound`` /
+        ``client_bound``: listeners already bound (tests bind every port first).
+        Raises NodeConfigError (ValueError) for a configuration that cannot work."""
+        config.check()
+        self.config = config
+        self.node_id = config.node_id
+        self.clock: Clock = clock or SystemClock()
+        self.faults = faults or NetworkFaults()
+        self.rng = rng or random.Random()
+        self.ephemeral = ephemeral
+        self.single = is_single_node(config)
+        self.roles = [BROKER, CONTROLLER] if self.single and not roles_of(config) else roles_of(config)
+        self.settings = None if self.single else quorum_settings(config)
+        self._memory_log = memory_log
+        self._controller_bound = controller_bound
+        self._client_bound = client_bound
+        self._seed_topics = list(seed_topics or [])
+        self._subscribers: list[CommitListener] = []
+        self.image = NodeImage(
+            self.clock,
+            SnapshotPolicy(
+                self.clock.wall_ms(),
+                max_record_bytes_between_snapshots=config.get_int("metadata.log.max.record.bytes.between.snapshots"),
+                max_snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"),
+            ),
+        )
+        self.cluster_id = ""
+        self.quorum: QuorumServer | None = None
+        self.driver: QuorumDriver | None = None
+        self.controller: Any = None  # the ControllerHost, with the controller role in a cluster
+        self.broker: Broker | None = None
+        self.client_address: tuple[str, int] | None = None
+        self.controller_address: tuple[str, int] | None = None
+        self.snapshots_written: list[OffsetAndEpoch] = []
+        self._locks: list[DirLock] = []
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+        self._scope: trio.CancelScope | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    # -- the subscription API ---------------------------------------------------------------------
+
+    def subscribe(self, listener: CommitListener) -> None:
+        """Be told of every committed batch, loaded snapshot and leader change, in log order, from
+        the start of the log at each start of the node. Before :meth:`run`."""
+        self._subscribers.append(listener)
+
+    def subscribe_image(self, publisher: ImagePublisher) -> None:
+        """Be told of each new image of the committed metadata with its delta. Before :meth:`run`."""
+        self.image.publishers.append(publisher)
+
+    @property
+    def metadata_offset(self) -> int:
+        """The last offset of the metadata log replayed on this node (-1: none yet)."""
+        return -1 if self.driver is None else self.driver.delivered_offset - 1
+
+    def caught_up(self) -> bool:
+        """This node knows the leader, and has replayed the log up to the high watermark it was
+        last told of (a single in-process node always has)."""
+        driver = self.driver
+        if driver is None:
+            return self.single
+        hw = driver.high_watermark
+        return driver.leader_id >= 0 and hw is not None and driver.delivered_offset >= hw
+
+    async def wait_caught_up(self) -> None:
+        """Until :meth:`caught_up` (callers bound it with a deadline)."""
+        if self.driver is None:
+            return
+        await self.driver.wait_for(self.caught_up)
+
+    async def wait_metadata_offset(self, offset: int) -> None:
+        """Until the batch holding ``offset`` has been replayed here (a registration's offset)."""
+        if self.driver is not None:
+            await self.driver.wait_committed(offset)
+
+    # -- running ----------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[Node] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start every role, report ``started`` once the node serves, run until :meth:`stop` (a
+        graceful stop) or cancellation (:meth:`kill`). StartupError for what stops the start."""
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    await self._start(nursery)
+                    task_status.started(self)
+                    await self._stop.wait()
+                    await self._shut_down()
+                    nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close()
+            self._scope = None
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """A graceful stop (controlled shutdown, resignation); returns once the node has stopped."""
+        self._stop.set()
+        await self._stopped.wait()
+
+    async def kill(self) -> None:
+        """Stop dead, as a killed process: nothing resigned or handed over (files still closed)."""
+        if self._scope is not None:
+            self._scope.cancel()
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        """:meth:`stop` without waiting, from any thread (the test kit runs nodes in threads)."""
+        token = self._token
+        if token is None:
+            return
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(self._stop.set)
+
+    def request_kill(self) -> None:
+        """:meth:`kill` without waiting, from any thread."""
+        token, scope = self._token, self._scope
+        if token is None or scope is None:
+            return
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(scope.cancel)
+
+    # -- start ------------------------------------------------------------------------------------
+
+    async def _start(self, nursery: trio.Nursery) -> None:
+        if self.settings is not None:
+            await self._start_quorum(nursery)
+        if BROKER in self.roles:
+            await self._start_broker(nursery)
+
+    async def _start_quorum(self, nursery: trio.Nursery) -> None:
+        settings = self.settings
+        assert settings is not None and settings.metadata_log_dir is not None
+        directory = settings.metadata_log_dir
+        if self._memory_log is None:
+            self.cluster_id, settings.directory_id = await trio.to_thread.run_sync(
+                read_identity, directory, self.node_id
+            )
+            # The broker locks its own log.dirs; the metadata directory is locked here only when
+            # it is not one of them.
+            if BROKER not in self.roles or directory not in self.config.log_dirs:
+                try:
+                    self._locks = await trio.to_thread.run_sync(lock_log_dirs, [directory])
+                except LogDirError as exc:
+                    raise StartupError(str(exc)) from exc
+        else:
+            self.cluster_id = self.config.get("cluster.id") or "kafkalike-node-cluster0"
+        settings.cluster_id = self.cluster_id
+        server = QuorumServer(
+            settings,
+            clock=self.clock,
+            faults=self.faults,
+            rng=random.Random(self.rng.getrandbits(64)),
+            bound=self._controller_bound,
+            memory_log=self._memory_log,
+        )
+        self._controller_bound = None  # a restart binds again
+        self.quorum = server
+        try:
+            driver = await server.open()
+        except (OSError, QuorumStateFileError) as exc:
+            raise StartupError(f"Failed to load the metadata log in {directory}: {exc}") from exc
+        self.driver = driver
+        if CONTROLLER in self.roles:
+            from kafkalike.server.controller_host import build_controller_host
+
+            host = build_controller_host(
+                driver,
+                self.config,
+                cluster_id=self.cluster_id,
+                clock=self.clock,
+                rng=random.Random(self.rng.getrandbits(64)),
+                voters=settings.config.endpoints,
+                listener_name=settings.listener_name,
+            )
+            self.controller = host
+            server.apis = host
+            driver.add_listener(host)
+        driver.add_listener(self.image)
+        for listener in self._subscribers:
+            driver.add_listener(listener)
+        if self.controller is not None:
+            await nursery.start(self.controller.run)
+        try:
+            self.controller_address = await nursery.start(server.run)
+        except OSError as exc:
+            host_name, port = settings.listen or ("", 0)
+            raise StartupError(f"Socket server failed to bind to {host_name}:{port}: {exc.strerror or exc}.") from exc
+        nursery.start_soon(self._snapshotter, driver)
+
+    async def _start_broker(self, nursery: trio.Nursery) -> None:
+        entries = client_listeners(self.config)
+        if not entries:
+            raise StartupError("listeners must name a listener for clients when the node has the broker role")
+        host, port = parse_listener(entries[0])
+        try:
+            broker = Broker(self.config, ephemeral=self.ephemeral, clock=self.clock, own_metadata_log=self.single)
+        except OSError as exc:
+            raise StartupError(f"Failed to create or validate data directory {self.config.log_dirs[0]}: {exc}") from exc
+        self.broker = broker
+        try:
+            broker.open()
+            broker.seed_topics(self._seed_topics)
+        except OSError as exc:
+            raise StartupError(f"Failed to load data directory {broker.data_dir}: {exc}") from exc
+        except ControllerError as exc:
+            raise StartupError(f"Failed to create the seed topics: {exc.message}") from exc
+        if self.single:
+            self.cluster_id = broker.cluster_id
+        else:
+            # As Kafka's BrokerServer: clients are served once the metadata has caught up.
+            await self.wait_caught_up()
+        try:
+            self.client_address = await nursery.start(broker.serve, host, port)
+        except OSError as exc:
+            raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    async def _snapshotter(self, driver: QuorumDriver) -> None:
+        """Write a snapshot of the image whenever the policy says one is due."""
+        while True:
+            await self.image.snapshot_due.wait()
+            self.image.snapshot_due = trio.Event()
+            await self.write_snapshot(driver, self.image.snapshot_reason)
+
+    async def write_snapshot(
+        self, driver: QuorumDriver | None = None, reason: str = "asked to"
+    ) -> OffsetAndEpoch | None:
+        """A snapshot of the current image, handed to the driver (which deletes the log before it);
+        its id, or None when there is nothing new to snapshot or the log cannot take it yet."""
+        driver = driver or self.driver
+        if driver is None:
+            return None
+        image = self.image.image
+        end_offset = image.provenance.last_offset + 1
+        latest = driver.node.log.latest_snapshot_id()
+        if end_offset <= 0 or (latest is not None and latest.offset >= end_offset):
+            return None
+        snapshot_id, data = await trio.to_thread.run_sync(
+            lambda: build_image_snapshot(image, now_ms=self.clock.wall_ms())
+        )
+        try:
+            written = await driver.snapshot(snapshot_id.end_offset, data)
+        except (ValueError, OSError) as exc:
+            log.info("node %d: no metadata snapshot at %d yet: %s", self.node_id, end_offset, exc)
+            return None
+        self.image.policy.on_snapshot(self.clock.wall_ms())
+        self.snapshots_written.append(written)
+        log.info(
+            "node %d: wrote metadata snapshot %d-%d because %s", self.node_id, written.offset, written.epoch, reason
+        )
+        return written
+
+    # -- stop -------------------------------------------------------------------------------------
+
+    async def _shut_down(self) -> None:
+        """The graceful part of a stop: the broker's controlled shutdown, then a leader resigns."""
+        broker = self.broker
+        shutdown: Callable[[], Any] | None = getattr(broker, "controlled_shutdown", None)
+        if shutdown is not None:
+            with trio.move_on_after(CONTROLLED_SHUTDOWN_WAIT_S):
+                await shutdown()
+        driver = self.driver
+        if driver is not None and driver.is_leader and not await driver.resign_gracefully(RESIGN_WAIT_S):
+            log.info("not every voter acknowledged the resignation within %.0f s; stopping anyway", RESIGN_WAIT_S)
+
+    async def _close(self) -> None:
+        """Logs closed on worker threads: the broker's first (it stopped serving), then the quorum's."""
+        broker, self.broker = self.broker, None
+        if broker is not None:
+            await broker.aclose()
+        server, self.quorum = self.quorum, None
+        if server is not None:
+            await server.aclose()
+        self.driver = None
+        self.controller = None
+        for lock in self._locks:
+            lock.release()
+        self._locks = []
+
+
+# -- a node as a process ----------------------------------------------------------------------------
+
+
+async def run_node(
+    config: BrokerConfig,
+    *,
+    ephemeral: bool = False,
+    port_file: Path | None = None,
+    seed_topics: list[tuple[str, int]] | None = None,
+    write_port_file: Callable[[Path, int], None] | None = None,
+) -> None:
+    """Serve until SIGTERM or SIGINT, handled once: the first starts a graceful stop, later ones
+    are logged and ignored. StartupError for what stops the start."""
+    node = Node(config, ephemeral=ephemeral, seed_topics=seed_topics)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            address = node.client_address or node.controller_address
+            assert address is not None
+            if port_file is not None and write_port_file is not None:
+                write_port_file(port_file, address[1])
+            _log_ready(node, address)
+            nursery.start_soon(_watch_stopped, node, nursery.cancel_scope)
+            stopping = False
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if stopping:
+                    log.info("received %s while shutting down; already stopping", name)
+                    continue
+                stopping = True
+                log.info("received %s, shutting down", name)
+                node.request_stop()
+    log.info("kafkalike stopped; logs flushed" if BROKER in node.roles else "kafkalike controller stopped")
+
+
+async def _watch_stopped(node: Node, scope: trio.CancelScope) -> None:
+    await node._stopped.wait()
+    scope.cancel()
+
+
+def _log_ready(node: Node, address: tuple[str, int]) -> None:
+    if node.single:
+        broker = node.broker
+        assert broker is not None
+        log.info(
+            "kafkalike ready on %s:%d (node %d, cluster %s, data %s)",
+            address[0],
+            address[1],
+            node.node_id,
+            broker.cluster_id,
+            broker.data_dir,
+        )
+        return
+    assert node.settings is not None
+    voters = ",".join(str(v) for v in sorted(node.settings.config.voter_ids))
+    parts = []
+    if node.client_address is not None:
+        parts.append(f"clients on {node.client_address[0]}:{node.client_address[1]}")
+    if node.controller_address is not None:
+        parts.append(f"controller on {node.controller_address[0]}:{node.controller_address[1]}")
+    log.info(
+        "kafkalike ready on %s:%d (node %d as %s of voters %s; %s; cluster %s, metadata %s)",
+        address[0],
+        address[1],
+        node.node_id,
+        ",".join(node.roles),
+        voters,
+        ", ".join(parts),
+        node.cluster_id,
+        node.settings.metadata_log_dir,
+    )
+
+
+__all__ = [
+    "ImagePublisher",
+    "Node",
+    "NodeConfigError",
+    "NodeImage",
+]

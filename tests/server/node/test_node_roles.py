@@ -1,0 +1,206 @@
+"""Nodes in one trio run: every role combination starts and stops cleanly; three combined nodes
+elect one leader and replay the same image; a broker-only node follows the log as an observer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from kafkalike.raft.log import MemoryRaftLog
+from kafkalike.server.config import BrokerConfig
+from kafkalike.server.node import Node
+from kafkalike.server.quorum.channel import NetworkFaults
+from kafkalike.testing.controller_requests import heartbeat, registration
+from kafkalike.testing.wire_client import AsyncWireClient
+
+DEADLINE_S = 30
+CLUSTER = "node-test-cluster-00000A"
+FAST = {
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "800",
+    "controller.quorum.election.backoff.max.ms": "300",
+    "controller.quorum.request.timeout.ms": "800",
+}
+
+
+class Nodes:
+    """Node configs over controller ports bound up front (the voters' endpoints name them)."""
+
+    def __init__(self, tmp_path: Path, voters: int, brokers_only: int = 0) -> None:
+        self.tmp_path = tmp_path
+        self.voter_ids = list(range(1, voters + 1))
+        self.observer_ids = list(range(voters + 1, voters + brokers_only + 1))
+        self.bound: dict[int, list[trio.SocketListener]] = {}
+        self.ports: dict[int, int] = {}
+        self.logs: dict[int, MemoryRaftLog] = {}
+        self.faults = NetworkFaults()
+        self.nodes: dict[int, Node] = {}
+
+    async def bind(self) -> None:
+        for node_id in self.voter_ids:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            self.bound[node_id] = listeners
+            self.ports[node_id] = listeners[0].socket.getsockname()[1]
+
+    def config(self, node_id: int, roles: str) -> BrokerConfig:
+        voters = ",".join(f"{i}@127.0.0.1:{self.ports[i]}" for i in self.voter_ids)
+        listeners = ["PLAINTEXT://127.0.0.1:0"] if "broker" in roles else []
+        if "controller" in roles:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.ports[node_id]}")
+        return BrokerConfig(
+            {
+                "process.roles": roles,
+                "node.id": str(node_id),
+                "controller.quorum.voters": voters,
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "listeners": ",".join(listeners),
+                "log.dirs": str(self.tmp_path / f"node-{node_id}"),
+                "cluster.id": CLUSTER,
+                **FAST,
+            }
+        )
+
+    async def start(self, nursery: trio.Nursery, node_id: int, roles: str) -> Node:
+        node = Node(
+            self.config(node_id, roles),
+            ephemeral=True,
+            faults=self.faults,
+            memory_log=self.logs.setdefault(node_id, MemoryRaftLog()),
+            controller_bound=self.bound.pop(node_id, None),
+        )
+        self.nodes[node_id] = node
+        await nursery.start(node.run)
+        return node
+
+    def leaders(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.driver is not None and n.driver.is_leader]
+
+    async def wait(self, predicate: Callable[[], bool]) -> None:
+        """Until ``predicate()`` holds after some node's quorum step."""
+        while not predicate():
+            async with trio.open_nursery() as nursery:
+                for node in self.nodes.values():
+                    if node.driver is not None:
+                        nursery.start_soon(_changed_then_cancel, node, nursery.cancel_scope)
+
+
+async def _changed_then_cancel(node: Node, scope: trio.CancelScope) -> None:
+    assert node.driver is not None
+    await node.driver.changed()
+    scope.cancel()
+
+
+async def create_topic(port: int, name: str, partitions: int) -> None:
+    """Register broker 1 with the active controller at ``port`` and create a topic there."""
+    client = await AsyncWireClient.connect("127.0.0.1", port)
+    try:
+        registered = await client.request(62, 4, registration(1, CLUSTER))
+        assert registered.error_code == 0, registered
+        beat = await client.request(63, 1, heartbeat(1, registered.broker_epoch, 2**40))
+        assert beat.error_code == 0, beat
+        topic = {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+        created = await client.request(19, 7, {"topics": [topic], "timeout_ms": 5000})
+        assert created.topics[0].error_code == 0, created
+    finally:
+        await client.aclose()
+
+
+async def test_a_single_node_without_a_config_serves_clients_and_stops(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    node = Node(config, seed_topics=[("orders", 2)])
+    assert node.single and node.roles == ["broker", "controller"]
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            assert node.caught_up() and node.client_address is not None and node.controller_address is None
+            client = await AsyncWireClient.connect(*node.client_address)
+            metadata = await client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+            assert [t.name for t in metadata.topics] == ["orders"]
+            await client.aclose()
+            await node.stop()
+    assert node.broker is None and (tmp_path / "data" / "meta.properties").exists()
+
+
+async def test_three_combined_nodes_elect_one_leader_and_replay_the_same_image(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 3)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            for node_id in nodes.voter_ids:
+                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
+            await nodes.wait(lambda: len(nodes.leaders()) == 1 and all(n.caught_up() for n in nodes.nodes.values()))
+            (leader,) = nodes.leaders()
+            assert leader.controller is not None
+            await leader.controller.wait_active()
+            await create_topic(nodes.ports[leader.node_id], "orders", 3)
+            end = leader.metadata_offset
+            await nodes.wait(lambda: all(n.metadata_offset >= end for n in nodes.nodes.values()))
+            images = [n.image.image for n in nodes.nodes.values()]
+            topic = images[0].topic("orders")
+            assert topic is not None and len(topic.partitions) == 3
+            assert all(image.records() == images[0].records() for image in images)
+            assert len({image.provenance.last_offset for image in images}) == 1
+            # Every node's broker serves clients, and the controller host replays the same log.
+            assert all(n.broker is not None and n.client_address is not None for n in nodes.nodes.values())
+            assert leader.controller.image.topic("orders") == topic
+            for node in list(nodes.nodes.values()):
+                await node.stop()
+            nursery.cancel_scope.cancel()
+    assert all(n.driver is None and n.broker is None for n in nodes.nodes.values())
+
+
+async def _start_in_background(
+    nodes: Nodes, node_id: int, roles: str, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """A combined node reports started only once caught up, which needs a leader: start each in
+    its own task so that the others can come up meanwhile."""
+    async with trio.open_nursery() as nursery:
+        task_status.started()
+        await nodes.start(nursery, node_id, roles)
+
+
+async def test_controller_only_voters_and_a_broker_only_observer_start_and_stop(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 1, brokers_only=1)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            controller = await nodes.start(nursery, 1, "controller")
+            assert controller.broker is None and controller.controller_address is not None
+            assert controller.client_address is None
+            # The broker-only node reports started once it has caught up with the leader.
+            broker = await nodes.start(nursery, 2, "broker")
+            assert broker.caught_up() and broker.controller is None and broker.controller_address is None
+            assert broker.driver is not None and not broker.driver.is_leader
+            assert broker.client_address is not None
+            assert controller.controller is not None
+            await controller.controller.wait_active()
+            await create_topic(nodes.ports[1], "events", 2)
+            end = controller.metadata_offset
+            await nodes.wait(lambda: broker.metadata_offset >= end)
+            assert broker.image.image.topic("events") == controller.image.image.topic("events") is not None
+            await broker.stop()
+            await controller.stop()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_killed_node_resigns_nothing_and_a_stopped_leader_hands_over(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 3)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            for node_id in nodes.voter_ids:
+                await nodes.start(nursery, node_id, "controller")
+            await nodes.wait(lambda: len(nodes.leaders()) == 1)
+            (leader,) = nodes.leaders()
+            assert leader.driver is not None
+            epoch = leader.driver.epoch
+            await leader.stop()  # resigns: the others elect at once, well before the fetch timeout
+            del nodes.nodes[leader.node_id]
+            await nodes.wait(lambda: any(n.driver.epoch > epoch for n in nodes.leaders() if n.driver is not None))
+            (second,) = nodes.leaders()
+            await second.kill()
+            assert second.driver is None and second.controller is None
+            nursery.cancel_scope.cancel()
