@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Generic, TypeVar
+from typing import IO, Generic, Self, TypeVar
 
 from kafkalike.testing.cluster_requests import (
     HOST,
@@ -407,7 +407,7 @@ class ProcessCluster(Generic[N]):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def start(self, order: Sequence[int] | None = None) -> ProcessCluster[N]:
+    def start(self, order: Sequence[int] | None = None) -> Self:
         """Format every node, launch them all (a quorum needs its voters together), wait for all;
         with ``order``, start the nodes one after the other in that order, each ready before the next."""
         try:
@@ -441,7 +441,7 @@ class ProcessCluster(Generic[N]):
         for node in self.nodes:
             node.kill()  # a node already gone: only joins its output
 
-    def __enter__(self) -> ProcessCluster[N]:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
