@@ -44,6 +44,5 @@ BROKER = (
         ConfigType.STRING,
         None,
         "The rack this broker stands in, so that partition placement spreads a topic's replicas over racks.",
-        implemented=False,
     ),
 )

@@ -3,9 +3,10 @@
 kafkalike runs one node that is broker and controller at once; ``node.id``, ``process.roles``,
 ``controller.quorum.voters`` (its only voter: itself), ``controller.quorum.bootstrap.servers`` and
 ``controller.listener.names`` (listeners clients are not served on) are read today. The quorum's
-timeouts, heartbeat and metadata-log settings are declared with Kafka's types, defaults and
+timeouts and metadata-log settings are declared with Kafka's types, defaults and
 validators for the Raft quorum and the cluster to read; until then they are not implemented (see
-``ConfigKey.implemented``). None of them can change on a running node.
+``ConfigKey.implemented``); the broker's heartbeat settings (``broker.*``) are read by its
+registration and heartbeats (server/broker_lifecycle_task.py). None of them can change on a running node.
 """
 
 from __future__ import annotations
@@ -106,19 +107,19 @@ QUORUM = (
         "20",
         "How long, in milliseconds, a node waits before retrying a failed quorum request.",
     ),
-    _pending(
+    ConfigKey(
         "broker.heartbeat.interval.ms",
         ConfigType.INT,
         "2000",
         "How often, in milliseconds, a broker sends the controller a heartbeat.",
     ),
-    _pending(
+    ConfigKey(
         "broker.session.timeout.ms",
         ConfigType.INT,
         "9000",
         "How long, in milliseconds, a broker stays registered without a heartbeat before the controller fences it.",
     ),
-    _pending(
+    ConfigKey(
         "initial.broker.registration.timeout.ms",
         ConfigType.INT,
         "60000",

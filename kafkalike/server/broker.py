@@ -39,6 +39,7 @@ from kafkalike.protocol.records import Record, build_batch, decode_records, iter
 from kafkalike.replica import ReplicaManager, delete_directories, rename_for_removal
 from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock, SystemClock
+from kafkalike.server.cluster_metadata import ClusterController, MetadataSource
 from kafkalike.server.config import (
     INTERNAL_TOPIC_CONFIGS,
     TOPIC_CONFIGS,
@@ -49,11 +50,14 @@ from kafkalike.server.config import (
     validate_value,
 )
 from kafkalike.server.context import HandlerServices
+from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
+from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.replica_files import open_logs_off_loop, undo_new
+from kafkalike.server.routing import ClusterRouting, LocalRouting, NodeEndpoint
 from kafkalike.server.txn_service import TxnService
 from kafkalike.server.waiters import PartitionWaiters
 
@@ -136,6 +140,13 @@ class Broker:
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
+        # Where partitions are led (server/routing.py): this node alone until a cluster's metadata
+        # publisher replaces it with an ImageRouting over the published image.
+        self.routing: ClusterRouting = LocalRouting(
+            self.node_id,
+            lambda name: None if (t := self.controller.image.topics.get(name)) is None else t.partitions,
+            lambda: NodeEndpoint(self.node_id, *self.advertised, self.config.get("broker.rack")),
+        )
         # Shared by every connection: connection counts, and memory for requests in flight.
         self.connection_quotas = ConnectionQuotas(config)
         self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
@@ -146,7 +157,19 @@ class Broker:
         # True while a metadata operation's records wait for their fsync on a worker thread
         # (``_commit_metadata``): nothing else may append to the metadata log meanwhile.
         self._metadata_syncing = False
-        self.controller = QuorumController(self._append_metadata)
+        # The single node's own controller (its JSON records in ``__cluster_metadata-0``); a node
+        # of a cluster runs on the quorum's committed metadata instead (``attach_controller``).
+        self._legacy = QuorumController(self._append_metadata)
+        self.controller: MetadataSource = self._legacy
+        self.publisher = MetadataPublisher(
+            self.node_id,
+            self.replicas,
+            clock=self.clock,
+            log_config=self.log_config_for,
+            on_configs=self._take_dynamic_configs,
+        )
+        self.cluster: ClusterController | None = None
+        self.in_cluster = not own_metadata_log
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
@@ -169,6 +192,11 @@ class Broker:
         else:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.cluster_id = self._load_identity()
+        if self.in_cluster:
+            # Partitions open as the publisher replays the quorum's committed log.
+            self._open_groups()
+            self._open_transactions()
+            return
         # Kept whole: Kafka deletes the metadata log only below its latest snapshot, never by age
         # or size (a restart replays every record from the start).
         metadata_config = LogConfig(
@@ -178,13 +206,19 @@ class Broker:
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
         self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
-        self.controller.replay(self._read_metadata_values())
+        self._legacy.replay(self._read_metadata_values())
         self.apply_configs()
         for topic in self.controller.image.topics.values():
             self._open_partitions(topic)
         self.logs.remove_orphans(self.replicas.hosted() | {(METADATA_TOPIC, 0)})
         self._open_groups()
         self._open_transactions()
+
+    def attach_controller(self, channel: ControllerChannel, committed_offset: Callable[[], int | None]) -> None:
+        """A node of a cluster: metadata operations go to the active controller through
+        ``channel``; ``committed_offset`` is the last offset this node knows committed."""
+        self.cluster = ClusterController(self.node_id, channel, self.publisher, self.clock, committed_offset)
+        self.controller = self.cluster
 
     def _open_transactions(self) -> None:
         """The transaction coordinator, with its state replayed from __transaction_state and
@@ -261,7 +295,7 @@ class Broker:
         assert self._metadata_log is not None
         plog = self._metadata_log
         now = self.clock.wall_ms()
-        batch = bytearray(build_batch([Record(value=v) for v in self.controller.encode(records)], base_timestamp=now))
+        batch = bytearray(build_batch([Record(value=v) for v in self._legacy.encode(records)], base_timestamp=now))
         syncs = DeferredSyncs()
         error: OSError | None = None
         try:
@@ -283,12 +317,14 @@ class Broker:
             plog.complete_append(result, error, self.clock.wall_ms())
         except KafkaStorageError as exc:
             raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-        self.controller.apply_durable(records)
+        self._legacy.apply_durable(records)
 
     async def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
         """An internal topic (``__consumer_offsets``, ``__transaction_state``) as a metadata
         operation of its own, in turn with the others; True if this call created it. Raises
         ControllerError (KAFKA_STORAGE_ERROR when the disk refused it)."""
+        if self.cluster is not None:
+            return await self.cluster.create_internal_topic(name, partitions, configs)
         async with self._topic_changes:
             if name in self.controller.image.topics:
                 return False
@@ -296,7 +332,7 @@ class Broker:
                 self.create_topic(name, partitions, configs)
                 return True
             self._check_topic_configs(configs)
-            topic, records = self.controller.plan_topic(name, partitions, configs)
+            topic, records = self._legacy.plan_topic(name, partitions, configs)
             try:
                 await self._make_partitions([(topic, 0)], lambda: self._commit_metadata(records))
             except (KafkaStorageError, OSError) as exc:
@@ -307,17 +343,23 @@ class Broker:
         """Before ``controller.allocate_producer_id``: a producer id block with an id left, its
         record written (off the event loop, in turn) if a new one is needed, so the allocation
         itself writes nothing. Raises ControllerError when the disk refused it."""
-        if not self.controller.plan_producer_ids():
+        if self.cluster is not None:
+            await self.cluster.reserve_producer_id()
+            return
+        if not self._legacy.plan_producer_ids():
             return
         async with self._topic_changes:
-            records = self.controller.plan_producer_ids()
+            records = self._legacy.plan_producer_ids()
             if records:
                 await self._commit_metadata(records)
 
     async def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
         """``controller.set_configs`` as a metadata operation in turn with the others."""
+        if self.cluster is not None:
+            await self.cluster.set_configs(resource_type, resource_name, changes)
+            return
         async with self._topic_changes:
-            records = self.controller.plan_configs(resource_type, resource_name, changes)
+            records = self._legacy.plan_configs(resource_type, resource_name, changes)
             await self._commit_metadata(records)
 
     @property
@@ -373,6 +415,19 @@ class Broker:
                 return problem
         return socket_server_problem(trial)
 
+    def log_config_for(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The LogConfig of a topic with ``overrides``, over this broker's defaults."""
+        return LogConfig.from_properties(
+            _with_internal(
+                {name: overrides.get(name, self.config.topic_default(name)) for name in TOPIC_CONFIGS}, overrides
+            )
+        )
+
+    def _take_dynamic_configs(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
+        """The broker resource's dynamic configs, as the publisher found them committed."""
+        self.config.dynamic_default = dict(cluster_default)
+        self.config.dynamic_broker = dict(this_broker)
+
     def apply_configs(self) -> None:
         """Make changed topic and broker configs take effect at once, without a restart."""
         image = self.controller.image
@@ -409,7 +464,7 @@ class Broker:
         self._check_topic_configs(configs)
         if name in self._topics_in_creation:
             raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        topic = self.controller.create_topic(name, partitions, configs, validate_only)
+        topic = self._legacy.create_topic(name, partitions, configs, validate_only)
         if not validate_only:
             self._open_partitions(topic)
         return topic
@@ -437,6 +492,8 @@ class Broker:
     ) -> list[TopicImage | ControllerError]:
         """Create the topics as one operation: per topic the new topic or why not. Raises
         OperationTooLarge when their records would not fit in one operation (nothing created)."""
+        if self.cluster is not None:
+            return await self.cluster.create_topics(wanted, validate_only)
         async with self._topic_changes:
             names: set[str] = set()  # held back from the at-once path (internal topics) meanwhile
             try:
@@ -456,7 +513,7 @@ class Broker:
                 self._check_topic_configs_cached(topic.configs, problems)
                 if topic.name in self._topics_in_creation:
                     raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
-                planned, topic_records_ = self.controller.plan_topic(topic.name, topic.partitions, topic.configs)
+                planned, topic_records_ = self._legacy.plan_topic(topic.name, topic.partitions, topic.configs)
             except ControllerError as exc:
                 results.append(exc)
                 continue
@@ -496,6 +553,8 @@ class Broker:
         """CreatePartitions as one operation: per (topic, new count) the topic or why not. A topic
         whose new partitions overflow the operation gets UNKNOWN_SERVER_ERROR, as do the ones
         after it (see controller/limits.py)."""
+        if self.cluster is not None:
+            return await self.cluster.grow_topics(wanted, validate_only)
         async with self._topic_changes:
             results: list[TopicImage | ControllerError] = []
             grown: list[tuple[TopicImage, int]] = []
@@ -503,7 +562,7 @@ class Broker:
             budget = RecordBudget()
             for name, count in wanted:
                 try:
-                    topic, record = self.controller.plan_partitions(name, count)
+                    topic, record = self._legacy.plan_partitions(name, count)
                 except ControllerError as exc:
                     results.append(exc)
                     continue
@@ -521,6 +580,8 @@ class Broker:
 
     async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
         """Delete the topics as one operation; their directories are removed on worker threads."""
+        if self.cluster is not None:
+            return await self.cluster.delete_topics(names)
         async with self._topic_changes:
             results: list[TopicImage | ControllerError] = []
             doomed: dict[str, TopicImage] = {}

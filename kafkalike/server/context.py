@@ -29,14 +29,17 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.txn_service import MarkerEntry, write_markers
 
 if TYPE_CHECKING:
-    from kafkalike.controller.metadata import ControllerError, MetadataImage, TopicImage
+    from kafkalike.controller import image as cluster
+    from kafkalike.controller.metadata import ControllerError, TopicImage
     from kafkalike.replica import ReplicaManager
     from kafkalike.server.appends import PartitionWriter
     from kafkalike.server.broker import Broker, NewTopic
     from kafkalike.server.clock import Clock
+    from kafkalike.server.cluster_metadata import TopicsImage
     from kafkalike.server.config import BrokerConfig
     from kafkalike.server.faults import FaultInjector
     from kafkalike.server.group_service import GroupService
+    from kafkalike.server.routing import ClusterRouting
     from kafkalike.server.txn_service import TxnService
     from kafkalike.server.waiters import PartitionWaiters
     from kafkalike.txn.metadata import TopicPartition
@@ -52,8 +55,14 @@ class MetadataView:
         self._broker = broker
 
     @property
-    def image(self) -> MetadataImage:
+    def image(self) -> TopicsImage:
         return self._broker.controller.image
+
+    @property
+    def cluster_image(self) -> cluster.MetadataImage | None:
+        """The published image of the quorum's committed metadata, on a node of a cluster (None
+        on the single node, which answers from its own controller's image)."""
+        return self._broker.publisher.image if self._broker.cluster is not None else None
 
     @property
     def node_id(self) -> int:
@@ -71,6 +80,11 @@ class MetadataView:
     @property
     def config(self) -> BrokerConfig:
         return self._broker.config
+
+    @property
+    def routing(self) -> ClusterRouting:
+        """Which partitions exist and who leads them (server/routing.py)."""
+        return self._broker.routing
 
     @property
     def metadata_epoch(self) -> int:
@@ -122,6 +136,17 @@ class ControllerFacade:
 
     def allocate_producer_id(self) -> int:
         return self._broker.controller.allocate_producer_id()
+
+    @property
+    def forwarding(self) -> bool:
+        """Whether admin requests go to the cluster's active controller (``forward``)."""
+        return self._broker.cluster is not None
+
+    async def forward(self, api_key: int, version: int, request: Any) -> Any:
+        """A client's CreateTopics, CreatePartitions, DeleteTopics or (Incremental)AlterConfigs
+        answered by the active controller, once this broker's metadata shows what it did."""
+        assert self._broker.cluster is not None
+        return await self._broker.cluster.forward(api_key, version, request)
 
     def may_auto_create(self, name: str) -> bool:
         return self._broker.may_auto_create(name)

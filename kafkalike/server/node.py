@@ -422,10 +422,38 @@ class Node:
     # -- start ------------------------------------------------------------------------------------
 
     async def _start(self, nursery: trio.Nursery) -> None:
+        self.broker = None
+        if BROKER in self.roles and not self.single:
+            # Made before the quorum runs: its metadata publisher follows the log from the start.
+            self.broker = self._new_broker()
         if self.settings is not None:
             await self._start_quorum(nursery)
         if BROKER in self.roles:
             await self._start_broker(nursery)
+
+    def _new_broker(self) -> Broker:
+        try:
+            return Broker(self.config, ephemeral=self.ephemeral, clock=self.clock, own_metadata_log=self.single)
+        except OSError as exc:
+            raise StartupError(f"Failed to create or validate data directory {self.config.log_dirs[0]}: {exc}") from exc
+
+    def _attach_broker(self, broker: Broker, driver: QuorumDriver, settings: QuorumSettings) -> None:
+        """A cluster node's broker: admin requests to the active controller (this node's own
+        host in process when it is the active one), metadata from the committed log."""
+        from kafkalike.server.controller_channel import DEFAULT_REQUEST_TIMEOUT_MS, ControllerChannel
+        from kafkalike.server.controller_host import ControllerRequestContext
+
+        channel = ControllerChannel(
+            self.node_id,
+            driver,
+            {e.key.node_id: (e.host, e.port) for e in settings.config.endpoints},
+            local=self.controller,
+            local_context=ControllerRequestContext,
+            clock=self.clock,
+            faults=self.faults,
+            request_timeout_ms=int(self.config.get("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS),
+        )
+        broker.attach_controller(channel, lambda: None if driver.high_watermark is None else driver.high_watermark - 1)
 
     async def _start_quorum(self, nursery: trio.Nursery) -> None:
         settings = self.settings
@@ -476,6 +504,9 @@ class Node:
             server.apis = host
             driver.add_listener(host)
         driver.add_listener(self.image)
+        if self.broker is not None:
+            driver.add_listener(self.broker.publisher)
+            self._attach_broker(self.broker, driver, settings)
         for listener in self._subscribers:
             driver.add_listener(listener)
         if self.controller is not None:
@@ -492,10 +523,7 @@ class Node:
         if not entries:
             raise StartupError("listeners must name a listener for clients when the node has the broker role")
         host, port = parse_listener(entries[0])
-        try:
-            broker = Broker(self.config, ephemeral=self.ephemeral, clock=self.clock, own_metadata_log=self.single)
-        except OSError as exc:
-            raise StartupError(f"Failed to create or validate data directory {self.config.log_dirs[0]}: {exc}") from exc
+        broker = self.broker or self._new_broker()
         self.broker = broker
         try:
             broker.open()
@@ -507,8 +535,11 @@ class Node:
         if self.single:
             self.cluster_id = broker.cluster_id
         else:
-            # As Kafka's BrokerServer: clients are served once the metadata has caught up.
+            # As Kafka's BrokerServer: clients are served once the metadata has caught up, and
+            # the broker's partitions are open for it.
+            await nursery.start(broker.publisher.run)
             await self.wait_caught_up()
+            await broker.publisher.wait_for_offset(self.metadata_offset)
         try:
             self.client_address = await nursery.start(broker.serve, host, port)
         except OSError as exc:

@@ -110,26 +110,6 @@ def test_a_node_that_cannot_start_is_one_line_and_nothing_is_left(tmp_path: Path
     assert processes_using(data_dir) == []
 
 
-def test_several_nodes_start_or_fail_in_one_line(tmp_path: Path) -> None:
-    """Until ``serve`` accepts combined nodes with several voters, three nodes fail with the
-    first node's reason in one line; nothing hangs and no node is left."""
-    data_dir = tmp_path / "cluster"
-    result = subprocess.run(
-        cluster_command(data_dir, "--brokers", "3", "--base-port", "0"),
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT_S,
-    )
-    assert result.returncode == 1 and result.stdout == ""
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("kafkalike: node ") and " did not start: " in line
-    assert processes_using(data_dir) == []
-    for node_id in (1, 2, 3):  # every node was configured and formatted as a voter of the three
-        properties = (data_dir / f"node-{node_id}" / "server.properties").read_text()
-        assert f"node.id={node_id}\n" in properties and properties.count("@127.0.0.1:") == 3
-        assert (data_dir / f"node-{node_id}" / "data" / "meta.properties").exists()
-
-
 def test_bad_arguments_exit_2_in_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
         cluster_command(tmp_path, "--brokers", "0"), capture_output=True, text=True, timeout=START_TIMEOUT_S

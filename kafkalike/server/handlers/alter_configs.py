@@ -79,6 +79,8 @@ async def apply_new_configs(
 
 @handles(33, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    if ctx.controller.forwarding:  # a node of a cluster: the active controller decides
+        return await ctx.controller.forward(33, ctx.version, request)  # type: ignore[no-any-return]
     responses = []
     for resource in request.resources:
         entry: dict[str, Any] = {

@@ -27,6 +27,8 @@ log = logging.getLogger("kafkalike.create_partitions")
 
 @handles(37, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    if ctx.controller.forwarding:  # a node of a cluster: the active controller decides
+        return await ctx.controller.forward(37, ctx.version, request)  # type: ignore[no-any-return]
     counts = Counter(t.name for t in request.topics)
     results: list[dict[str, Any]] = [
         _result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name, n in counts.items() if n > 1

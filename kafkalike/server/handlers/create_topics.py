@@ -29,6 +29,8 @@ log = logging.getLogger("kafkalike.create_topics")
 
 @handles(19, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    if ctx.controller.forwarding:  # a node of a cluster: the active controller decides
+        return await ctx.controller.forward(19, ctx.version, request)  # type: ignore[no-any-return]
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
     unique = [t for t in request.topics if t.name not in duplicates]

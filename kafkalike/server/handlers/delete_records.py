@@ -19,6 +19,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import partition_or_error
 
 
 @handles(21, 0, 2)
@@ -29,9 +30,9 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Mappin
         partitions = []
         for part in topic.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
-            partition = ctx.replicas.get((topic.name, part.partition_index))
-            if partition is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            partition = partition_or_error(ctx, topic.name, part.partition_index)
+            if isinstance(partition, ErrorCode):
+                entry["error_code"] = partition
             else:
                 try:
                     entry["low_watermark"] = partition.delete_records_on_leader(

@@ -18,6 +18,8 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @handles(20, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    if ctx.controller.forwarding:  # a node of a cluster: the active controller decides
+        return await ctx.controller.forward(20, ctx.version, request)  # type: ignore[no-any-return]
     image = ctx.metadata.image
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]

@@ -12,13 +12,15 @@ from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import partition_or_error
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
-    partition = ctx.replicas.get((topic, index))
-    if partition is None:
-        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # A follower answers too (its log has the producer state); only a partition not hosted here fails.
+    partition = partition_or_error(ctx, topic, index)
+    if isinstance(partition, ErrorCode):
+        entry["error_code"] = partition
         return entry
     entry["active_producers"] = [
         {

@@ -28,11 +28,14 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import Isolation, Partition, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import LeaderHints, partition_or_error
 
 READ_COMMITTED = 1
 # Kafka leaves partitions its metadata does not know out of the read (KafkaApis' "erroneous"):
 # they do not end the wait; any other error does (ReplicaManager.fetchMessages' errorReadingData).
 _WAITS_DESPITE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+# KIP-951 (v16+): these errors carry the current leader, and the answer its endpoint.
+_HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 @handles(1, 4, 17)
@@ -47,7 +50,21 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
             break
         # No await between the read and here: an append after the read wakes this wait.
         await ctx.waiters.wait_for_progress(tps, deadline)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if failed and ctx.version >= 16:
+        _add_leader_hints(ctx, request, answer)
+    return answer
+
+
+def _add_leader_hints(ctx: RequestContext, request: Message, answer: dict[str, Any]) -> None:
+    hints = LeaderHints(ctx)
+    for topic, response in zip(request.topics, answer["responses"], strict=True):
+        name = _topic_name(ctx, topic)
+        for entry in response["partitions"]:
+            if name is not None and entry["error_code"] in _HINTED:
+                entry["current_leader"] = hints.current_leader(name, entry["partition_index"])
+    if endpoints := hints.node_endpoints():
+        answer["node_endpoints"] = endpoints
 
 
 def _states(ctx: RequestContext, request: Message) -> list[Partition]:
@@ -98,8 +115,11 @@ def _read_partition(
         "preferred_read_replica": -1,
         "records": b"",
     }
-    partition = ctx.replicas.get((name, part.partition)) if name else None
-    if partition is None:
+    partition = partition_or_error(ctx, name, part.partition)
+    if partition is ErrorCode.NOT_LEADER_OR_FOLLOWER:  # in the metadata, not hosted here
+        entry["error_code"] = partition
+        return entry
+    if not isinstance(partition, Partition):
         unknown_id = ctx.version >= 13 and name is None
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         entry["aborted_transactions"] = []  # as Apache Kafka answers a partition it does not know: empty, not null

@@ -21,6 +21,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 @handles(44, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    if ctx.controller.forwarding:  # a node of a cluster: the active controller decides
+        return await ctx.controller.forward(44, ctx.version, request)  # type: ignore[no-any-return]
     responses = []
     for resource in request.resources:
         entry: dict[str, Any] = {

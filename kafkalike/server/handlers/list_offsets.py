@@ -17,6 +17,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import Isolation, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import partition_or_error
 
 READ_COMMITTED = 1
 
@@ -40,9 +41,9 @@ def _one(ctx: RequestContext, topic: str, part: Message, committed: bool) -> dic
         "leader_epoch": -1,
         "old_style_offsets": [],
     }
-    partition = ctx.replicas.get((topic, part.partition_index))
-    if partition is None:
-        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    partition = partition_or_error(ctx, topic, part.partition_index)
+    if isinstance(partition, ErrorCode):
+        entry["error_code"] = partition
         return entry
     isolation = Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK
     try:

@@ -3,7 +3,10 @@
 Version notes: v0 treats an empty topic list as "all topics" (v1+ uses null for that); v4+
 lets the client forbid auto-creation; v10+ carries topic ids; v8-10 cluster/topic authorized
 operations are returned as "not requested" (-2147483648); v13 adds a top-level error code.
-One node: this broker leads every partition, its replicas and ISR are itself.
+The single node leads every partition, its replicas and ISR are itself. A node of a cluster
+answers from the published image of the committed metadata: the unfenced brokers with an endpoint
+on the request's listener, each partition's registration (leader -1: LEADER_NOT_AVAILABLE), and
+any live broker as the controller id, as a KRaft broker does.
 
 Auto-creation answers as Kafka's does: an unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION
 and created in the background, one CreateTopics (with its limits) per request; the client asks
@@ -12,11 +15,13 @@ again and finds it once its partitions are ready.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
 import trio
 
+from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.metadata import ControllerError, TopicImage, validate_topic_name
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
@@ -24,10 +29,20 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -2147483648
+_pick = random.Random(0)  # which live broker a response names as the controller: any will do
+
+
+def any_of(broker_ids: list[int]) -> int:
+    return _pick.choice(broker_ids) if broker_ids else -1
+
+
 LOOKUPS_BETWEEN_CHECKPOINTS = 1000
 
 
 def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
+    cluster_image = ctx.metadata.cluster_image
+    if cluster_image is not None:
+        return _entry(topic, _registered_partitions(ctx, cluster_image, topic))
     node = ctx.metadata.node_id
     partitions = []
     for index in range(topic.partitions):
@@ -45,6 +60,10 @@ def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
                 "offline_replicas": [],
             }
         )
+    return _entry(topic, partitions)
+
+
+def _entry(topic: TopicImage, partitions: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -53,6 +72,44 @@ def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
         "partitions": partitions,
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     }
+
+
+def _registered_partitions(ctx: RequestContext, image: MetadataImage, topic: TopicImage) -> list[dict[str, Any]]:
+    """A topic's partitions as the controller registered them (Kafka's KRaftMetadataCache): the
+    leader from the registration, LEADER_NOT_AVAILABLE without one; a replica is offline when its
+    broker is not registered, fenced, or has no endpoint on this request's listener."""
+    registered = image.topic(topic.name)
+    if registered is None:
+        return []
+    listener = ctx.listener
+    online = {
+        b.broker_id for b in image.brokers.values() if not b.fenced and any(e.name == listener for e in b.listeners)
+    }
+    partitions = []
+    for index, reg in sorted(registered.partitions.items()):
+        leaderless = not reg.has_leader or ctx.faults.is_paused(topic.name, index)
+        partitions.append(
+            {
+                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if leaderless else 0,
+                "partition_index": index,
+                "leader_id": -1 if leaderless else reg.leader,
+                "leader_epoch": reg.leader_epoch,
+                "replica_nodes": list(reg.replicas),
+                "isr_nodes": list(reg.isr),
+                "offline_replicas": [r for r in reg.replicas if r not in online],
+            }
+        )
+    return partitions
+
+
+def live_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of each unfenced broker with an endpoint on ``listener``, by id."""
+    out = []
+    for broker in image.unfenced_brokers():
+        endpoint = next((e for e in broker.listeners if e.name == listener), None)
+        if endpoint is not None:
+            out.append((broker.broker_id, endpoint.host, endpoint.port, broker.rack))
+    return out
 
 
 def _error_entry(name: str | None, code: ErrorCode) -> dict[str, Any]:
@@ -76,12 +133,21 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
                 await trio.lowlevel.checkpoint()  # a request naming 100,000 topics lets others in
         if to_create:
             ctx.controller.request_auto_create(to_create)
-    host, port = ctx.metadata.advertised
+    cluster_image = ctx.metadata.cluster_image
+    if cluster_image is not None:
+        alive = live_brokers(cluster_image, ctx.listener)
+        brokers = [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in alive]
+        # As a KRaft broker answers: any live broker, since brokers forward controller requests.
+        controller_id = any_of([b for b, _, _, _ in alive])
+    else:
+        host, port = ctx.metadata.advertised
+        brokers = [{"node_id": ctx.metadata.node_id, "host": host, "port": port, "rack": None}]
+        controller_id = ctx.metadata.node_id
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": ctx.metadata.node_id, "host": host, "port": port, "rack": None}],
+        "brokers": brokers,
         "cluster_id": ctx.metadata.cluster_id,
-        "controller_id": ctx.metadata.node_id,
+        "controller_id": controller_id,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_NOT_REQUESTED,
         "error_code": 0,

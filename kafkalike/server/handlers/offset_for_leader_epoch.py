@@ -11,6 +11,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import partition_or_error
 
 
 @handles(23, 2, 4)
@@ -20,9 +21,9 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Message) 
         partitions = []
         for part in topic.partitions:
             entry: dict[str, Any] = {"error_code": 0, "partition": part.partition, "leader_epoch": -1, "end_offset": -1}
-            partition = ctx.replicas.get((topic.topic, part.partition))
-            if partition is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            partition = partition_or_error(ctx, topic.topic, part.partition)
+            if isinstance(partition, ErrorCode):
+                entry["error_code"] = partition
             else:
                 try:
                     epoch, end_offset = partition.last_offset_for_leader_epoch(

@@ -53,6 +53,7 @@ from kafkalike.protocol.validation import (
 from kafkalike.replica import Partition, PartitionError
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
+from kafkalike.server.routing import LeaderHints, partition_or_error
 
 log = logging.getLogger("kafkalike.produce")
 # Kafka's Topic.isInternal names; only its own admin tools (this client id) may append to them.
@@ -112,14 +113,21 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
         answer = _answer_all(request, fault)
     else:
         responses = []
+        hints = LeaderHints(ctx)
         for topic in request.topic_data:
             partitions = []
             for part in topic.partition_data:
-                partitions.append(
-                    await _produce_partition(ctx, topic.name, part.index, part.records, acks, request.transactional_id)
+                result = await _produce_partition(
+                    ctx, topic.name, part.index, part.records, acks, request.transactional_id
                 )
+                # KIP-951: where the leader is, so the producer need not wait for a metadata refresh.
+                if ctx.version >= 10 and result["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    result["current_leader"] = hints.current_leader(topic.name, part.index)
+                partitions.append(result)
             responses.append({"name": topic.name, "partition_responses": partitions})
         answer = {"responses": responses, "throttle_time_ms": 0}
+        if endpoints := hints.node_endpoints():
+            answer["node_endpoints"] = endpoints
     if acks != 0:
         return answer
     # No answer is expected, so an error closes the connection, as in Kafka: the producer learns
@@ -171,16 +179,19 @@ async def _produce_partition(
         "record_errors": [],
         "error_message": None,
     }
-    partition = ctx.replicas.get((topic, index))
+    found = partition_or_error(ctx, topic, index)
+    partition = found if isinstance(found, Partition) else None
     try:
         if ctx.version < 3:
             raise ProduceError(ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 are not supported")
-        if partition is None:
-            raise ProduceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if found is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise ProduceError(found, "This server does not host this topic-partition.")
         # Kafka's order: the request's own check of the records, then acks, then the partition.
         checked = _check_request_records(records, ctx.version)
         if acks not in (0, 1, -1):
             raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
+        if partition is None:  # in the metadata, not hosted here (Kafka's getPartitionOrException)
+            raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This broker is not a replica of the partition.")
         if ctx.faults.is_paused(topic, index):
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This partition's leader is paused.")
         if topic in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:

@@ -88,12 +88,23 @@ QUORUM_DEFAULTS = {
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.election.backoff.max.ms": "1000",
-    "broker.heartbeat.interval.ms": "2000",
-    "broker.session.timeout.ms": "9000",
     "metadata.log.max.record.bytes.between.snapshots": "20971520",
     "metadata.log.max.snapshot.interval.ms": "3600000",
     "replica.lag.time.max.ms": "30000",
 }
+
+
+def test_the_broker_lifecycle_configs_are_read_and_listed() -> None:
+    for name, default in {
+        "broker.heartbeat.interval.ms": "2000",
+        "broker.session.timeout.ms": "9000",
+        "initial.broker.registration.timeout.ms": "60000",
+        "broker.rack": None,
+    }.items():
+        key = BROKER_CONFIGS[name]
+        assert (key.default, key.implemented, key.dynamic) == (default, True, False), name
+    assert validate_value("broker.session.timeout.ms", "x") is not None
+    assert BrokerConfig({"broker.heartbeat.interval.ms": "500"}).get_int("broker.heartbeat.interval.ms") == 500
 
 
 def test_configs_declared_ahead_change_nothing_yet() -> None:
