@@ -2,6 +2,7 @@
 """Controller failover time on a 3-node cluster of real processes: Apache Kafka's or kafkalike's.
 
     python scripts/failover.py --target kafka --version 4.4.0 --rounds 5
+    python scripts/failover.py --target both --rounds 5                # Kafka, then kafkalike, in one run
     python scripts/failover.py --target kafkalike --rounds 5
     python scripts/failover.py --target kafkalike --roles controller   # a quorum of controllers only
     python scripts/failover.py --target kafkalike --graceful           # SIGTERM: the leader resigns first
@@ -144,9 +145,9 @@ def one_round(cluster: Cluster, number: int, graceful: bool = False) -> Round:
     )
 
 
-def build_cluster(args: argparse.Namespace, data_dir: Path) -> Cluster:
+def build_cluster(args: argparse.Namespace, target: str, data_dir: Path) -> Cluster:
     overrides = dict(item.split("=", 1) for item in args.override)
-    if args.target == "kafka":
+    if target == "kafka":
         lib_dir = args.kafka_lib
         if lib_dir is None:
             from compat_lib.tools import ak_lib_dir, resolve_ak
@@ -180,9 +181,36 @@ def describe(r: Round) -> str:
     )
 
 
+def measure_target(args: argparse.Namespace, target: str) -> tuple[str, list[Round]] | None:
+    """Start the target's cluster and run the rounds: (label, rounds), or None when it failed."""
+    label = f"Apache Kafka {args.version}" if target == "kafka" else "kafkalike"
+    label += f" ({args.roles} nodes{', SIGTERM' if args.graceful else ''})"
+    with tempfile.TemporaryDirectory(prefix="kafkalike-failover-") as tmp:
+        cluster = build_cluster(args, target, Path(tmp))
+        started = time.monotonic()
+        try:
+            cluster.start()
+        except (NodeExited, NodeNotReady) as exc:
+            print(f"failover: the {label} cluster did not start: {exc}", file=sys.stderr)
+            return None
+        rounds: list[Round] = []
+        try:
+            print(f"{label}: {args.nodes} nodes ready in {time.monotonic() - started:.1f} s", flush=True)
+            for number in range(1, args.rounds + 1):
+                r = one_round(cluster, number, args.graceful)
+                rounds.append(r)
+                print(f"round {number}: {describe(r)}", flush=True)
+        except (TimeoutError, NodeNotReady) as exc:
+            print(f"failover: {label}: {exc}", file=sys.stderr)
+            return None
+        finally:
+            cluster.stop()
+    return label, rounds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", choices=["kafka", "kafkalike"], required=True)
+    parser.add_argument("--target", choices=["kafka", "kafkalike", "both"], required=True)
     parser.add_argument("--version", default="4.4.0", help="Apache Kafka's version (--target kafka)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=3)
@@ -192,37 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-lib", type=Path, help="Apache Kafka's jars (--target kafka), instead of resolving")
     parser.add_argument("--json", type=Path, help="also write the rounds and the summary here")
     args = parser.parse_args(argv)
-    label = f"Apache Kafka {args.version}" if args.target == "kafka" else "kafkalike"
-    label += f" ({args.roles} nodes{', SIGTERM' if args.graceful else ''})"
-    with tempfile.TemporaryDirectory(prefix="kafkalike-failover-") as tmp:
-        cluster = build_cluster(args, Path(tmp))
-        started = time.monotonic()
-        try:
-            cluster.start()
-        except (NodeExited, NodeNotReady) as exc:
-            print(f"failover: the {label} cluster did not start: {exc}", file=sys.stderr)
+    targets = ["kafka", "kafkalike"] if args.target == "both" else [args.target]
+    measured = []
+    for target in targets:
+        result = measure_target(args, target)
+        if result is None:
             return 1
-        rounds: list[Round] = []
-        try:
-            print(f"{label}: {args.nodes} nodes ready in {time.monotonic() - started:.1f} s", flush=True)
-            for number in range(1, args.rounds + 1):
-                r = one_round(cluster, number, args.graceful)
-                rounds.append(r)
-                print(f"round {number}: {describe(r)}", flush=True)
-        except TimeoutError as exc:
-            print(f"failover: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            cluster.stop()
-    figures = summary(rounds)
-    for name, label_text in (("leader_s", "new leader"), ("create_s", "CreateTopics ok"), ("rejoin_s", "rejoin")):
-        if name not in figures:
-            continue
-        print(f"{label_text:>16}: p50 {figures[name]['p50']:.2f} s, max {figures[name]['max']:.2f} s")
+        measured.append(result)
+    report = []
+    for label, rounds in measured:
+        figures = summary(rounds)
+        print(f"{label}:")
+        for name, text in (("leader_s", "new leader"), ("create_s", "CreateTopics ok"), ("rejoin_s", "rejoin")):
+            if name in figures:
+                print(f"{text:>16}: p50 {figures[name]['p50']:.2f} s, max {figures[name]['max']:.2f} s")
+        report.append({"target": label, "rounds": [asdict(r) for r in rounds], "summary": figures})
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"target": label, "rounds": [asdict(r) for r in rounds], "summary": figures}, indent=2)
-        )
+        args.json.write_text(json.dumps(report if len(report) > 1 else report[0], indent=2))
     return 0
 
 
