@@ -57,7 +57,7 @@ from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.replica_files import open_logs_off_loop, undo_new
-from kafkalike.server.routing import ClusterRouting, LocalRouting, NodeEndpoint
+from kafkalike.server.routing import ClusterRouting, ImageRouting, LocalRouting, NodeEndpoint
 from kafkalike.server.txn_service import TxnService
 from kafkalike.server.waiters import PartitionWaiters
 
@@ -169,6 +169,7 @@ class Broker:
             on_configs=self._take_dynamic_configs,
         )
         self.cluster: ClusterController | None = None
+        self.lifecycle: Any = None  # a cluster node's BrokerLifecycleTask (registration, heartbeats)
         self.in_cluster = not own_metadata_log
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
@@ -219,6 +220,13 @@ class Broker:
         ``channel``; ``committed_offset`` is the last offset this node knows committed."""
         self.cluster = ClusterController(self.node_id, channel, self.publisher, self.clock, committed_offset)
         self.controller = self.cluster
+        publisher = self.publisher
+        self.routing = ImageRouting(lambda: publisher.image)
+
+    async def controlled_shutdown(self) -> None:
+        """A cluster node's broker asks the controller to move its leaderships away (bounded)."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()
 
     def _open_transactions(self) -> None:
         """The transaction coordinator, with its state replayed from __transaction_state and
@@ -803,6 +811,8 @@ class Broker:
         task of the loop. Only once the broker has stopped serving (nothing else touches its
         logs meanwhile); an in-memory broker closes here, having nothing to wait for."""
         with trio.CancelScope(shield=True):
+            if self.cluster is not None:
+                await self.cluster.channel.aclose()
             await _off_loop(self.close, not self.logs.memory)
 
 

@@ -90,6 +90,9 @@ def controller_listener_names(config: BrokerConfig) -> list[str]:
     return [n.strip().upper() for n in (config.get("controller.listener.names") or "").split(",") if n.strip()]
 
 
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
 def security_protocols(config: BrokerConfig) -> dict[str, str]:
     """``listener.security.protocol.map`` (NAME:PROTOCOL,...); empty when unset."""
     mapping = {}
@@ -544,6 +547,39 @@ class Node:
             self.client_address = await nursery.start(broker.serve, host, port)
         except OSError as exc:
             raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
+        if not self.single:
+            await self._register_broker(nursery, broker, entries[0])
+
+    async def _register_broker(self, nursery: trio.Nursery, broker: Broker, listener_entry: str) -> None:
+        """Registration and heartbeats with the active controller (the broker lifecycle task),
+        until the controller unfences this broker. The client port is bound first: the
+        registration names it (a port 0 in the config is only known once bound)."""
+        from kafkalike.controller.broker_lifecycle import Listener
+        from kafkalike.server.broker_lifecycle_task import BrokerLifecycleTask, lifecycle_from_config
+
+        assert broker.cluster is not None
+        name = listener_entry.split("://", 1)[0].strip().upper() if "://" in listener_entry else "PLAINTEXT"
+        protocol = security_protocols(self.config).get(name, name if name in SECURITY_PROTOCOL_IDS else "PLAINTEXT")
+        host, port = broker.advertised
+        lifecycle = lifecycle_from_config(
+            self.config,
+            cluster_id=self.cluster_id,
+            listeners=[Listener(name, host, port, SECURITY_PROTOCOL_IDS.get(protocol, 0))],
+            log_dirs=[uuid.UUID(int=self.rng.getrandbits(128), version=4)],
+            rng=random.Random(self.rng.getrandbits(64)),
+        )
+        task = BrokerLifecycleTask(
+            lifecycle, broker.cluster.channel, self.clock, lambda: broker.publisher.published_offset
+        )
+        broker.lifecycle = task
+        await nursery.start(task.run)
+        published = broker.publisher
+
+        async def first_publish() -> None:
+            await published.wait_for_offset(self.metadata_offset)
+
+        await task.startup(first_publish)
+        broker.cluster.broker_epoch = task.broker_epoch
 
     # -- snapshots --------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
 from kafkalike.server.quorum.channel import NetworkFaults
-from kafkalike.testing.controller_requests import heartbeat, registration
 from kafkalike.testing.wire_client import AsyncWireClient
 
 DEADLINE_S = 30
@@ -37,6 +36,7 @@ class Nodes:
         self.logs: dict[int, MemoryRaftLog] = {}
         self.faults = NetworkFaults()
         self.nodes: dict[int, Node] = {}
+        self.started: set[int] = set()  # reported started: a broker registered and unfenced
 
     async def bind(self) -> None:
         for node_id in self.voter_ids:
@@ -73,6 +73,7 @@ class Nodes:
         )
         self.nodes[node_id] = node
         await nursery.start(node.run)
+        self.started.add(node_id)
         return node
 
     def leaders(self) -> list[Node]:
@@ -94,13 +95,10 @@ async def _changed_then_cancel(node: Node, scope: trio.CancelScope) -> None:
 
 
 async def create_topic(port: int, name: str, partitions: int) -> None:
-    """Register broker 1 with the active controller at ``port`` and create a topic there."""
+    """Create a topic at the active controller at ``port`` (the nodes' brokers registered
+    themselves when they started)."""
     client = await AsyncWireClient.connect("127.0.0.1", port)
     try:
-        registered = await client.request(62, 4, registration(1, CLUSTER))
-        assert registered.error_code == 0, registered
-        beat = await client.request(63, 1, heartbeat(1, registered.broker_epoch, 2**40))
-        assert beat.error_code == 0, beat
         topic = {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
         created = await client.request(19, 7, {"topics": [topic], "timeout_ms": 5000})
         assert created.topics[0].error_code == 0, created
@@ -131,7 +129,13 @@ async def test_three_combined_nodes_elect_one_leader_and_replay_the_same_image(t
         async with trio.open_nursery() as nursery:
             for node_id in nodes.voter_ids:
                 await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
-            await nodes.wait(lambda: len(nodes.leaders()) == 1 and all(n.caught_up() for n in nodes.nodes.values()))
+            await nodes.wait(
+                lambda: (
+                    len(nodes.leaders()) == 1
+                    and all(n.caught_up() for n in nodes.nodes.values())
+                    and nodes.started == set(nodes.voter_ids)
+                )
+            )
             (leader,) = nodes.leaders()
             assert leader.controller is not None
             await leader.controller.wait_active()
