@@ -57,7 +57,10 @@ DELIBERATE = {
     ("log.cleaner.min.cleanable.ratio", "NaN"): "as min.cleanable.dirty.ratio",
 }
 # Broker configs Kafka changes at run time and kafkalike does not (it says so: read_only).
-STATIC_HERE = {"listeners": "Kafka adds and removes listeners at run time; kafkalike binds them once, at start-up"}
+STATIC_HERE = {
+    "listeners": "Kafka adds and removes listeners at run time; kafkalike binds them once, at start-up",
+    "listener.security.protocol.map": "as listeners: the protocols of listeners bound once, at start-up",
+}
 # kafkalike's own configs, which Apache Kafka does not have.
 KAFKALIKE_ONLY = {"cluster.id": "Kafka takes the cluster id from kafka-storage format; kafkalike may take it here"}
 # Declared defaults that differ from Kafka's on purpose, and why.

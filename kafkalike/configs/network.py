@@ -26,15 +26,14 @@ NETWORK = (
         "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "Which security protocol each listener name speaks, as NAME:PROTOCOL pairs; a CONTROLLER listener "
         "needs an entry here.",
-        dynamic=True,  # Kafka's DynamicListenerConfig adds listeners with their protocols
-        implemented=False,
+        # Static here: Kafka's DynamicListenerConfig adds listeners with their protocols at run
+        # time; kafkalike binds its listeners once (as for ``listeners``).
     ),
     ConfigKey(
         "inter.broker.listener.name",
         ConfigType.STRING,
         None,
         "The listener brokers use to reach each other. Unset means the one speaking security.inter.broker.protocol.",
-        implemented=False,
     ),
     ConfigKey(
         "socket.request.max.bytes",

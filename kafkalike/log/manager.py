@@ -5,8 +5,10 @@ Each log dir holds, besides one ``<topic>-<partition>/`` directory per partition
 - ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and (for compacted logs)
   ``cleaner-offset-checkpoint``: Kafka's checkpoint format with ``<topic> <partition> <offset>``
   entries (see ``checkpoint.py``);
-- ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":-1}``), written after every log closed
-  cleanly and removed at start-up, so its absence at the next start means "recover";
+- ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":N}``), written after every log closed
+  cleanly and removed at start-up, so its absence at the next start means "recover"; N is the
+  broker epoch the broker held (``broker_epoch``, -1 outside a cluster), which it registers
+  with again as its previous epoch (KIP-966: ``previous_broker_epoch()``);
 - transiently ``<topic>-<partition>.<uuid hex>-delete/``, a partition being deleted.
 
 With ``storage="memory"`` the same bookkeeping runs on in-memory directories and nothing touches
@@ -16,6 +18,7 @@ the disk (the checkpoints are simply kept in memory).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -71,6 +74,7 @@ class _LogDir:
         self.memory = memory
         self._wrap = wrap
         self.clean_shutdown = memory
+        self.shutdown_broker_epoch: int | None = None  # as the clean shutdown file had it
         self.recovery_points: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
         self.cleaner_offsets: dict[TopicPartition, int] = {}
@@ -80,6 +84,8 @@ class _LogDir:
         path.mkdir(parents=True, exist_ok=True)
         marker = path / CLEAN_SHUTDOWN_FILE
         self.clean_shutdown = marker.exists()
+        if self.clean_shutdown:
+            self.shutdown_broker_epoch = _read_broker_epoch(marker)
         self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT)
         self.cleaner_offsets = self._read(CLEANER_OFFSET_CHECKPOINT)
@@ -135,9 +141,20 @@ class _LogDir:
         written[slot] = parse_offset_checkpoint(data)
         self._written = (written[0], written[1], written[2])
 
-    def mark_clean_shutdown(self) -> None:
+    def mark_clean_shutdown(self, broker_epoch: int = -1) -> None:
         if not self.memory:
-            self._documents().write_document(CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+            content = json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":"))
+            self._documents().write_document(CLEAN_SHUTDOWN_FILE, content.encode())
+
+
+def _read_broker_epoch(marker: Path) -> int | None:
+    """The epoch in a clean shutdown file; None when it cannot be read (Kafka then registers as if
+    the shutdown were unclean)."""
+    try:
+        epoch = json.loads(marker.read_bytes())["brokerEpoch"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
 class PreparedFlush(NamedTuple):
@@ -226,6 +243,18 @@ class LogManager:
         self._homes: dict[TopicPartition, _LogDir] = {}
         self._memory_dirs: dict[TopicPartition, MemoryLogDirectory] = {}
         self._found: dict[TopicPartition, _LogDir] | None = None
+        # The broker epoch written into the clean shutdown files at close (set once registered).
+        self.broker_epoch = -1
+
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch every log dir's clean shutdown file agrees on, else -1 (Kafka's
+        readBrokerEpochFromCleanShutdownFiles: one dir without a readable epoch, or two
+        different, and the shutdown counts as unclean)."""
+        epochs = {d.shutdown_broker_epoch for d in self._dirs}
+        if self.memory or len(epochs) != 1 or None in epochs:
+            return -1
+        (epoch,) = epochs
+        return -1 if epoch is None else epoch
 
     # ---- finding and opening ------------------------------------------------------------------
 
@@ -591,7 +620,7 @@ class LogManager:
             try:
                 log_dir.write_checkpoints(force=True)
                 if id(log_dir) not in failed:
-                    log_dir.mark_clean_shutdown()
+                    log_dir.mark_clean_shutdown(self.broker_epoch)
             except OSError as exc:
                 log.error("checkpoints of %s not written at shutdown: %s", log_dir.path, describe(exc))
         self._logs.clear()

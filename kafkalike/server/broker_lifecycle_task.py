@@ -25,7 +25,7 @@ import math
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -52,12 +52,18 @@ from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_channel import ControllerUnavailable
 
+if TYPE_CHECKING:
+    from kafkalike.controller.delta import MetadataDelta
+    from kafkalike.controller.image import MetadataImage
+
 log = logging.getLogger("kafkalike.broker_lifecycle")
 
 # The versions Kafka 4.0's broker sends (its controller advertises BrokerRegistration 0-4, BrokerHeartbeat 0-1).
 REQUEST_VERSIONS = {BROKER_REGISTRATION_API: 4, BROKER_HEARTBEAT_API: 1}
 # Kafka's BrokerServer.shutdown(): five minutes for the whole shutdown, controlled shutdown included.
 DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_S = 300.0
+# From this metadata.version on a registration lists its log directories (JBOD, KIP-858).
+DIRECTORIES_METADATA_VERSION = LEVELS_BY_NAME["3.7-IV2"]
 _HALF_MS = 0.5  # wake half a millisecond after a deadline, so the machine sees it as reached
 
 
@@ -133,6 +139,7 @@ class BrokerLifecycleTask:
         self.unfenced = trio.Event()  # unfenced once since start (initialUnfenceFuture)
         self.stopped = trio.Event()  # SHUTTING_DOWN: no more requests
         self.shutdown_approved = False  # the controller answered should_shut_down
+        self._seen_metadata_version: int | None = None
 
     # -- what the node calls
 
@@ -151,6 +158,27 @@ class BrokerLifecycleTask:
     def begin_controlled_shutdown(self) -> None:
         self.lifecycle.begin_controlled_shutdown(self._now_ms())
         self._wake.set()
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Kafka's BrokerRegistrationTracker: when metadata.version changed or this broker's
+        registration did, and the version wants log directories the registration lacks, register
+        again (a registration written before the version rose)."""
+        version_changed = image.metadata_version != self._seen_metadata_version
+        self._seen_metadata_version = image.metadata_version
+        node_id = self.lifecycle.node_id
+        if not version_changed and node_id not in delta.changed_brokers:
+            return
+        registration = image.brokers.get(node_id)
+        if registration is None or registration.directories:
+            return
+        if image.metadata_version >= DIRECTORIES_METADATA_VERSION:
+            log.info(
+                "broker %d: the registration lists no log directories, but the metadata version wants them: "
+                "registering again",
+                node_id,
+            )
+            self.lifecycle.resend_registration(self._now_ms())
+            self._wake.set()
 
     async def startup(self, first_publish: Callable[[], Awaitable[None]] | None = None) -> None:
         """Until unfenced: caught up (the controller says), ``first_publish()`` (the first image

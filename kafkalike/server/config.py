@@ -30,6 +30,7 @@ from kafkalike.configs import (
 )
 from kafkalike.group.assignors import assignors_from_config
 from kafkalike.server.connection_configs import socket_server_problem
+from kafkalike.server.listener_config import broker_listener_problem
 
 # The declarations' views, for the modules that have always found them here.
 __all__ = [
@@ -106,7 +107,7 @@ class BrokerConfig:
             problem = validate_value(name, value) if name in BROKER_CONFIGS else None
             if problem is not None:
                 raise ValueError(problem)
-        problem = socket_server_problem(self)
+        problem = socket_server_problem(self) or broker_listener_problem(self)
         if problem is not None:
             raise ValueError(problem)
         for name, relation, other in CONSUMER_GROUP_BOUNDS:

@@ -247,3 +247,39 @@ def test_the_broker_supports_what_its_own_bootstrap_finalizes() -> None:
             low, high = supported[name]
             assert low <= level <= high, name
     assert REQUEST_VERSIONS == {REGISTRATION: 4, HEARTBEAT: 1}
+
+
+async def test_a_registration_without_log_directories_is_sent_again(autojump_clock: MockClock) -> None:
+    """Kafka's BrokerRegistrationTracker: from metadata.version 3.7-IV2 a registration must list the
+    log directories; one the image shows without them (written before the version rose) is resent."""
+    from types import SimpleNamespace
+
+    from kafkalike.controller.features import LEVELS_BY_NAME
+    from kafkalike.controller.image import BrokerRegistration, MetadataImage
+
+    controllers = StandInControllers(caught_up_offset=0)
+    task = _task(controllers, [0])
+
+    def registrations() -> int:
+        return sum(1 for s in controllers.sent if s.api_key == REGISTRATION)
+
+    def image(level: int, directories: tuple[uuid.UUID, ...]) -> MetadataImage:
+        registered = BrokerRegistration(1, task.broker_epoch, task.lifecycle.incarnation_id, directories=directories)
+        return MetadataImage(metadata_version=level, brokers={1: registered})
+
+    changed = SimpleNamespace(changed_brokers={1: None})
+    unchanged = SimpleNamespace(changed_brokers={})
+    with trio.fail_after(BOUND_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(task.run)
+            await task.startup()
+            assert registrations() == 1
+            task.on_metadata_update(changed, image(LEVELS_BY_NAME["3.7-IV1"], ()))  # type: ignore[arg-type]
+            task.on_metadata_update(changed, image(LEVELS_BY_NAME["3.7-IV2"], tuple(LOG_DIRS)))  # type: ignore[arg-type]
+            task.on_metadata_update(unchanged, image(LEVELS_BY_NAME["3.7-IV2"], ()))  # type: ignore[arg-type]
+            await trio.sleep(1)
+            assert registrations() == 1  # too old a version, directories present, nothing changed
+            task.on_metadata_update(changed, image(LEVELS_BY_NAME["3.7-IV2"], ()))  # type: ignore[arg-type]
+            await trio.sleep(1)
+            assert registrations() == 2 and task.state == BrokerState.RUNNING
+            nursery.cancel_scope.cancel()

@@ -31,6 +31,7 @@ from kafkalike.server.registry import handles
 from kafkalike.server.routing import LeaderHints, partition_or_error
 
 READ_COMMITTED = 1
+NO_EPOCH = -1
 # Kafka leaves partitions its metadata does not know out of the read (KafkaApis' "erroneous"):
 # they do not end the wait; any other error does (ReplicaManager.fetchMessages' errorReadingData).
 _WAITS_DESPITE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
@@ -129,8 +130,10 @@ def _read_partition(
         return entry
     limit = min(part.partition_max_bytes, budget)
     committed = request.isolation_level == READ_COMMITTED
+    # Kafka's FetchRequest reads any negative epoch as none named (ListOffsets only -1).
+    epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else NO_EPOCH
     try:
-        partition.check_request(part.current_leader_epoch)
+        partition.check_request(epoch)
         if limit <= 0 and not first:  # no room left: the offsets only
             entry.update(
                 high_watermark=partition.high_watermark,
@@ -143,7 +146,7 @@ def _read_partition(
             int(limit),
             isolation=Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK,
             replica_id=_replica_id(ctx, request),
-            current_leader_epoch=part.current_leader_epoch,
+            current_leader_epoch=epoch,
             min_one_batch=first,
         )
     except PartitionError as exc:  # as Apache Kafka answers it: the offsets unknown (-1)
