@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -319,8 +319,20 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        for node in reversed(self.brokers):
-            node.stop()
+        """Stop every node gracefully, one at a time, the active controller last; the last node
+        left is stopped dead (nothing lost: its files are closed), as its controlled shutdown
+        would wait for a quorum that no longer exists."""
+        threads = [n for n in self.brokers if isinstance(n, NodeThread) and n.running]
+        if threads:
+            leaders = [
+                n for n in threads if n.node is not None and n.node.driver is not None and n.node.driver.is_leader
+            ]
+            ordered = [n for n in threads if n not in leaders] + leaders
+            for thread in ordered[:-1]:
+                thread.stop()
+            ordered[-1].kill()
+        for node in self.brokers:
+            node.stop()  # a node already stopped: nothing; one that failed to start: joined
         if self._temporary is not None:
             shutil.rmtree(self._temporary, ignore_errors=True)
 
@@ -351,10 +363,48 @@ class Cluster:
         return [n for n in self.brokers if isinstance(n, NodeThread) and n.running]
 
     def formed(self) -> bool:
-        """Every running broker's Metadata lists every running broker."""
+        """Every running node follows the same leader in the same epoch, and every running
+        broker's Metadata lists every running broker."""
         running = self._running()
         ids = {n.node_id for n in running}
+        views = set(self.quorum_state().values())
+        if len(views) != 1 or next(iter(views))[0] not in ids:
+            return False
         return all(metadata_brokers(n.address) == ids for n in running)
+
+    def quorum_state(self) -> dict[int, tuple[int, int]]:
+        """Each running node's view of the metadata quorum: node id -> (leader id, epoch)."""
+        views = {}
+        for thread in self._running():
+            driver = thread.node.driver if thread.node is not None else None
+            if driver is not None:
+                views[thread.node_id] = (driver.leader_id, driver.epoch)
+        return views
+
+    def active_controller(self, timeout_s: float = START_TIMEOUT_S, exclude: Iterable[int] = ()) -> int:
+        """The id of the quorum's leader (a single node: itself), once a running node not in
+        ``exclude`` leads the latest epoch any running node knows and its controller is active."""
+        if isinstance(self.brokers[0], ClusterNode):
+            return self.brokers[0].node_id
+        skip = set(exclude)
+        found: list[int] = []
+
+        def led() -> bool:
+            views = self.quorum_state()
+            if not views:
+                return False
+            latest = max(epoch for _, epoch in views.values())
+            for thread in self._running():
+                node = thread.node
+                if thread.node_id in skip or node is None or node.driver is None:
+                    continue
+                if node.driver.is_leader and node.driver.epoch == latest and _controller_active(node):
+                    found.append(thread.node_id)
+                    return True
+            return False
+
+        self.wait_for(led, "active controller", timeout_s)
+        return found[-1]
 
     def metadata_brokers(self, via: int | None = None) -> set[int]:
         """The broker ids Metadata lists, asked of node ``via`` (or the first running node)."""
@@ -376,7 +426,7 @@ class Cluster:
         for node in self.brokers:
             if node.running:
                 return node
-        raise RuntimeError("no node of the cluster is running")
+        raise RuntimeError("no broker of the cluster is running")
 
     def _address(self, node: ClusterNode | NodeThread) -> tuple[str, int]:
         if isinstance(node, ClusterNode):
@@ -441,6 +491,11 @@ class Cluster:
         """The records from ``offset`` up to the high watermark, read from the partition's leader."""
         node = self._leader_node(topic, partition)
         return requests.consume(*self._address(node), topic, partition, offset, max_bytes)
+
+
+def _controller_active(node: Node) -> bool:
+    controller = node.controller
+    return controller is None or bool(getattr(controller, "active", True))
 
 
 def _ensure_meta_properties(nodes: list[NodeThread], cluster_id: str) -> None:
