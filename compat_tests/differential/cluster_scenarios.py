@@ -152,6 +152,8 @@ def not_leader_routing(cluster: Cluster, topic: str) -> Outcome:
     and its endpoint; the same Produce sent to the leader succeeds."""
     via = cluster.broker_ids[0]
     create_topic(cluster.node(via), topic, 3)
+    for broker in cluster.broker_ids:  # every broker has the topic in its metadata (it propagates)
+        states = leaders(cluster, topic, 3, broker)
     states = leaders(cluster, topic, 3, via)
     topic_id, _ = topic_metadata(cluster.node(via), topic)
     partition, state = next(iter(sorted(states.items())))
@@ -272,16 +274,21 @@ def fenced_broker(cluster: Cluster, topic: str, session_timeout_ms: int) -> Outc
             "victim leads partitions": bool(on_victim),
             "listed right after the pause": listed_at_once,
             "fenced within the session timeout and a heartbeat": fenced_s < (session_timeout_ms + 2000) / 1000,
-            "brokers listed while fenced": sorted(brokers_after),
+            "the others listed while it is fenced": brokers_after == set(cluster.broker_ids) - {victim},
             "its partitions while fenced (error, leader, epoch bump, replicas=[it], offline=[it])": sorted(
                 fenced_partitions
             ),
-            "its partitions' isr while fenced": sorted({fenced_states[p].isr for p in on_victim}),
+            "its partitions' isr while fenced": sorted({_named(fenced_states[p].isr, victim) for p in on_victim}),
             "others' partitions untouched": all(fenced_states[p] == before[p] for p in before if p not in on_victim),
             "epoch bump after it is back": sorted({again[p].leader_epoch - before[p].leader_epoch for p in on_victim}),
         },
         {"fenced_s": fenced_s, "listed_again_s": back_s, "leads_again_s": releads_s},
     )
+
+
+def _named(ids: tuple[int, ...], victim: int) -> tuple[str, ...]:
+    """Node ids as the role they play in the scenario (the victim, or another node)."""
+    return tuple("victim" if i == victim else "other" for i in ids)
 
 
 def _two_others(cluster: Cluster, controller: int) -> tuple[int, int]:
@@ -316,4 +323,48 @@ def controller_failover(cluster: Cluster, topic: str) -> Outcome:
     return Outcome(
         {"another node leads": successor != controller, "create after failover": errors[-1]},
         {"new_leader_s": elected_s, "create_ok_s": created_s},
+    )
+
+
+def killed_broker_restarted(cluster: Cluster, topic: str, session_timeout_ms: int) -> Outcome:
+    """A broker that is not the active controller SIGKILLed: fenced once its session times out, its
+    RF=1 partitions without a leader; started again on its ports and data, it registers anew and
+    leads them again (leader epoch bumped at each change)."""
+    controller = cluster.active_controller()
+    victim, survivor = _two_others(cluster, controller)
+    create_topic(cluster.node(survivor), topic, 6)
+    before = leaders(cluster, topic, 6, survivor)
+    on_victim = sorted(p for p, s in before.items() if s.leader_id == victim)
+    killed = time.monotonic()
+    cluster.node(victim).kill()
+    wait_until(lambda: victim not in cluster.metadata_brokers(via=survivor), 4 * session_timeout_ms / 1000, "fencing")
+    fenced_s = time.monotonic() - killed
+    _, fenced_states = topic_metadata(cluster.node(survivor), topic)
+    restarted = time.monotonic()
+    cluster.node(victim).start()
+    cluster.wait_for(
+        lambda: cluster.metadata_brokers(via=survivor) == set(cluster.broker_ids), "the broker back", WAIT_S
+    )
+
+    def led_again() -> dict[int, PartitionState] | None:
+        _, states = topic_metadata(cluster.node(survivor), topic)
+        return states if all(p in states and states[p].leader_id == victim for p in on_victim) else None
+
+    try:
+        again: dict[int, PartitionState] | None = wait_until(led_again, WAIT_S / 2, "the broker leading again")
+    except RuntimeError:
+        again = None
+    leads_again_s = time.monotonic() - restarted
+    return Outcome(
+        {
+            "victim leads partitions": bool(on_victim),
+            "its partitions while fenced (error, leader)": sorted(
+                {(fenced_states[p].error_code, fenced_states[p].leader_id) for p in on_victim}
+            ),
+            "leads them again after its restart": again is not None,
+            "epoch bump after it is back": sorted(
+                {again[p].leader_epoch - before[p].leader_epoch for p in on_victim} if again else set()
+            ),
+        },
+        {"fenced_s": fenced_s, "leads_again_s": leads_again_s},
     )
