@@ -101,6 +101,14 @@ def leaders(cluster: Cluster, topic: str, partitions: int, via: int) -> dict[int
     return wait_until(all_led, WAIT_S, f"a leader for every partition of {topic} at node {via}")
 
 
+def led_by(
+    cluster: Cluster, topic: str, via: int, leader: int, partitions: list[int]
+) -> dict[int, PartitionState] | None:
+    """The topic's partition states at ``via`` when ``leader`` leads every one of ``partitions``."""
+    _, states = topic_metadata(cluster.node(via), topic)
+    return states if all(p in states and states[p].leader_id == leader for p in partitions) else None
+
+
 def one_record() -> bytes:
     return build_batch([Record(key=b"k", value=b"v")], base_timestamp=1_700_000_000_000)
 
@@ -253,11 +261,7 @@ def fenced_broker(cluster: Cluster, topic: str, session_timeout_ms: int) -> Outc
     )
     back_s = time.monotonic() - resumed
 
-    def led_again() -> dict[int, PartitionState] | None:
-        _, states = topic_metadata(cluster.node(survivor), topic)
-        return states if all(p in states and states[p].leader_id == victim for p in on_victim) else None
-
-    again = wait_until(led_again, WAIT_S, "the broker leading its partitions again")
+    again = wait_until(lambda: led_by(cluster, topic, survivor, victim, on_victim), WAIT_S, "it leading again")
     releads_s = time.monotonic() - resumed
     fenced_partitions = {
         (
@@ -346,12 +350,10 @@ def killed_broker_restarted(cluster: Cluster, topic: str, session_timeout_ms: in
         lambda: cluster.metadata_brokers(via=survivor) == set(cluster.broker_ids), "the broker back", WAIT_S
     )
 
-    def led_again() -> dict[int, PartitionState] | None:
-        _, states = topic_metadata(cluster.node(survivor), topic)
-        return states if all(p in states and states[p].leader_id == victim for p in on_victim) else None
-
     try:
-        again: dict[int, PartitionState] | None = wait_until(led_again, WAIT_S / 2, "the broker leading again")
+        again: dict[int, PartitionState] | None = wait_until(
+            lambda: led_by(cluster, topic, survivor, victim, on_victim), WAIT_S / 2, "it leading again"
+        )
     except RuntimeError:
         again = None
     leads_again_s = time.monotonic() - restarted

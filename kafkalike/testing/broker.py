@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,6 +55,34 @@ class ErrorLog(logging.Handler):
         ours = record.thread == self.thread_id or record.thread in self.extra_threads
         if ours and (record.levelno >= logging.ERROR or record.exc_info):
             self.records.append(self.format(record))
+
+
+def loop_thread(
+    main: Callable[[], Awaitable[None]],
+    ready: threading.Event,
+    failure: list[BaseException],
+    errors: ErrorLog,
+    name: str,
+    what: str,
+) -> threading.Thread:
+    """A started daemon thread running ``trio.run(main)``; ``main`` sets ``ready`` once it serves.
+    An exception before that goes to ``failure`` (and sets ``ready``, so the starter sees it);
+    a crash after that is kept in ``errors``, as something ``what`` logged."""
+
+    def run() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # surfaced to the starting thread, or kept once started
+            if ready.is_set():
+                crash = "".join(traceback.format_exception(exc))
+                errors.records.append(f"{what}'s loop crashed:\n{crash}")
+            else:
+                failure.append(exc)
+                ready.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 class Faults:
@@ -219,19 +247,7 @@ class InProcessBroker:
                 await nursery.start(self._serve)
                 ready.set()
 
-        def run() -> None:
-            try:
-                trio.run(main)
-            except BaseException as exc:  # surfaced to the starting thread, or kept once started
-                if ready.is_set():
-                    crash = "".join(traceback.format_exception(exc))
-                    self._errors.records.append(f"the broker's loop crashed:\n{crash}")
-                else:
-                    failure.append(exc)
-                    ready.set()
-
-        self._thread = threading.Thread(target=run, name="kafkalike-broker", daemon=True)
-        self._thread.start()
+        self._thread = loop_thread(main, ready, failure, self._errors, "kafkalike-broker", "the broker")
         ready.wait()
         if failure:
             raise RuntimeError("in-process broker failed to start") from failure[0]

@@ -32,7 +32,6 @@ import shutil
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -43,7 +42,7 @@ from kafkalike.protocol.records import Record
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.testing import broker as requests
-from kafkalike.testing.broker import BROKER_LOGGER, ErrorLog, Faults, InProcessBroker
+from kafkalike.testing.broker import BROKER_LOGGER, ErrorLog, Faults, InProcessBroker, loop_thread
 from kafkalike.testing.cluster_requests import NodeAddress, metadata_brokers, partition_leaders
 from kafkalike.testing.process_cluster import node_properties, plan_addresses
 
@@ -161,20 +160,9 @@ class NodeThread:
                 logger.removeHandler(self._errors)
                 self.node = None
 
-        def run() -> None:
-            try:
-                trio.run(main)
-            except BaseException as exc:  # surfaced to the starting thread, or kept once started
-                if ready.is_set():
-                    crash = "".join(traceback.format_exception(exc))
-                    self._errors.records.append(f"node {self.node_id}'s loop crashed:\n{crash}")
-                else:
-                    self._failure.append(exc)
-                    ready.set()
-
         self._starting = node
-        self._thread = threading.Thread(target=run, name=f"kafkalike-node-{self.node_id}", daemon=True)
-        self._thread.start()
+        name = f"kafkalike-node-{self.node_id}"
+        self._thread = loop_thread(main, ready, self._failure, self._errors, name, f"node {self.node_id}")
         return ready
 
     def wait_started(self, ready: threading.Event, timeout_s: float = START_TIMEOUT_S) -> None:
