@@ -222,6 +222,12 @@ def main(argv: list[str]) -> int:
     def say(message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
+    if args.cluster_brokers:
+        from bench_lib import cluster
+
+        sizes = [int(n) for n in args.cluster_brokers.split(",") if n.strip()]
+        return cluster.run(out, work, sizes, args.runs or (1 if args.quick else 3), say)
+
     if java_ok or args.reference == "kafka":
         lib = resolve_lib(args.ak_version, work, say)
         if lib is None:
@@ -230,12 +236,6 @@ def main(argv: list[str]) -> int:
     if java is None:
         args.only.discard("java")
         notes.append("no Java perf tools in this run (no Java, --no-java, or no jars)")
-
-    if args.cluster_brokers:
-        from bench_lib import cluster
-
-        sizes = [int(n) for n in args.cluster_brokers.split(",") if n.strip()]
-        return cluster.run(out, work, sizes, args.runs or (1 if args.quick else 3), say)
 
     if args.profile:
         from bench_lib.profiling import profile

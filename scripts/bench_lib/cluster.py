@@ -10,6 +10,7 @@ than nodes plus load generators, adding brokers adds no CPU and the figures say 
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -71,6 +72,7 @@ def measure(
                     f"({produced[-1]['mb_per_s']:.1f} MB/s), consume {read['msgs_per_s']:,.0f} msg/s "
                     f"({read['mb_per_s']:.1f} MB/s), {read['consumed']} of {acked}; partitions led by {leaders}"
                 )
+        shutil.rmtree(work / f"cluster-{count}", ignore_errors=True)
         rows.append(
             {
                 "brokers": count,
