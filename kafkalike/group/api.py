@@ -148,6 +148,7 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = field(default=())
+    error: ErrorCode = ErrorCode.NONE  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: not described here
 
 
 @dataclass(frozen=True)

@@ -509,12 +509,13 @@ class GroupCoordinator:
                 self.classic.reschedule_heartbeat(group, member, now_ms)
         self.consumer.on_loaded(now_ms)
         self._schedule_expiry(now_ms)
-        log.info(
-            "loaded %d classic and %d consumer group(s) with %d offset(s)",
-            len(self.groups),
-            len(self.consumer_groups),
-            self.offsets.count(),
-        )
+        if self.groups or self.consumer_groups:  # one shard of many: quiet when it holds nothing
+            log.info(
+                "loaded %d classic and %d consumer group(s) with %d offset(s)",
+                len(self.groups),
+                len(self.consumer_groups),
+                self.offsets.count(),
+            )
 
 
 def _fetched(partition: int, offset: OffsetAndMetadata | None) -> FetchedOffset:

@@ -190,6 +190,14 @@ class SyncTracker:
         state.cut_ends.append(state.durable_end)
         self._on_cut(partition)
 
+    def abandon(self, partition: int) -> None:
+        """The partition's coordinator let go of it (unloaded): every append not durable yet
+        counts as lost, as if cut, though the log keeps it and its fsync still runs."""
+        state = self.partitions.get(partition)
+        if state is not None:
+            state.cuts += 1
+            state.cut_ends.append(state.durable_end)
+
     def _settle(self, partition: int, state: PartitionSyncState, end: int) -> None:
         if end > state.durable_end:
             state.durable_end = end

@@ -174,6 +174,11 @@ class Broker:
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # On a node of a cluster, coordinator shards follow the leadership the metadata gives.
+        self.publisher.on_replica_changes += [
+            self.groups.runtime.on_replica_changes,
+            self.txn.runtime.on_replica_changes,
+        ]
         # What handlers may touch (server/context.py): not this object.
         self.handler_services = HandlerServices(self)
         # Changes to topics that wait for disk work take turns, as operations on Kafka's
@@ -207,7 +212,13 @@ class Broker:
         # The only voter wins each start's election: one epoch past the newest its log holds,
         # so a fresh node leads epoch 1, as a KRaft controller's first election does.
         self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
-        self._legacy.replay(self._read_metadata_values())
+        try:
+            self._legacy.replay(self._read_metadata_values())
+        except ValueError:  # not this node's JSON records: never misread them
+            raise StartupError(
+                f"The metadata log in {self.data_dir / (METADATA_TOPIC + '-0')} holds Kafka metadata records written "
+                "by a node of a cluster: start this node with the server.properties of that node (--config)"
+            ) from None
         self.apply_configs()
         for topic in self.controller.image.topics.values():
             self._open_partitions(topic)
@@ -346,6 +357,10 @@ class Broker:
             except (KafkaStorageError, OSError) as exc:
                 raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
             return True
+
+    def registered_brokers(self) -> int:
+        """How many brokers the metadata has registered (1: a single node)."""
+        return 1 if self.cluster is None else len(self.cluster.image.cluster.brokers)
 
     async def reserve_producer_id(self) -> None:
         """Before ``controller.allocate_producer_id``: a producer id block with an id left, its
@@ -813,6 +828,7 @@ class Broker:
         with trio.CancelScope(shield=True):
             if self.cluster is not None:
                 await self.cluster.channel.aclose()
+            await self.txn.aclose()
             await _off_loop(self.close, not self.logs.memory)
 
 

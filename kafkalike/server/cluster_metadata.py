@@ -23,6 +23,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+import trio
+
 from kafkalike.controller.api_error import ApiError
 from kafkalike.controller.image import BROKER_RESOURCE, MetadataImage
 from kafkalike.controller.metadata import ControllerError, TopicImage
@@ -32,6 +34,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
 from kafkalike.server.metadata_publisher import MetadataPublisher
+from kafkalike.server.producer_ids import ProducerIdBlock, ProducerIdBlocks
 
 log = logging.getLogger("kafkalike.cluster_metadata")
 
@@ -129,8 +132,8 @@ class ClusterController:
         self.publisher = publisher
         self.clock = clock
         self.broker_epoch = -1  # set by the broker's registration
-        self._ids_next = 0
-        self._ids_end = 0  # the current block of producer ids: [next, end)
+        self.producer_ids = ProducerIdBlocks()
+        self._producer_id_request = trio.Lock()  # one AllocateProducerIds in flight
         self._view: ImageTopics | None = None
 
     @property
@@ -280,27 +283,35 @@ class ClusterController:
         return True
 
     async def reserve_producer_id(self) -> None:
-        """A block of producer ids with one left, asked of the controller when the last ran out."""
-        if self._ids_next < self._ids_end:
+        """An id left for ``allocate_producer_id``: a block asked of the controller when none is
+        left, or ahead of need once the current block is 90% used (``producer_ids``). Raises
+        ControllerError only when no id is left and no block could be had."""
+        if not self.producer_ids.wants_block():
             return
-        response = await self._checked(
-            self._request(
-                ALLOCATE_PRODUCER_IDS, 0, {"broker_id": self.node_id, "broker_epoch": self.broker_epoch}, None
-            )
-        )
-        if response.error_code:
-            raise ControllerError(ErrorCode(response.error_code), "the controller gave no producer ids")
-        self._ids_next, self._ids_end = (
-            response.producer_id_start,
-            response.producer_id_start + response.producer_id_len,
-        )
+        async with self._producer_id_request:
+            if not self.producer_ids.wants_block():
+                return  # fetched by another call meanwhile
+            try:
+                response = await self._checked(
+                    self._request(
+                        ALLOCATE_PRODUCER_IDS, 0, {"broker_id": self.node_id, "broker_epoch": self.broker_epoch}, None
+                    )
+                )
+                if response.error_code:
+                    raise ControllerError(ErrorCode(response.error_code), "the controller gave no producer ids")
+            except ControllerError as exc:
+                if self.producer_ids.has_id():  # a prefetch that failed: asked again by the next call
+                    log.info("node %d: no next producer id block yet: %s", self.node_id, exc.message)
+                    return
+                raise
+            self.producer_ids.add(ProducerIdBlock(response.producer_id_start, response.producer_id_len))
 
     def allocate_producer_id(self) -> int:
-        """The next id of the block ``reserve_producer_id`` made sure of."""
-        if self._ids_next >= self._ids_end:
+        """The next id of the blocks ``reserve_producer_id`` made sure of."""
+        taken = self.producer_ids.take()
+        if taken is None:
             raise ControllerError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "no producer id block yet")
-        self._ids_next += 1
-        return self._ids_next - 1
+        return taken
 
     async def _checked(self, call: Any) -> Any:
         """A request's response, or ControllerError (REQUEST_TIMED_OUT) when no controller answered."""

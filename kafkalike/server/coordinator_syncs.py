@@ -83,6 +83,12 @@ class CoordinatorSyncs:
             changed, self._changed = self._changed, trio.Event()
             changed.set()
 
+    def abandon(self, partition: int) -> None:
+        """The partition's shard was unloaded: its waiting appends answer False now."""
+        self.tracker.abandon(partition)
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
     def sync_here(self, partition: int) -> None:
         """The sync on the event loop, for a waiter while no ``run`` task is there to make it."""
         syncs, ticket = self.tracker.prepare(partition)

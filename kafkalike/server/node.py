@@ -53,12 +53,13 @@ from kafkalike.controller.metadata import ControllerError
 from kafkalike.controller.snapshot_policy import SnapshotPolicy
 from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.snapshot_files import SnapshotId
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataBatch, decode_metadata_record
 from kafkalike.raft import config as quorum_config
 from kafkalike.raft.config import NO_DIRECTORY_ID, QuorumConfigError
 from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch
 from kafkalike.raft.quorum_state_file import QuorumStateFileError, parse_kafka_uuid
-from kafkalike.server.broker import Broker, StartupError, client_listeners
+from kafkalike.server.broker import Broker, NewTopic, StartupError, client_listeners
 from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import BrokerConfig, parse_listener, parse_properties
 from kafkalike.server.quorum.channel import NetworkFaults
@@ -434,6 +435,29 @@ class Node:
         if BROKER in self.roles:
             await self._start_broker(nursery)
 
+    def _migrate_metadata(self, directory: Path, settings: QuorumSettings) -> None:
+        """An earlier release's JSON metadata log: migrated when this node is its quorum's only
+        voter (it alone wrote the log), refused otherwise (StartupError, one line). On a worker
+        thread."""
+        from kafkalike.server.metadata_migration import METADATA_DIR, LogKind, MigrationRefused, inspect, migrate
+
+        path = directory / METADATA_DIR
+        try:
+            found = inspect(path)
+            if found.kind is not LogKind.JSON:
+                return
+            if set(settings.config.voter_ids) != {self.node_id}:
+                raise MigrationRefused(
+                    f"The metadata log in {path} was written by an earlier kafkalike release (JSON records) and "
+                    f"can only be migrated by a node that is its quorum's only voter: start node {self.node_id} "
+                    "alone first, or move the directory aside to join the cluster empty"
+                )
+            migrate(path, self.node_id, self.clock.wall_ms())
+        except MigrationRefused as exc:
+            raise StartupError(str(exc)) from None
+        except OSError as exc:
+            raise StartupError(f"Failed to migrate the metadata log in {path}: {exc}") from exc
+
     def _new_broker(self) -> Broker:
         try:
             return Broker(self.config, ephemeral=self.ephemeral, clock=self.clock, own_metadata_log=self.single)
@@ -473,6 +497,7 @@ class Node:
                     self._locks = await trio.to_thread.run_sync(lock_log_dirs, [directory])
                 except LogDirError as exc:
                     raise StartupError(str(exc)) from exc
+            await trio.to_thread.run_sync(self._migrate_metadata, directory, settings)
         else:
             self.cluster_id = self.config.get("cluster.id") or "kafkalike-node-cluster0"
         settings.cluster_id = self.cluster_id
@@ -530,7 +555,8 @@ class Node:
         self.broker = broker
         try:
             broker.open()
-            broker.seed_topics(self._seed_topics)
+            if self.single:  # a cluster node's seed topics go to the controller once it is registered
+                broker.seed_topics(self._seed_topics)
         except OSError as exc:
             raise StartupError(f"Failed to load data directory {broker.data_dir}: {exc}") from exc
         except ControllerError as exc:
@@ -580,6 +606,12 @@ class Node:
 
         await task.startup(first_publish)
         broker.cluster.broker_epoch = task.broker_epoch
+        for name, partitions in self._seed_topics:
+            if name in broker.controller.image.topics:
+                continue
+            (result,) = await broker.cluster.create_topics([NewTopic(name, partitions, {})])
+            if isinstance(result, ControllerError) and result.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise StartupError(f"Failed to create the seed topic {name}: {result.message}")
 
     # -- snapshots --------------------------------------------------------------------------------
 

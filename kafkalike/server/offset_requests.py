@@ -23,7 +23,8 @@ def known_commits(
     valid = []
     for topic in topics:
         for part in topic.partitions:
-            if (topic.name, part.partition_index) not in ctx.replicas:
+            # In the metadata, whichever broker hosts it (Kafka's metadataCache.contains).
+            if not ctx.metadata.routing.knows(topic.name, part.partition_index):
                 errors[(topic.name, part.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             epoch = part.committed_leader_epoch if with_leader_epoch else -1

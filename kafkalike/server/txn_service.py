@@ -2,78 +2,81 @@
 
 Rules:
 
-- The coordinator is only touched in synchronous code between awaits, by handlers and by one
-  timer task; the time is read here, from the broker's clock, and passed in.
-- After every coordinator call the timer task is woken: it writes the markers the call asked
+- One ``TransactionCoordinator`` shard per partition of ``__transaction_state`` this broker
+  leads, run by the coordinator runtime (``coordinator_runtime``: loading, unloading, the write
+  path, timers, the reload after a failed fsync); a transactional id whose partition has no
+  shard here is answered NOT_COORDINATOR, one still loading COORDINATOR_LOAD_IN_PROGRESS. A
+  shard's coordinator epoch is its partition's leader epoch, as in Kafka.
+- After every shard call the timer task is woken: it writes the markers the call asked
   for, through ``write_markers`` (the same function the WriteTxnMarkers handler serves, so a
   marker takes the path it would take from a coordinator on another broker). As in Kafka, EndTxn
   is answered once PrepareCommit / PrepareAbort is durable, and the markers follow; the id
   answers CONCURRENT_TRANSACTIONS until they are all written.
-- The timer task sleeps until the coordinator's next deadline (timed-out transactions,
-  transactional id expiry, retries) or until woken, then polls and writes markers.
-- The coordinator's records go to ``__transaction_state``, created on first use with
+- The timer task sleeps until a shard's next deadline (timed-out transactions, transactional
+  id expiry, retries) or until woken, then polls the shards and writes their markers.
+- The records go to ``__transaction_state``, created on first use with
   ``transaction.state.log.num.partitions`` compacted partitions (before the call that needs
-  it, as a metadata operation of its own). Each call's appends are fsynced on a worker thread
-  (``CoordinatorSyncs``) and the call answered once they are durable; markers are written
-  only once the PrepareCommit / PrepareAbort they follow is durable. At start-up the topic is
-  read back and replayed, and every transaction found in PrepareCommit / PrepareAbort is
-  completed before the broker serves anything.
-- A failed fsync cuts the partition's log back to what is durable and that partition's
-  transactional ids are replayed from it (Kafka's unload and reload of a coordinator partition
-  whose log write failed); the calls that waited on the cut records are answered
-  NOT_COORDINATOR, as Kafka maps KAFKA_STORAGE_ERROR on that write.
+  it, as a metadata operation of its own), whose shards are then loaded. A call is answered
+  once its partition's records are committed; markers are written only once the PrepareCommit
+  / PrepareAbort they follow is committed. A loaded shard completes every transaction it
+  finds in PrepareCommit / PrepareAbort (at start-up, before the broker serves anything).
+- A failed fsync cuts the partition's log back to what is durable and its shard is loaded
+  again from it; the calls that waited on the cut records are answered NOT_COORDINATOR, as
+  Kafka maps KAFKA_STORAGE_ERROR on that write. A shard unloaded while its markers are being
+  written drops their answer: the shard that loads the partition next writes them again.
 - A marker appended to a ``__consumer_offsets`` partition also ends the producer's pending
   transactional offsets there (``kafkalike.group.txn_offsets``), and is made durable with the
-  group coordinator's records (a cut there takes it too); partitions that got markers are
-  flushed, on a worker thread, before the coordinator records the transaction complete.
+  group coordinator's records (a cut there takes it too); such a marker needs that
+  partition's group shard ACTIVE here (NOT_COORDINATOR, retried, otherwise, as Kafka's group
+  coordinator answers it). Partitions that got markers are flushed, on a worker thread,
+  before the coordinator records the transaction complete.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from kafkalike.controller.metadata import ControllerError
+from kafkalike.coordinator import NotActive, ShardSlot
 from kafkalike.group import OFFSETS_TOPIC
-from kafkalike.group.txn_offsets import (
-    LogTxnOffsetWriter,
-    TxnCommitRequest,
-    TxnWriteError,
-    commit_transactional_offsets,
-    complete_transaction,
-    replay_transactional_offsets,
-)
+from kafkalike.group.txn_offsets import TxnCommitRequest
 from kafkalike.log import AppendOrigin, LogError, PartitionLog
 from kafkalike.log.coordinator_log import Appended
 from kafkalike.log.partition_log import FlushTicket, RollNeeded
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import build_end_txn_marker
+from kafkalike.replica import AppliedChanges
+from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
+from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
 from kafkalike.txn import (
     TRANSACTION_STATE_TOPIC,
     DescribedTxn,
     InitResult,
     ListResult,
     LogTxnStore,
-    StoreError,
+    MarkerJob,
     TopicPartition,
     TransactionCoordinator,
     TxnConfig,
     read_records,
 )
+from kafkalike.txn.state import TxnState
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
 
 log = logging.getLogger("kafkalike.transactions")
 E = ErrorCode
-COORDINATOR_EPOCH = 0  # the leader epoch of __transaction_state's partitions on a single node
+WRITE_TXN_MARKERS, ADD_PARTITIONS_TO_TXN = 27, 24
+# The listener security.inter.broker.protocol's default names when inter.broker.listener.name is unset.
+DEFAULT_INTER_BROKER_LISTENER = "PLAINTEXT"
 MAX_FLUSH_WAITS = 1000  # appends a marker waits behind (each one fsync) before it goes in anyway
 
 
@@ -175,7 +178,7 @@ async def _no_flush_in_flight(broker: Broker, partitions: set[TopicPartition]) -
     """Until no append to ``partitions`` waits for its fsync on a worker thread: a marker
     appended behind it would be in the way if that append had to be cut."""
     for _ in range(MAX_FLUSH_WAITS):
-        busy = [s for tp in partitions if (s := broker.partitions.get(tp)) is not None and s.write_in_flight]
+        busy = [s for tp in partitions if (s := broker.replicas.get(tp)) is not None and s.write_in_flight]
         if not busy:
             return
         await broker.writer.wait_idle(busy[0])
@@ -200,7 +203,7 @@ async def _write_marker_off_loop_roll(
     try:
         return _write_marker(broker, marker, tp, now, touched, offsets_appends, defer_roll=True)
     except RollNeeded:
-        state = broker.partitions[tp]
+        state = broker.replicas[tp]
         try:
             await broker.writer.roll(state)
         except LogError as exc:
@@ -223,11 +226,16 @@ def _write_marker(
 ) -> ErrorCode:
     """Append ``marker`` to ``tp``. With ``defer_roll``, raises RollNeeded (before changing
     anything) when the marker needs a new segment."""
-    state = broker.partitions.get(tp)
+    state = broker.replicas.get(tp)
     if state is None:
         return E.UNKNOWN_TOPIC_OR_PARTITION
-    if broker.faults.is_paused(*tp):
+    if broker.faults.is_paused(*tp) or not state.is_leader:
         return E.NOT_LEADER_OR_FOLLOWER
+    if tp[0] == OFFSETS_TOPIC:
+        try:  # its group shard takes the transaction's pending offsets there
+            broker.groups.runtime.shards.active(tp[1])
+        except NotActive as exc:
+            return exc.error
     batch = build_end_txn_marker(
         commit=marker.commit,
         producer_id=marker.producer_id,
@@ -253,7 +261,7 @@ def _write_marker(
         return E.KAFKA_STORAGE_ERROR
     if tp[0] == OFFSETS_TOPIC:  # durable with the group coordinator's records, which may cut it
         offsets_appends[tp] = broker.groups.syncs.tracker.appended(tp[1], state.log, result.first_offset, syncs)
-        complete_transaction(broker.groups.coordinator, tp[1], marker.producer_id, marker.commit, now)
+        broker.groups.complete_transaction(tp[1], marker.producer_id, marker.commit, now)
         return E.NONE
     syncs.discard()  # the flush below covers it
     touched[tp] = state.log
@@ -265,174 +273,241 @@ def _write_marker(
 
 
 class TxnService:
+    """The transaction coordinator's shards, and the calls handlers make (``ShardKind`` of the runtime)."""
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._coordinator: TransactionCoordinator | None = None
-        self._wakeup = trio.Event()
+        self.runtime: CoordinatorRuntime[TransactionCoordinator] = CoordinatorRuntime(
+            TRANSACTION_STATE_TOPIC,
+            self,
+            broker.replicas,
+            broker.clock.wall_ms,
+            lambda: broker.controller.image.topics,
+            lambda topic, partition: broker.routing.leader_of(topic, partition),
+        )
+        self._config: TxnConfig | None = None
+        self._inter_broker: InterBrokerClient | None = None
+        self._store = LogTxnStore(self.runtime.log_for, on_append=self.runtime.on_durable, tracker=self.syncs.tracker)
         # Replaced after each answer to a job's markers reached the coordinator, so a waiter
         # (a test looking at a transaction half-way) wakes once per answer without missing one.
         self.markers_answered = trio.Event()
-        self.syncs = CoordinatorSyncs(self._reload, self._state_appended, broker.clock.wall_ms)
-        self._offsets_writer = LogTxnOffsetWriter(
-            self._offsets_log, on_append=self._offsets_appended, tracker=broker.groups.syncs.tracker
-        )
 
     @property
-    def coordinator(self) -> TransactionCoordinator:
-        assert self._coordinator is not None, "TxnService.open() first"
-        return self._coordinator
+    def syncs(self) -> CoordinatorSyncs:
+        return self.runtime.syncs
+
+    @property
+    def config(self) -> TxnConfig:
+        assert self._config is not None, "TxnService.open() first"
+        return self._config
+
+    def shard_for(self, transactional_id: str) -> TransactionCoordinator:
+        """The id's ACTIVE shard; raises NotActive (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+        return self.runtime.shard_for(transactional_id)
+
+    def coordinator_node(self, transactional_id: str) -> int | None:
+        """The node coordinating the id (the leader of its partition), None while there is none;
+        until ``__transaction_state`` exists, this node, which makes it on the first InitProducerId."""
+        if not self.runtime.topic_exists():
+            return self.broker.node_id
+        return self.runtime.leader_of(transactional_id)
+
+    # -- the runtime's ShardKind ------------------------------------------------------------
+
+    def partition_count(self) -> int:
+        return self.config.state_log_partitions
+
+    def new_shard(self, partition: int, leader_epoch: int) -> TransactionCoordinator:
+        return TransactionCoordinator(
+            self.config, self._store, self.broker.controller.allocate_producer_id, coordinator_epoch=leader_epoch
+        )
+
+    def replay(self, shard: TransactionCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
+        """The partition's records, then every transaction found half-way given its markers."""
+        for key, value in read_records(plog):
+            shard.replay(key, value)
+            yield 1
+        shard.on_loaded(now_ms)
+
+    def unloaded(self, shard: TransactionCoordinator, partition: int) -> None:
+        """Nothing is parked in a transaction shard: its waiting calls fail with its appends."""
+
+    def called(self, shard: TransactionCoordinator, partition: int) -> None:
+        """Its markers, if the call asked for any, go out from the timer task (woken)."""
+
+    async def polled(self, slots: Sequence[ShardSlot[TransactionCoordinator]]) -> None:
+        for slot in slots:
+            await self._send_markers(slot)
 
     # -- start-up and storage ---------------------------------------------------------------
 
     def open(self) -> None:
-        """Replay the transactional offset commits (the group coordinator is open by now) and
-        ``__transaction_state``, then finish what the previous run left half-way."""
-        start = self.broker.clock.wall_ms()
-        offsets = self.broker.controller.image.topics.get(OFFSETS_TOPIC)
-        pending = 0
-        for partition in range(offsets.partitions if offsets else 0):
-            state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
-            if state is not None:
-                pending += replay_transactional_offsets(self.broker.groups.coordinator, state.log, start)
-        records = self._load()
-        self._send_markers_at_once()
-        if records or pending:
-            log.info(
-                "replayed %d record(s) of %s and %d transactional offset commit(s) in %d ms",
-                records,
-                TRANSACTION_STATE_TOPIC,
-                pending,
-                self.broker.clock.wall_ms() - start,
-            )
-
-    def _load(self) -> int:
-        """The coordinator built from ``__transaction_state`` (start-up, and after a cut);
-        how many records were replayed."""
-        store = LogTxnStore(self._state_log, on_append=self._state_appended, tracker=self.syncs.tracker)
-        self._coordinator = TransactionCoordinator(
-            txn_config(self.broker),
-            store,
-            self.broker.controller.allocate_producer_id,
-            coordinator_epoch=COORDINATOR_EPOCH,
-        )
-        topic = self.broker.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
-        records = 0
-        for partition in range(topic.partitions if topic else 0):
-            state = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, partition))
-            if state is None:
-                continue
-            for key, value in read_records(state.log):
-                self.coordinator.replay(key, value)
-                records += 1
-        self.coordinator.on_loaded(self.broker.clock.wall_ms())
-        return records
-
-    def _reload(self, partition: int) -> None:
-        """After a failed fsync cut ``__transaction_state-{partition}``: its transactional ids
-        forgotten and replayed from what its log holds now; those found preparing get their
-        markers again from the timer task. Other partitions' transactions go on."""
-        log.info("transaction coordinator reloading %s-%d after a failed write", TRANSACTION_STATE_TOPIC, partition)
-        self._state_appended(partition)
-        self.coordinator.unload_partition(partition)
-        state = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, partition))
-        if state is not None:
-            self.coordinator.load_partition(read_records(state.log), self.broker.clock.wall_ms())
-        self._wakeup.set()
+        """A shard for each ``__transaction_state`` partition led here (the group shards, with the
+        transactional offsets, are loaded by now); then what the previous run left half-way
+        finished before anything is served."""
+        self._config = txn_config(self.broker)
+        self.runtime.load_led_partitions()
+        for slot in self.runtime.shards.active_slots():
+            self._send_markers_at_once(slot.shard)
 
     async def _ensure_state_topic(self) -> None:
         """``__transaction_state`` made the first time it is needed, as a metadata operation that
-        waits its turn (a failure surfaces as the call's error, from ``_state_log``)."""
-        if TRANSACTION_STATE_TOPIC in self.broker.controller.image.topics:
-            return
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "uncompressed",
-            "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
+        waits its turn (a failure surfaces as the call's NOT_COORDINATOR: no shard); then its
+        shards loaded."""
+        if TRANSACTION_STATE_TOPIC not in self.broker.controller.image.topics:
+            configs = {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
+            }
+            internal_topic_replication(
+                self.broker.config.get_int("transaction.state.log.replication.factor"),
+                "transaction.state.log.replication.factor",
+                TRANSACTION_STATE_TOPIC,
+                self.broker.registered_brokers(),
+            )
+            try:
+                partitions = self.config.state_log_partitions
+                if await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs):
+                    log.info("created %s", TRANSACTION_STATE_TOPIC)
+            except ControllerError as exc:
+                log.debug("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+        self.runtime.load_led_partitions()
+
+    # -- markers -----------------------------------------------------------------------------
+
+    def _send_markers_at_once(self, shard: TransactionCoordinator) -> None:
+        """At start-up: the markers of partitions led here; those led elsewhere are left
+        unanswered, so the shard retries them from the timer task."""
+        for job in shard.take_marker_jobs():
+            entry = _entry(job)
+            local, _ = self._split_by_leader(entry.partitions)
+            if local:
+                (errors,) = write_markers_at_once(self.broker, [replace(entry, partitions=tuple(local))])
+            else:
+                errors = {}
+            shard.on_markers_written(job, errors, self.broker.clock.wall_ms())
+
+    # -- markers to partitions led by other brokers ------------------------------------------
+
+    @property
+    def inter_broker(self) -> InterBrokerClient | None:
+        """The client to other brokers, on a broker in a cluster (made on first use)."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return None
+        if self._inter_broker is None:
+            config = self.broker.config
+            listener = config.get("inter.broker.listener.name") or DEFAULT_INTER_BROKER_LISTENER
+            routing = self.broker.routing
+            self._inter_broker = InterBrokerClient(
+                self.broker.node_id,
+                lambda broker_id: routing.alive_endpoint(broker_id, listener),
+                faults=cluster.channel.faults,
+                request_timeout_ms=cluster.channel.request_timeout_ms,  # the broker's request.timeout.ms
+            )
+        return self._inter_broker
+
+    def _split_by_leader(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[list[TopicPartition], dict[int | None, list[TopicPartition]]]:
+        """The partitions this broker hosts (written here), and the others by their leader in
+        the metadata (None: unknown to the metadata, a deleted topic's; -1: no leader now)."""
+        local: list[TopicPartition] = []
+        remote: dict[int | None, list[TopicPartition]] = {}
+        routing = self.broker.routing
+        for tp in partitions:
+            if self.inter_broker is None or tp in self.broker.replicas:
+                local.append(tp)
+                continue
+            leader = routing.leader_of(*tp)
+            remote.setdefault(None if leader is None else leader[0], []).append(tp)
+        return local, remote
+
+    async def _write_markers_anywhere(self, entry: MarkerEntry) -> dict[TopicPartition, ErrorCode]:
+        """The marker written to each of its partitions: here for those hosted here, by a
+        WriteTxnMarkers request to the leader for the others (Kafka's
+        TransactionMarkerChannelManager). A partition the metadata does not know any more (its
+        topic deleted) is answered UNKNOWN_TOPIC_OR_PARTITION, which the shard drops from the
+        transaction; one without a leader, or whose leader cannot be reached, is retried."""
+        local, remote = self._split_by_leader(entry.partitions)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if local:
+            (errors,) = await write_markers(self.broker, [replace(entry, partitions=tuple(local))])
+        for leader, tps in remote.items():
+            if leader is None:
+                log.info("marker of producer %d: %s gone from the metadata, dropped", entry.producer_id, tps)
+                errors.update(dict.fromkeys(tps, E.UNKNOWN_TOPIC_OR_PARTITION))
+            elif leader < 0:
+                errors.update(dict.fromkeys(tps, E.NOT_LEADER_OR_FOLLOWER))
+
+        async def send(leader: int, tps: list[TopicPartition]) -> None:
+            errors.update(await self._send_remote_markers(leader, replace(entry, partitions=tuple(tps))))
+
+        async with trio.open_nursery() as nursery:
+            for leader, tps in remote.items():
+                if leader is not None and leader >= 0:
+                    nursery.start_soon(send, leader, tps)
+        return errors
+
+    async def _send_remote_markers(self, leader: int, entry: MarkerEntry) -> dict[TopicPartition, ErrorCode]:
+        client = self.inter_broker
+        assert client is not None
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in entry.partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "markers": [
+                {
+                    "producer_id": entry.producer_id,
+                    "producer_epoch": entry.producer_epoch,
+                    "transaction_result": entry.commit,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                    "coordinator_epoch": entry.coordinator_epoch,
+                }
+            ]
         }
         try:
-            partitions = self.coordinator.config.state_log_partitions
-            if await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs):
-                log.info("created %s", TRANSACTION_STATE_TOPIC)
-        except ControllerError as exc:
-            log.debug("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+            response = await client.request(leader, WRITE_TXN_MARKERS, 1, body)
+        except BrokerUnreachable as exc:
+            log.info("markers of producer %d to broker %d not sent: %s", entry.producer_id, leader, exc)
+            return dict.fromkeys(entry.partitions, E.REQUEST_TIMED_OUT)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    errors[(topic.name, p.partition_index)] = self._remote_error(
+                        (topic.name, p.partition_index), ErrorCode(p.error_code)
+                    )
+        return errors
 
-    def _state_log(self, partition: int) -> tuple[PartitionLog, int]:
-        if TRANSACTION_STATE_TOPIC not in self.broker.controller.image.topics:
-            raise StoreError(f"{TRANSACTION_STATE_TOPIC} could not be created")
-        state = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, partition))
-        if state is None:
-            raise StoreError(f"{TRANSACTION_STATE_TOPIC}-{partition} is not hosted here")
-        return state.log, state.leader_epoch
+    def _remote_error(self, tp: TopicPartition, error: ErrorCode) -> ErrorCode:
+        """A leader that does not host a partition the metadata still has is behind on its
+        metadata, or moved: retried (Kafka retries UNKNOWN_TOPIC_OR_PARTITION), not dropped."""
+        if error is E.UNKNOWN_TOPIC_OR_PARTITION and self.broker.routing.knows(*tp):
+            return E.NOT_LEADER_OR_FOLLOWER
+        return error
 
-    def _offsets_log(self, partition: int) -> tuple[PartitionLog, int]:
-        if OFFSETS_TOPIC not in self.broker.controller.image.topics:
-            raise TxnWriteError(E.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} could not be created")
-        state = self.broker.partitions.get((OFFSETS_TOPIC, partition))
-        if state is None:
-            raise TxnWriteError(E.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not hosted here")
-        return state.log, state.leader_epoch
-
-    def _state_appended(self, partition: int) -> None:
-        """Records became durable (or were cut): the high watermark follows what is durable."""
-        state = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, partition))
-        if state is not None:
-            synced = self.syncs.tracker.partitions.get(partition)
-            end = state.log.log_end_offset
-            state.update_high_watermark(end if synced is None else min(synced.durable_end, end))
-
-    def _offsets_appended(self, partition: int) -> None:
-        self.broker.groups.on_durable(partition)
-
-    # -- timers and markers ------------------------------------------------------------------
-
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Poll the coordinator at each deadline, or sooner when a call wakes us."""
-        task_status.started()
-        while True:
-            wakeup = self._wakeup = trio.Event()
-            deadline = self.coordinator.poll(self.broker.clock.wall_ms())
-            await self._send_markers()
-            wait_s = math.inf if deadline is None else max(deadline - self.broker.clock.wall_ms(), 0) / 1000
-            with trio.move_on_after(wait_s):
-                await wakeup.wait()
-
-    def _send_markers_at_once(self) -> None:
-        for job in self.coordinator.take_marker_jobs():
-            entry = MarkerEntry(
-                job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
-            )
-            (errors,) = write_markers_at_once(self.broker, [entry])
-            self.coordinator.on_markers_written(job, errors, self.broker.clock.wall_ms())
-
-    async def _send_markers(self) -> None:
-        """Each job's markers, once the PrepareCommit / PrepareAbort before them is durable; a
-        job whose record was cut (its partition reloaded without it) is dropped."""
-        coordinator = self.coordinator
-        for job in coordinator.take_marker_jobs():
-            prepared = self.syncs.tracker.log_end(coordinator.partition_for(job.transactional_id))
-            if prepared is not None and not await self.syncs.wait([prepared]):
+    async def _send_markers(self, slot: ShardSlot[TransactionCoordinator]) -> None:
+        """Each of the shard's jobs, once the PrepareCommit / PrepareAbort before it is
+        committed; a job whose record was cut, or whose shard was unloaded, is dropped."""
+        shard = slot.shard
+        for job in shard.take_marker_jobs():
+            prepared = self.runtime.pending([slot.partition])
+            if not await self.runtime.committed(prepared) or not self.runtime.shards.is_current(slot):
                 continue
-            txn = coordinator.txns.get(job.transactional_id)
+            txn = shard.txns.get(job.transactional_id)
             current = txn is not None and (txn.producer_id, txn.producer_epoch) == (job.producer_id, job.producer_epoch)
             if txn is None or not current or not txn.state.is_preparing:
                 continue  # cut by a reload meanwhile: what it found preparing has jobs of its own
-            entry = MarkerEntry(
-                job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
-            )
-            (errors,) = await write_markers(self.broker, [entry])
-            coordinator.on_markers_written(job, errors, self.broker.clock.wall_ms())
+            errors = await self._write_markers_anywhere(_entry(job))
+            if not self.runtime.shards.is_current(slot):
+                continue  # unloaded meanwhile: the next shard of the partition writes them again
+            shard.on_markers_written(job, errors, self.broker.clock.wall_ms())
+            slot.touched = True  # its next deadline may have moved
+            self.runtime.wake()
             answered, self.markers_answered = self.markers_answered, trio.Event()
             answered.set()
-
-    def _after_call(self, transactional_id: str) -> list[Appended]:
-        """After a coordinator call: what the id's partition holds that is not durable yet,
-        to be durable before the call is answered (whether or not the call wrote it)."""
-        self._wakeup.set()
-        pending = self.syncs.tracker.log_end(self.coordinator.partition_for(transactional_id))
-        return [] if pending is None else [pending]
-
-    async def _durable(self, pending: list[Appended]) -> bool:
-        return not pending or await self.syncs.wait(pending)
 
     # -- the calls handlers make ------------------------------------------------------------
 
@@ -445,24 +520,24 @@ class TxnService:
         except ControllerError as exc:  # Kafka's answer while no producer id block can be had
             log.warning("no producer id block for transactional id %r: %s", transactional_id, exc.message)
             return InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
-        result = self.coordinator.init_producer_id(
-            transactional_id, timeout_ms, producer_id, epoch, self.broker.clock.wall_ms()
+        return await self.runtime.write(
+            transactional_id,
+            lambda shard, now: shard.init_producer_id(transactional_id, timeout_ms, producer_id, epoch, now),
+            InitResult,
         )
-        if await self._durable(self._after_call(transactional_id)):
-            return result
-        return replace(result, error=E.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
 
     async def add_partitions(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
     ) -> ErrorCode:
-        error = self.coordinator.add_partitions(
-            transactional_id, producer_id, epoch, partitions, self.broker.clock.wall_ms()
+        return await self.runtime.write(
+            transactional_id,
+            lambda shard, now: shard.add_partitions(transactional_id, producer_id, epoch, partitions, now),
+            ErrorCode,
         )
-        return error if await self._durable(self._after_call(transactional_id)) else E.NOT_COORDINATOR
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
         """The ``__consumer_offsets`` partition a group's (transactional) offsets go to."""
-        return OFFSETS_TOPIC, self.broker.groups.coordinator.partition_for(group_id)
+        return OFFSETS_TOPIC, self.broker.groups.partition_for(group_id)
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
         """AddOffsetsToTxn: the group's offsets partition joins the transaction."""
@@ -481,30 +556,105 @@ class TxnService:
     def verify(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, ErrorCode]:
-        return self.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        wanted = list(partitions)
+        return self.runtime.read(
+            transactional_id,
+            lambda shard: shard.verify_partitions(transactional_id, producer_id, epoch, wanted),
+            lambda error: dict.fromkeys(wanted, error),
+        )
+
+    async def verify_anywhere(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """``verify``, asked of the coordinator where it is: this broker's shard, or, when
+        another broker leads the id's partition, an AddPartitionsToTxn v4 with verify_only
+        (Kafka's AddPartitionsToTxnManager): COORDINATOR_NOT_AVAILABLE while no broker leads it,
+        NETWORK_EXCEPTION when the coordinator could not be asked, the coordinator's
+        top-level error for every partition when it answered one."""
+        wanted = list(partitions)
+        node = self.coordinator_node(transactional_id) if self.inter_broker is not None else None
+        if self.inter_broker is None or node == self.broker.node_id:
+            return self.verify(transactional_id, producer_id, epoch, wanted)
+        if node is None:
+            return dict.fromkeys(wanted, E.COORDINATOR_NOT_AVAILABLE)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in wanted:
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "producer_epoch": epoch,
+                    "verify_only": True,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
+        try:
+            response = await self.inter_broker.request(node, ADD_PARTITIONS_TO_TXN, 4, body)
+        except BrokerUnreachable as exc:
+            log.warning("cannot verify %r with its coordinator %d: %s", transactional_id, node, exc)
+            return dict.fromkeys(wanted, E.NETWORK_EXCEPTION)
+        if response.error_code:
+            error = ErrorCode(response.error_code)
+            # A client must not see the cluster authorization failure of this broker's own request.
+            return dict.fromkeys(wanted, E.INVALID_TXN_STATE if error is E.CLUSTER_AUTHORIZATION_FAILED else error)
+        answered = dict.fromkeys(wanted, E.NONE)
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    answered[(topic.name, p.partition_index)] = ErrorCode(p.partition_error_code)
+        return answered
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
-        """EndTxn, answered once PrepareCommit / PrepareAbort is durable."""
-        error = self.coordinator.end_transaction(
-            transactional_id, producer_id, epoch, commit, self.broker.clock.wall_ms()
+        """EndTxn, answered once PrepareCommit / PrepareAbort is committed."""
+        return await self.runtime.write(
+            transactional_id,
+            lambda shard, now: shard.end_transaction(transactional_id, producer_id, epoch, commit, now),
+            ErrorCode,
         )
-        return error if await self._durable(self._after_call(transactional_id)) else E.NOT_COORDINATOR
 
     async def commit_offsets(self, request: TxnCommitRequest) -> list[tuple[str, int, ErrorCode]]:
-        """TxnOffsetCommit's group part (the transaction was verified by the handler), answered
-        once durable with the group coordinator's records; NOT_COORDINATOR if they were cut."""
-        groups = self.broker.groups
-        await groups.ready()
-        result = commit_transactional_offsets(
-            groups.coordinator, self._offsets_writer, request, self.broker.clock.wall_ms()
-        )
-        pending = groups.pending(request.group_id)
-        if not pending or await groups.syncs.wait(pending):
-            return result
-        return [(t, p, E.NOT_COORDINATOR if e is E.NONE else e) for t, p, e in result]
+        """TxnOffsetCommit's group part, which the group coordinator writes and answers."""
+        return await self.broker.groups.commit_transactional_offsets(request)
 
     def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]:
-        return [self.coordinator.describe(t) for t in transactional_ids]
+        return [self._described(t) for t in transactional_ids]
+
+    def _described(self, transactional_id: str) -> DescribedTxn:
+        return self.runtime.read(
+            transactional_id,
+            lambda shard: shard.describe(transactional_id),
+            lambda error: DescribedTxn(transactional_id, error),
+        )
 
     def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int) -> ListResult:
-        return self.coordinator.list_transactions(states, producer_ids, duration_ms, self.broker.clock.wall_ms())
+        """Every shard's transactions; COORDINATOR_LOAD_IN_PROGRESS while one is still loading,
+        as Kafka's TransactionStateManager answers."""
+        if self.runtime.shards.loading():
+            return ListResult(E.COORDINATOR_LOAD_IN_PROGRESS)
+        names, pids, now = list(states), list(producer_ids), self.broker.clock.wall_ms()
+        results = [s.shard.list_transactions(names, pids, duration_ms, now) for s in self.runtime.shards.active_slots()]
+        if not results:
+            return ListResult(E.NONE, tuple(n for n in names if TxnState.from_name(n) is None))
+        listed = tuple(t for r in results for t in r.transactions)
+        return replace(results[0], transactions=listed)
+
+    def on_replica_changes(self, changes: AppliedChanges) -> None:
+        """The replica manager applied a metadata delta: shards follow ``__transaction_state``'s leadership."""
+        self.runtime.on_replica_changes(changes)
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await self.runtime.run(task_status=task_status)
+
+    async def aclose(self) -> None:
+        """The connections to other brokers closed."""
+        if self._inter_broker is not None:
+            await self._inter_broker.aclose()
+
+
+def _entry(job: MarkerJob) -> MarkerEntry:
+    return MarkerEntry(
+        job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
+    )

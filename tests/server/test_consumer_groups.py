@@ -186,7 +186,7 @@ async def test_broker_settings_for_consumer_groups(tmp_path: Path) -> None:
         described = await client.request(DESCRIBE, 0, {"group_ids": ["cg"], "include_authorized_operations": False})
         assert described.groups[0].assignor_name == "range"
         with trio.fail_after(10):
-            while running.broker.groups.coordinator.consumer_groups["cg"].members:
+            while running.broker.groups.shard_for("cg").consumer_groups["cg"].members:
                 await trio.sleep(0.2)  # the session ends after 3 s without a heartbeat
 
 

@@ -69,9 +69,9 @@ async def test_static_values_are_listed_as_static_and_used(tmp_path: Path) -> No
     try:
         sources = {name: broker.config.source(name) for name in overrides}
         assert sources == dict.fromkeys(overrides, STATIC)
-        txn = broker.txn.coordinator.config
+        txn = broker.txn.config
         assert (txn.id_expiration_ms, txn.abort_timed_out_interval_ms) == (60_000, 500)
-        consumer = broker.groups.coordinator.consumer.config
+        consumer = broker.groups.new_shard(0, 0).consumer.config
         assert (consumer.session_timeout_ms, consumer.max_size) == (50_000, 7)
     finally:
         broker.close()

@@ -215,7 +215,7 @@ async def test_a_failed_commit_fsync_answers_not_coordinator_reloads_and_the_nex
 
     reopened = Broker(make_config(tmp_path, **SMALL))  # the log holds what was answered, nothing else
     reopened.open()
-    offsets = reopened.groups.coordinator.offsets
+    offsets = reopened.groups.shard_for("g").offsets
     assert offsets.get("g", "events", 0).committed_offset == 3  # type: ignore[union-attr]
     assert offsets.get("fresh", "events", 0) is None
     reopened.close()
@@ -311,7 +311,7 @@ async def test_a_failed_fsync_on_one_offsets_partition_leaves_a_join_parked_on_a
         assert (await _create(client, "events")).error_code == 0
         groups = running.broker.groups
         assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("b", 1))) == 0
-        parked_partition, cut_partition = groups.coordinator.partition_for("a"), groups.coordinator.partition_for("b")
+        parked_partition, cut_partition = groups.partition_for("a"), groups.partition_for("b")
         assert parked_partition != cut_partition
         gate = GatedFsync(f"{OFFSETS_TOPIC}-{cut_partition}/", failures=1)
         monkeypatch.setattr(os, "fsync", gate.fsync)
@@ -402,7 +402,7 @@ async def test_a_failed_prepare_commit_fsync_answers_not_coordinator_and_a_retry
         monkeypatch.setattr(os, "fsync", gate.fsync)
         assert await producer.end(True) == E.NOT_COORDINATOR
         assert gate.failed == 1
-        state = running.broker.txn.coordinator.txns["txn-1"]
+        state = running.broker.txn.shard_for("txn-1").txns["txn-1"]
         assert state.state.display_name == "Ongoing"  # reloaded: PrepareCommit was never durable
         assert control_batches(running) == 0
         assert await producer.end(True) == 0  # the client's retry

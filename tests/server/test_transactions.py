@@ -263,8 +263,7 @@ async def test_init_producer_id_errors(tmp_path: Path) -> None:
 async def completed(running: RunningBroker, client: AsyncWireClient, txn_id: str) -> str:
     """The transaction's state as DescribeTransactions shows it once its markers are all written
     (they follow EndTxn's answer): waits on its ``__transaction_state`` partition's appends."""
-    coordinator = running.broker.txn.coordinator
-    tp = (TRANSACTION_STATE_TOPIC, coordinator.partition_for(txn_id))
+    tp = (TRANSACTION_STATE_TOPIC, running.broker.txn.runtime.partition_for(txn_id))
     with trio.fail_after(10):
         while True:
             appended = running.broker.waiters.next_progress(tp)  # before the read: an append during it is not missed
@@ -444,7 +443,7 @@ async def test_a_commit_cut_off_by_a_crash_completes_at_start_up(tmp_path: Path)
         assert await p.end(commit=True) == E.NONE
         txn = running.broker.txn
         with trio.fail_after(10):  # the markers follow EndTxn's answer: until the coordinator has theirs
-            while (state := txn.coordinator.txns["tx"]).partitions != {("t", 1)}:
+            while (state := txn.shard_for("tx").txns["tx"]).partitions != {("t", 1)}:
                 await txn.markers_answered.wait()
         assert consume(await fetch(client, "t", 0, committed=True)) == [b"zero"]
         assert (await fetch(client, "t", 1, committed=False)).last_stable_offset == -1  # paused
@@ -452,7 +451,7 @@ async def test_a_commit_cut_off_by_a_crash_completes_at_start_up(tmp_path: Path)
     # The broker stopped with the transaction half-way: its next start finishes it.
     async with serving(tmp_path) as running:
         client = await running.client()
-        assert running.broker.txn.coordinator.txns["tx"].state.display_name == "CompleteCommit"
+        assert running.broker.txn.shard_for("tx").txns["tx"].state.display_name == "CompleteCommit"
         assert consume(await fetch(client, "t", 1, committed=True)) == [b"one"]
         assert consume(await fetch(client, "t", 0, committed=True)) == [b"zero"]
         body = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": True}

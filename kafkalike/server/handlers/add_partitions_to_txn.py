@@ -38,7 +38,7 @@ def _refused(ctx: RequestContext, partitions: list[TopicPartition]) -> dict[Topi
     for tp in partitions:
         if ctx.version < 4 and tp[0] in INTERNAL_TOPICS:
             errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
-        elif tp not in ctx.replicas:
+        elif not ctx.metadata.routing.knows(*tp):  # in the metadata, on whichever broker (Kafka's metadataCache)
             errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
     if not errors:
         return None

@@ -30,7 +30,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Message) -> Mappi
     groups = []
     for group in ctx.groups.describe_groups(list(request.groups)):
         entry: dict[str, Any] = {
-            "error_code": ErrorCode.NONE,
+            "error_code": group.error,
             "error_message": None,
             "group_id": group.group_id,
             "group_state": group.state,

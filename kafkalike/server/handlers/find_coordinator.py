@@ -1,4 +1,7 @@
-"""FindCoordinator (key 10): v0-6. This broker coordinates every group and transaction.
+"""FindCoordinator (key 10): v0-6. The coordinator of a key is the leader of its partition of
+``__consumer_offsets`` / ``__transaction_state`` (``coordinator_node``): this broker, or another
+one named with its endpoint on the request's listener (COORDINATOR_NOT_AVAILABLE while the
+partition has no leader, or its leader is fenced).
 
 v0 looks up a group; v1 adds the key type (0 group, 1 transaction, 2 share group); v4+
 looks up several keys at once (KIP-699). Group lookups create ``__consumer_offsets`` on first
@@ -32,17 +35,28 @@ _MESSAGES = {
 }
 
 
-async def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
+async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
         try:
             await ctx.groups.ensure_offsets_topic()
         except ControllerError as exc:
             log.warning("cannot create the group coordinator's topic: %s", exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    elif key_type != TRANSACTION_KEY_TYPE:
+        node_id = ctx.groups.coordinator_node(key)
+    elif key_type == TRANSACTION_KEY_TYPE:
+        node_id = ctx.txn.coordinator_node(key)
+    else:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    host, port = ctx.metadata.advertised
-    return ErrorCode.NONE, ctx.metadata.node_id, host, port
+    if node_id is None:  # no leader for the key's partition now
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if node_id == ctx.metadata.node_id:
+        host, port = ctx.metadata.advertised
+        return ErrorCode.NONE, node_id, host, port
+    # Another broker leads it: its endpoint on this request's listener, while it is alive.
+    endpoint = ctx.metadata.routing.alive_endpoint(node_id, ctx.listener)
+    if endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, node_id, endpoint.host, endpoint.port
 
 
 @handles(10, 0, 6)
@@ -51,12 +65,12 @@ async def handle_find_coordinator(ctx: RequestContext, request: Message) -> Mapp
     if ctx.version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, node_id, host, port = await _lookup(ctx, key_type)
+            error, node_id, host, port = await _lookup(ctx, key_type, key)
             coordinators.append(
                 {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": None}
             )
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, node_id, host, port = await _lookup(ctx, key_type)
+    error, node_id, host, port = await _lookup(ctx, key_type, request.key)
     return {
         "throttle_time_ms": 0,
         "error_code": error,

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalike.protocol.codec import Message
-from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -22,7 +21,7 @@ async def handle_list_groups(ctx: RequestContext, request: Message) -> Mapping[s
     types = list(request.types_filter) if ctx.version >= 5 else []
     return {
         "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
+        "error_code": ctx.groups.list_groups_error(),
         "groups": [
             {
                 "group_id": g.group_id,

@@ -46,7 +46,7 @@ def _topic_entries(result: FetchResult) -> list[dict[str, Any]]:
 def _stable(ctx: RequestContext, request: Message, group_id: str, result: FetchResult) -> FetchResult:
     if ctx.version < 7 or not request.require_stable:
         return result
-    return ctx.groups.coordinator.txn_offsets.mark_unstable(group_id, result)
+    return ctx.groups.mark_unstable(group_id, result)
 
 
 @handles(9, 1, 9)

@@ -78,6 +78,7 @@ _WITHOUT_LOG_START = frozenset(
 _RETRY_VERIFICATION = frozenset(
     {
         ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NETWORK_EXCEPTION,
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
         ErrorCode.NOT_COORDINATOR,
@@ -235,7 +236,7 @@ async def _append(
     if transactional_id is not None and ctx.txn.verification_enabled:
         header = _first_header(records)
         if header is not None and header.is_transactional and header.producer_id >= 0:
-            _verify_transaction(ctx, partition, header, transactional_id)
+            await _verify_transaction(ctx, partition, header, transactional_id)
     now = ctx.clock.wall_ms()
     try:
         valid = validate_produce_records(
@@ -271,7 +272,7 @@ def _first_header(records: Buffer) -> RecordBatchHeader | None:
         return None  # validation answers it
 
 
-def _verify_transaction(
+async def _verify_transaction(
     ctx: RequestContext, partition: Partition, header: RecordBatchHeader, transactional_id: str
 ) -> None:
     """Kafka's transaction verification, asked only for a producer's first transactional batch
@@ -280,7 +281,7 @@ def _verify_transaction(
     if partition.has_open_transaction(pid, epoch):
         return
     tp = partition.tp
-    error = ctx.txn.verify(transactional_id, pid, epoch, [tp])[tp]
+    error = (await ctx.txn.verify_anywhere(transactional_id, pid, epoch, [tp]))[tp]
     if error is ErrorCode.NONE:
         return
     if error is ErrorCode.PRODUCER_FENCED:

@@ -83,6 +83,22 @@ def test_a_failed_sync_cuts_back_to_the_durable_end_taking_every_append_after_it
     assert h.tracker.is_durable(lost) is False  # an old append never counts again at the same offset
 
 
+def test_an_abandoned_partition_fails_what_was_not_durable_yet_but_keeps_its_log(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    kept = h.write(b"kept")
+    h.sync()
+    waiting = h.write(b"waiting")
+    h.tracker.abandon(0)  # its coordinator shard was unloaded
+    assert h.tracker.is_durable(kept) is True
+    assert h.tracker.is_durable(waiting) is False
+    assert h.cut == [] and h.keys() == [b"kept", b"waiting"]  # nothing cut: the records stay in the log
+    h.sync()  # its fsync still runs
+    assert h.tracker.is_durable(waiting) is False and h.log.recovery_point == 2
+    after = h.write(b"after")  # the next shard's appends count as usual
+    h.sync()
+    assert h.tracker.is_durable(after) is True
+
+
 def test_a_sync_that_cannot_even_be_prepared_is_a_failure_too(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     appended = h.write(b"a")

@@ -1,0 +1,250 @@
+"""Coordinators across three combined nodes, with real clients: a transactional producer
+(librdkafka) writing to partitions led by all three brokers, whose coordinator writes the
+markers of the others' partitions through WriteTxnMarkers (read_committed consumers see exactly
+the committed records); a consumer group (kafka-python) whose coordinator is on another broker
+than the partition it reads; producer ids from every broker disjoint (blocks from the
+controller)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalike.server.config import BrokerConfig
+from kafkalike.testing.wire_client import AsyncWireClient
+from tests.server.node.test_node_roles import Nodes, _start_in_background
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+
+DEADLINE_S = 120
+ZERO = uuid.UUID(int=0)
+INTERNAL = {"transaction.state.log.num.partitions": "6", "offsets.topic.num.partitions": "6"}
+
+
+class CoordinatorNodes(Nodes):
+    def config(self, node_id: int, roles: str) -> BrokerConfig:
+        return BrokerConfig({**super().config(node_id, roles).explicit, **INTERNAL})
+
+
+class Running:
+    """Three combined nodes, started, with a wire client to each."""
+
+    def __init__(self, nodes: CoordinatorNodes, clients: dict[int, AsyncWireClient]) -> None:
+        self.nodes = nodes
+        self.clients = clients
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.port(i)}" for i in self.nodes.voter_ids)
+
+    def port(self, node_id: int) -> int:
+        address = self.nodes.nodes[node_id].client_address
+        assert address is not None
+        return address[1]
+
+    async def create_topic(self, name: str, partitions: int) -> dict[int, int]:
+        """The topic, made through broker 1; its leaders by partition once every broker has it."""
+        topic = {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+        created = await self.clients[1].request(19, 7, {"topics": [topic], "timeout_ms": 10000})
+        assert created.topics[0].error_code == 0, created
+        for node in self.nodes.nodes.values():
+            assert node.broker is not None
+            await node.broker.publisher.wait_until(lambda i: i.topic(name) is not None)
+        answer = await self.clients[1].request(3, 12, {"topics": [{"name": name, "topic_id": ZERO}]})
+        return {p.partition_index: p.leader_id for p in answer.topics[0].partitions}
+
+    async def coordinator(self, key: str, key_type: int) -> tuple[int, int]:
+        """(error, node id) of FindCoordinator v3 asked of broker 1."""
+        answer = await self.clients[1].request(10, 3, {"key": key, "key_type": key_type})
+        return answer.error_code, answer.node_id
+
+
+async def _run(tmp_path: Path, scenario: Callable[[Running], Any]) -> None:
+    nodes = CoordinatorNodes(tmp_path, 3)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            for node_id in nodes.voter_ids:
+                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
+            await nodes.wait(lambda: nodes.started == set(nodes.voter_ids))
+            clients = {}
+            for node_id, node in nodes.nodes.items():
+                assert node.client_address is not None
+                clients[node_id] = await AsyncWireClient.connect("127.0.0.1", node.client_address[1])
+            try:
+                await scenario(Running(nodes, clients))
+            finally:
+                for client in clients.values():
+                    await client.aclose()
+                for node in list(nodes.nodes.values()):
+                    await node.stop()
+                nursery.cancel_scope.cancel()
+
+
+def _transactions(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, bytes]]:
+    """Three transactions over every partition: committed, aborted, committed. What a
+    read_committed reader must see: (partition, value) of the committed ones."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "spread-txn", "linger.ms": 0}
+    )
+    producer.init_transactions(30)
+    committed = []
+    for round_, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        for partition in range(partitions):
+            value = f"{round_}-{partition}".encode()
+            producer.produce(topic, value=value, partition=partition)
+            if commit:
+                committed.append((partition, value))
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    return committed
+
+
+def _read(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int) -> list[tuple[int, bytes]]:
+    """Every record up to the end of each partition (``expected`` of them at least)."""
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}",
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+        seen: list[tuple[int, bytes]] = []
+        for _ in range(200):  # bounded: each poll waits at most 0.5 s
+            if len(seen) >= expected:
+                break
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            seen.append((message.partition(), message.value()))
+        # Anything more would be a record that should not be there: one more short look.
+        extra = consumer.poll(1.0)
+        if extra is not None and not extra.error():
+            seen.append((extra.partition(), extra.value()))
+        return seen
+    finally:
+        consumer.close()
+
+
+async def test_a_transaction_over_partitions_of_three_brokers_commits_and_aborts(tmp_path: Path) -> None:
+    async def scenario(cluster: Running) -> None:
+        leaders = await cluster.create_topic("spread", 3)
+        assert set(leaders.values()) == {1, 2, 3}
+        committed = await trio.to_thread.run_sync(_transactions, cluster.bootstrap, "spread", 3)
+        error, coordinator = await cluster.coordinator("spread-txn", 1)
+        assert error == 0 and coordinator in (1, 2, 3)
+        # The coordinator wrote the other brokers' markers over the inter-broker listener.
+        broker = cluster.nodes.nodes[coordinator].broker
+        assert broker is not None and broker.txn.inter_broker is not None
+        with trio.fail_after(10):  # the last transaction's markers follow its EndTxn answer
+            while broker.txn.inter_broker.sent < 2 * 3:  # 2 other brokers, 3 transactions
+                await broker.txn.markers_answered.wait()
+        seen = await trio.to_thread.run_sync(_read, cluster.bootstrap, "spread", 3, "read_committed", len(committed))
+        assert sorted(seen) == sorted(committed)
+        everything = await trio.to_thread.run_sync(_read, cluster.bootstrap, "spread", 3, "read_uncommitted", 9)
+        assert len(everything) == 9  # the aborted records are there, and hidden from read_committed
+
+    await _run(tmp_path, scenario)
+
+
+def _consume_in_group(bootstrap: str, topic: str, group: str, values: list[bytes]) -> list[bytes]:
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    for value in values:
+        producer.send(topic, value, partition=0)
+    producer.flush(30)
+    producer.close()
+    consumer = kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=20000,
+    )
+    try:
+        seen: list[bytes] = []
+        for message in consumer:
+            seen.append(message.value)
+            if len(seen) == len(values):
+                break
+        consumer.commit()
+        return seen
+    finally:
+        consumer.close()
+
+
+async def test_a_group_whose_coordinator_is_on_another_broker_consumes_and_commits(tmp_path: Path) -> None:
+    async def scenario(cluster: Running) -> None:
+        leaders = await cluster.create_topic("single", 1)
+        assert (await cluster.coordinator("probe", 0))[0] == 0  # __consumer_offsets made on first use
+        for node in cluster.nodes.nodes.values():
+            assert node.broker is not None
+            await node.broker.publisher.wait_until(lambda i: i.topic("__consumer_offsets") is not None)
+        # A group coordinated by another broker than the partition's leader.
+        for i in range(100):
+            group = f"group-{i}"
+            error, coordinator = await cluster.coordinator(group, 0)
+            if coordinator != leaders[0]:
+                break
+        assert error == 0 and coordinator != leaders[0]
+        # Every broker names the same coordinator; the others refuse the group NOT_COORDINATOR.
+        for client in cluster.clients.values():
+            assert (await client.request(10, 3, {"key": group, "key_type": 0})).node_id == coordinator
+        other = next(i for i in (1, 2, 3) if i != coordinator)
+        refused = await cluster.clients[other].request(9, 7, {"group_id": group, "topics": None})
+        assert refused.error_code == 16  # NOT_COORDINATOR
+        values = [f"v{i}".encode() for i in range(5)]
+        seen = await trio.to_thread.run_sync(_consume_in_group, cluster.bootstrap, "single", group, values)
+        assert seen == values
+        fetched = await cluster.clients[coordinator].request(9, 7, {"group_id": group, "topics": None})
+        (committed,) = [p for t in fetched.topics for p in t.partitions]
+        assert (committed.partition_index, committed.committed_offset) == (0, 5)
+
+    await _run(tmp_path, scenario)
+
+
+async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Path) -> None:
+    async def scenario(cluster: Running) -> None:
+        await cluster.create_topic("single", 1)
+        by_broker = {}
+        for node_id in cluster.nodes.voter_ids:
+            init = [await cluster.clients[node_id].request(22, 4, _init_body()) for _ in range(5)]
+            assert all(r.error_code == 0 for r in init), init
+            by_broker[node_id] = [r.producer_id for r in init]
+        every = [pid for ids in by_broker.values() for pid in ids]
+        assert len(set(every)) == len(every) == 15
+        # Each broker draws from blocks of its own: no two brokers' ids share a block of 1000.
+        blocks = {node_id: {pid // 1000 for pid in ids} for node_id, ids in by_broker.items()}
+        assert not (blocks[1] & blocks[2]) and not (blocks[1] & blocks[3]) and not (blocks[2] & blocks[3])
+
+    await _run(tmp_path, scenario)
+
+
+def _init_body() -> dict[str, Any]:
+    return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+
+
+def test_internal_topics_are_made_with_one_replica_and_the_log_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    from kafkalike.server.coordinator_runtime import internal_topic_replication
+
+    with caplog.at_level("INFO", logger="kafkalike.coordinator"):
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 3) == 1
+    assert "replication factor 1, not 3" in caplog.text and "replication is not available yet" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="kafkalike.coordinator"):
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 1) == 1
+    assert "not available" not in caplog.text  # capped by one broker: 1 is what Kafka would make too

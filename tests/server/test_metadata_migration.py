@@ -1,0 +1,181 @@
+"""A data directory written by the release before the cluster (JSON metadata records, made here by
+that release's own code in a subprocess) is migrated to Kafka's metadata records on first start,
+its topic ids kept and its old log kept aside; what cannot be migrated is refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalike.server.broker import Broker, StartupError
+from kafkalike.server.config import BrokerConfig
+from kafkalike.server.controller_host import ControllerHost
+from kafkalike.server.metadata_migration import (
+    BACKUP_SUFFIX,
+    METADATA_DIR,
+    LogKind,
+    MigrationRefused,
+    finish_interrupted,
+    inspect,
+    migrate,
+)
+from kafkalike.server.node import Node
+from kafkalike.testing.metadata_node import one_voter_controller
+
+# The release before the cluster: its tree, as checked out on its branch.
+PREVIOUS_RELEASE = Path(os.environ.get("KAFKALIKE_PREVIOUS_RELEASE", "/work/main"))
+DEADLINE_S = 30
+
+WRITER = r"""
+import json, sys
+# This tree's own package is installed editable: take the previous release's instead.
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.path.insert(0, sys.argv[1])
+import kafkalike
+assert kafkalike.__file__.startswith(sys.argv[1]), kafkalike.__file__
+from kafkalike.server.broker import Broker
+from kafkalike.server.config import BrokerConfig
+
+broker = Broker(BrokerConfig({"log.dirs": sys.argv[2], "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1"}))
+broker.open()
+broker.create_topic("orders", 3, {"retention.ms": "60000"})
+broker.create_topic("gone", 1, {})
+broker.controller.delete_topic("gone")
+broker.controller.set_configs(4, "", {"log.retention.ms": "120000"})
+producer_id = broker.controller.allocate_producer_id()
+topics = {name: str(t.topic_id) for name, t in broker.controller.image.topics.items()}
+broker.close()
+print(json.dumps({"topics": topics, "producer_id": producer_id}))
+"""
+
+
+def previous_release_dir(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A data directory made by the previous release's code; what it made."""
+    if not (PREVIOUS_RELEASE / "kafkalike" / "controller" / "metadata.py").exists():
+        pytest.fail(f"the previous release's tree is not at {PREVIOUS_RELEASE} (KAFKALIKE_PREVIOUS_RELEASE)")
+    data = tmp_path / "data"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(PREVIOUS_RELEASE), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    made: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return data, made
+
+
+async def test_a_previous_release_directory_is_migrated_with_its_topic_ids(tmp_path: Path) -> None:
+    data, made = previous_release_dir(tmp_path)
+    metadata = data / METADATA_DIR
+    assert inspect(metadata).kind is LogKind.JSON
+
+    image = migrate(metadata, 1, now_ms=1_700_000_000_000)
+    assert image is not None
+    assert inspect(metadata).kind is LogKind.EMPTY  # a snapshot now, the log after it empty
+    assert (data / (METADATA_DIR + BACKUP_SUFFIX)).is_dir()  # the old log kept aside
+    assert migrate(metadata, 1, now_ms=0) is None  # a second start finds nothing to do
+
+    # The one-voter quorum over the migrated directory loads it and goes on from it.
+    hosts: list[ControllerHost] = []
+    with trio.fail_after(DEADLINE_S):
+        async with one_voter_controller(metadata_log_dir=data) as node:
+            hosts.append(node.host)
+            loaded = node.host.image
+            orders = loaded.topic("orders")
+            assert orders is not None and str(orders.topic_id) == made["topics"]["orders"]
+            assert sorted(orders.partitions) == [0, 1, 2]
+            assert {p.leader for p in orders.partitions.values()} == {1}
+            assert loaded.topic("gone") is None
+            assert dict(loaded.topic_configs("orders")) == {"retention.ms": "60000"}
+            assert dict(loaded.configs[next(r for r in loaded.configs if r.type == 4)]) == {
+                "log.retention.ms": "120000"
+            }
+            # Producer ids handed out by the previous release are never handed out again.
+            assert loaded.next_producer_id > made["producer_id"]
+            assert loaded.metadata_version > 0
+
+
+def test_records_the_release_does_not_know_are_refused_in_one_line(tmp_path: Path) -> None:
+    data, _ = previous_release_dir(tmp_path)
+    metadata = data / METADATA_DIR
+    found = inspect(metadata)
+    from kafkalike.server.metadata_migration import translate
+
+    with pytest.raises(MigrationRefused) as refused:
+        translate([*found.json_values, b'{"type":"acl","name":"x"}'], 1)
+    message = str(refused.value)
+    assert "\n" not in message and "cannot be migrated" in message and "move the metadata directory aside" in message
+
+
+def test_an_interrupted_migration_is_finished_at_the_next_start(tmp_path: Path) -> None:
+    data, _ = previous_release_dir(tmp_path)
+    metadata = data / METADATA_DIR
+    migrate(metadata, 1, now_ms=0)
+    # As a crash after the old log was moved aside and before the new one was renamed in.
+    migrating = metadata.with_name(METADATA_DIR + ".migrating")
+    metadata.rename(migrating)
+    finish_interrupted(metadata)
+    assert metadata.is_dir() and not migrating.exists()
+    assert any(p.suffix == ".checkpoint" for p in metadata.iterdir())
+
+
+async def test_a_log_of_kafka_records_is_left_as_it_is(tmp_path: Path) -> None:
+    assert inspect(tmp_path / "missing").kind is LogKind.EMPTY
+    with trio.fail_after(DEADLINE_S):
+        async with one_voter_controller(metadata_log_dir=tmp_path):
+            pass  # elected and activated: the bootstrap records are in the log
+    metadata = tmp_path / METADATA_DIR
+    assert inspect(metadata).kind is LogKind.KRAFT
+    assert migrate(metadata, 1, now_ms=0) is None
+    assert not (tmp_path / (METADATA_DIR + BACKUP_SUFFIX)).exists()
+
+
+async def test_a_node_of_a_larger_quorum_refuses_a_previous_release_directory(tmp_path: Path) -> None:
+    data, _ = previous_release_dir(tmp_path)
+    config = BrokerConfig(
+        {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "log.dirs": str(data),
+        }
+    )
+    with trio.fail_after(DEADLINE_S), pytest.raises(BaseExceptionGroup) as refused:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Node(config).run)
+    error: BaseException = refused.value
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    assert isinstance(error, StartupError), refused.value
+    message = str(error)
+    assert "\n" not in message and "earlier kafkalike release" in message and "move the directory aside" in message
+    assert inspect(data / METADATA_DIR).kind is LogKind.JSON  # left as it was
+
+
+async def test_the_single_node_refuses_a_log_of_kafka_records(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with trio.fail_after(DEADLINE_S):
+        async with one_voter_controller(metadata_log_dir=data):
+            pass
+    (data / "meta.properties").write_text("version=1\ncluster.id=quorum-test-cluster-0A\nnode.id=1\n")
+    broker = Broker(BrokerConfig({"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0"}))
+    try:
+        with pytest.raises(StartupError) as refused:
+            broker.open()
+    finally:
+        broker.close()
+    assert "Kafka metadata records" in str(refused.value) and "\n" not in str(refused.value)
