@@ -34,17 +34,32 @@ NOT_REQUESTED = -2147483648
 
 Body = Mapping[str, Any] | Callable[["Side"], Mapping[str, Any]]
 
-# The one difference of versions these tests expect: since Kafka 4.1 (KIP-1030) a topic's
-# segment.bytes is at least 1 MiB, and tests ask for tiny segments with internal.segment.bytes.
-# The 4.0.2 broker compared here still takes segment.bytes from 14 up (and refuses less as "at
-# least 14"); kafkalike follows 4.1+.
+
+def ak_version_of(lib: Path) -> tuple[int, ...]:
+    """The Apache Kafka release whose jars are in ``lib``, from its kafka-clients jar's name."""
+    for jar in lib.glob("kafka-clients-*.jar"):
+        match = re.fullmatch(r"kafka-clients-(\d+(?:\.\d+)*)\.jar", jar.name)
+        if match:
+            return tuple(int(part) for part in match.group(1).split("."))
+    raise AssertionError(f"no kafka-clients jar in {lib}: cannot tell which Apache Kafka it is")
+
+
+# The release compared with: the suite's reference is 4.4, and 4.0 (the oldest 4.x) stays
+# checkable; an expectation that depends on the version asks AK_BEFORE_4_1 or AK_VERSION.
+AK_VERSION = ak_version_of(Path(AK_LIB)) if AK_LIB else ()
+AK_VERSION_TEXT = ".".join(map(str, AK_VERSION))
+AK_BEFORE_4_1 = bool(AK_VERSION) and AK_VERSION < (4, 1)
+
+# Since Kafka 4.1 (KIP-1030) a topic's segment.bytes is at least 1 MiB, and tiny segments are
+# asked for with internal.segment.bytes. A 4.0 broker still takes segment.bytes from 14 up (and
+# refuses less as "at least 14"); kafkalike follows 4.1+.
 SEGMENT_BYTES_MIN_BEFORE_4_1 = 14
 SEGMENT_BYTES_MIN_SINCE_4_1 = 1048576
 INVALID_CONFIG = 40
 
 
 def refused_since_4_1(config: str, value: str) -> tuple[int, str] | None:
-    """What kafkalike answers, as Kafka 4.1+ does, where 4.0.2 answers ``config=value`` otherwise
+    """What kafkalike answers, as Kafka 4.1+ does, where 4.0 answers ``config=value`` otherwise
     (accepts it, or refuses it against the old floor): (error code, message); None where the two
     versions agree."""
     if config != "segment.bytes":
@@ -122,15 +137,16 @@ class Pair:
     def create_topic_with_tiny_segments(
         self, name: str, segment_bytes: int, configs: Mapping[str, str] | None = None
     ) -> None:
-        """A topic whose segments hold ``segment_bytes`` (below 1 MiB): segment.bytes on 4.0.2;
-        on kafkalike, once it has refused that as 4.1+ does, internal.segment.bytes."""
+        """A topic whose segments hold ``segment_bytes`` (below 1 MiB): internal.segment.bytes,
+        once kafkalike has refused segment.bytes as 4.1+ does; segment.bytes on Apache Kafka 4.0."""
         configs = configs or {}
         tiny = {"segment.bytes": str(segment_bytes)}
         refusal = self.kl.request(19, 7, create_topics_body([topic_spec(name, 1, {**configs, **tiny})], True))
         expected = refused_since_4_1("segment.bytes", str(segment_bytes))
         assert expected is not None and segment_bytes >= SEGMENT_BYTES_MIN_BEFORE_4_1, segment_bytes
         assert (refusal.topics[0].error_code, refusal.topics[0].error_message) == expected
-        for side, segment_config in ((self.ak, tiny), (self.kl, {"internal.segment.bytes": str(segment_bytes)})):
+        internal = {"internal.segment.bytes": str(segment_bytes)}
+        for side, segment_config in ((self.ak, tiny if AK_BEFORE_4_1 else internal), (self.kl, internal)):
             response = side.request(19, 7, create_topics_body([topic_spec(name, 1, {**configs, **segment_config})]))
             assert response.topics[0].error_code == 0, (side.name, response.topics[0])
             side.topic_ids[name] = response.topics[0].topic_id

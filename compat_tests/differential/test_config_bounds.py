@@ -14,10 +14,10 @@ not differ on purpose (``OWN_DEFAULTS``).
   before kafkalike implements them: kafkalike's check against what Kafka's ConfigDef says of the
   same value (no second JVM broker started per value).
 
-The topic config segment.bytes takes 1048576 and up, as in Kafka 4.1+ (KIP-1030); the 4.0.2 broker
-compared here still takes 14 and up. Below 1048576 the comparison expects kafkalike to refuse with
-4.1's message (``refused_since_4_1`` in conftest.py) and 4.0.2 to accept from 14 up and refuse
-below, and says so when either stops doing it.
+The topic config segment.bytes takes 1048576 and up, as in Kafka 4.1+ (KIP-1030). Against a 4.0
+broker, which still takes 14 and up, the comparison expects kafkalike below 1048576 to refuse with
+4.1's message (``refused_since_4_1`` in conftest.py) and 4.0 to accept from 14 up and refuse
+below, and says so when either stops doing it; against 4.1+ both answer alike.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from compat_tests.differential.conftest import (
+    AK_BEFORE_4_1,
     AK_LIB,
     SEGMENT_BYTES_MIN_BEFORE_4_1,
     Pair,
@@ -74,8 +75,21 @@ OWN_DEFAULTS = {
     "transaction.state.log.replication.factor": SINGLE_NODE,
     "transaction.state.log.min.isr": SINGLE_NODE,
 }
-# Kafka 4.1+'s configs, which the 4.0.2 jars compared here do not declare.
-SINCE_4_1 = {INTERNAL_SEGMENT_BYTES}
+# Kafka 4.1+'s configs, which 4.0 jars do not declare.
+SINCE_4_1 = {INTERNAL_SEGMENT_BYTES} if AK_BEFORE_4_1 else set()
+# Static configs whose bounds kafkalike takes from Kafka 4.4 where 4.0 had none or a lower floor:
+# against 4.0, kafkalike refusing a value of these that 4.0 takes (or refuses in other words) is
+# expected (FINDINGS.md E3).
+TIGHTENED_AFTER_4_0 = {
+    "controller.quorum.append.linger.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms",
+    "metadata.log.segment.bytes",
+    "num.replica.fetchers",
+}
 # Values worth trying beyond the bounds, for validators that parse a format.
 FORMAT_VALUES = {
     "controller.quorum.voters": ["1@localhost:9093,2@[::1]:9094", "1@localhost", "x@h:1", "@h:1", "1@a:1@b:2", "1@"],
@@ -201,14 +215,16 @@ def _outcome(entry: Any) -> tuple[int, str | None]:
     return entry.error_code, entry.error_message
 
 
-def _compare(name: str, value: str, ak: Any, kl: Any, found: list[str], how: str) -> None:
+def _compare(
+    name: str, value: str, ak: Any, kl: Any, found: list[str], how: str, ak_before_4_1: bool = AK_BEFORE_4_1
+) -> None:
     same = _outcome(ak) == _outcome(kl)
-    since_4_1 = refused_since_4_1(name, value)
+    since_4_1 = refused_since_4_1(name, value) if ak_before_4_1 else None
     if since_4_1 is not None:
         accepted_by_4_0 = int(value) >= SEGMENT_BYTES_MIN_BEFORE_4_1
         if (ak.error_code == 0) != accepted_by_4_0 or _outcome(kl) != since_4_1:
             found.append(
-                f"{how} {name}={value!r}: expected Apache Kafka 4.0.2 to {'accept' if accepted_by_4_0 else 'refuse'} "
+                f"{how} {name}={value!r}: expected Apache Kafka 4.0 to {'accept' if accepted_by_4_0 else 'refuse'} "
                 f"it and kafkalike to refuse it as 4.1+ does, {since_4_1}; "
                 f"got Apache Kafka {_outcome(ak)}, kafkalike {_outcome(kl)}"
             )
@@ -288,7 +304,7 @@ def test_static_broker_configs_at_their_bounds(kafka_declarations: Any) -> None:
     answers = oracle(f"broker\t{name}\t{value}" for name, value in cases)
     for (name, value), ak in zip(cases, answers, strict=True):
         kl = DECLARED[name].validate(value) or "ok"
-        if kl != ak:
+        if kl != ak and not (AK_BEFORE_4_1 and name in TIGHTENED_AFTER_4_0 and kl != "ok"):
             found.append(f"{name}={value!r}: Apache Kafka {ak!r}, kafkalike {kl!r}")
     assert not found, "kafkalike differs from Apache Kafka:\n" + "\n".join(found)
 
@@ -316,26 +332,33 @@ def test_a_difference_is_reported() -> None:
     assert len(found) == 2
     _compare("min.cleanable.dirty.ratio", "NaN", refused, refused, found, "T")
     assert len(found) == 3
-    # The 4.1+ segment.bytes floor: 4.0.2 accepting and kafkalike refusing in 4.1's words is no
+    # The 4.1+ segment.bytes floor against 4.0: 4.0 accepting and kafkalike refusing in 4.1's words is no
     # difference; kafkalike accepting, or refusing in other words, is.
     accepted = Entry(error_code=0, error_message=None)
     floor = Entry(
         error_code=40,
         error_message="Invalid value 14 for configuration segment.bytes: Value must be at least 1048576",
     )
-    _compare("segment.bytes", "14", accepted, floor, found, "T")
+    _compare("segment.bytes", "14", accepted, floor, found, "T", ak_before_4_1=True)
     assert len(found) == 3
-    _compare("segment.bytes", "14", accepted, accepted, found, "T")
-    _compare("segment.bytes", "14", accepted, reworded, found, "T")
-    _compare("segment.bytes", "1048575", floor, floor, found, "T")
+    _compare("segment.bytes", "14", accepted, accepted, found, "T", ak_before_4_1=True)
+    _compare("segment.bytes", "14", accepted, reworded, found, "T", ak_before_4_1=True)
+    _compare("segment.bytes", "1048575", floor, floor, found, "T", ak_before_4_1=True)
     assert len(found) == 6
     below_both = Entry(
         error_code=40, error_message="Invalid value 13 for configuration segment.bytes: Value must be at least 1048576"
     )
-    _compare("segment.bytes", "13", refused, below_both, found, "T")
+    _compare("segment.bytes", "13", refused, below_both, found, "T", ak_before_4_1=True)
     assert len(found) == 6
-    _compare("segment.bytes", "13", accepted, below_both, found, "T")
+    _compare("segment.bytes", "13", accepted, below_both, found, "T", ak_before_4_1=True)
     assert len(found) == 7
+    # Against 4.1+ the floor is no expected difference: the same refusal is equal, 4.1+ refusing
+    # and kafkalike accepting (or the other way round) is a difference.
+    _compare("segment.bytes", "14", floor, floor, found, "T", ak_before_4_1=False)
+    assert len(found) == 7
+    _compare("segment.bytes", "14", accepted, floor, found, "T", ak_before_4_1=False)
+    _compare("segment.bytes", "14", floor, accepted, found, "T", ak_before_4_1=False)
+    assert len(found) == 9
 
 
 def test_which_broker_configs_are_dynamic(pair: Pair) -> None:

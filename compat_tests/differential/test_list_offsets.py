@@ -1,4 +1,5 @@
-"""ListOffsets: earliest, latest, max timestamp and by timestamp, on an empty and a filled partition."""
+"""ListOffsets: earliest, latest, max timestamp and by timestamp, on an empty and a filled partition;
+each special timestamp at every version, those not yet defined at it too (UNSUPPORTED_VERSION)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import Pair, assert_same
+from compat_tests.differential.conftest import AK_VERSION, Pair, assert_same
 from compat_tests.differential.test_produce_fetch import BASE_TIMESTAMP, batch, produce_body
 
 pytestmark = pytest.mark.differential
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+# v11 (the earliest offset pending upload, KIP-1023) is served since Kafka 4.2.
+VERSIONS = [1, 2, 4, 5, 6, 7, 8, 9, 10, *([11] if AK_VERSION >= (4, 2) else [])]
 
 
 def list_body(topic: str, timestamp: int, partition: int = 0, isolation: int = 0) -> dict[str, Any]:
@@ -34,6 +37,8 @@ TARGETS = {
     "max-timestamp": MAX_TIMESTAMP,
     "earliest-local": EARLIEST_LOCAL,
     "latest-tiered": LATEST_TIERED,
+    "earliest-pending-upload": EARLIEST_PENDING_UPLOAD,
+    "no-such-special": -7,
     "before-all": BASE_TIMESTAMP - 1000,
     "exact-first": BASE_TIMESTAMP,
     "between": BASE_TIMESTAMP + 15,
@@ -52,23 +57,27 @@ def filled(pair: Pair, name: Callable[[str], str]) -> str:
     return topic
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 5, 6, 7, 8, 9, 10])
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_a_filled_partition(pair: Pair, filled: str, target: str, version: int) -> None:
-    timestamp = TARGETS[target]
-    if (timestamp == MAX_TIMESTAMP and version < 7) or (timestamp == EARLIEST_LOCAL and version < 8):
-        pytest.skip("not defined at this version")
-    if timestamp == LATEST_TIERED and version < 9:
-        pytest.skip("not defined at this version")
-    ak, kl = pair.both(2, version, list_body(filled, timestamp))
+    ak, kl = pair.both(2, version, list_body(filled, TARGETS[target]))
     assert_same(ak, kl)
+
+
+@pytest.mark.parametrize("version", [1, 7, 10])
+def test_a_special_timestamp_not_yet_defined_comes_before_an_unknown_partition(
+    pair: Pair, name: Callable[[str], str], version: int
+) -> None:
+    ak, kl = pair.both(2, version, list_body(name("missing"), EARLIEST_PENDING_UPLOAD))
+    assert_same(ak, kl)
+    assert kl.topics[0].partitions[0].error_code == 35
 
 
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_an_empty_partition(pair: Pair, name: Callable[[str], str], target: str) -> None:
     topic = name()
     pair.create_topic(topic, 1)
-    ak, kl = pair.both(2, 9, list_body(topic, TARGETS[target]))
+    ak, kl = pair.both(2, VERSIONS[-1], list_body(topic, TARGETS[target]))
     assert_same(ak, kl)
 
 

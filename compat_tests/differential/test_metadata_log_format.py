@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB, create_topics_body, topic_spec
+from compat_tests.differential.conftest import AK_LIB, AK_VERSION, create_topics_body, topic_spec
 from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.loader import MetadataLoader
 from kafkalike.log.snapshot_files import SnapshotFiles, SnapshotId, parse_snapshot_file_name
@@ -56,12 +56,22 @@ INCARNATION = uuid.UUID("11111111-2222-4333-8444-555555555555")
 DIRECTORY = uuid.UUID("aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
 
 
+# The newest versions of the broker records, and those a release before 4.2 reads (the cordoned
+# log directories came after 4.1).
+NEWEST = {T.REGISTER_BROKER_RECORD: 4, T.BROKER_REGISTRATION_CHANGE_RECORD: 3}
+NEWEST_BEFORE_4_2 = {T.REGISTER_BROKER_RECORD: 3, T.BROKER_REGISTRATION_CHANGE_RECORD: 2}
+
+
 def sample_records() -> list[ApiMessageAndVersion]:
-    """One record of every type kafkalike models, each with fields away from their defaults."""
+    """One record of every type kafkalike models, each with fields away from their defaults, at
+    the newest version the Kafka compared with reads."""
+    newest = NEWEST_BEFORE_4_2 if AK_VERSION < (4, 2) else NEWEST
+    cordoned = {"cordoned_log_dirs": [DIRECTORY]} if AK_VERSION >= (4, 2) else {}
     return [
         metadata_record(T.FEATURE_LEVEL_RECORD, name="metadata.version", feature_level=25),
         metadata_record(
             T.REGISTER_BROKER_RECORD,
+            newest.get(T.REGISTER_BROKER_RECORD),
             broker_id=2,
             incarnation_id=INCARNATION,
             broker_epoch=17,
@@ -71,9 +81,17 @@ def sample_records() -> list[ApiMessageAndVersion]:
             fenced=True,
             in_controlled_shutdown=False,
             log_dirs=[DIRECTORY],
+            **cordoned,
         ),
         metadata_record(T.UNFENCE_BROKER_RECORD, id=2, epoch=17),
-        metadata_record(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=2, broker_epoch=17, in_controlled_shutdown=1),
+        metadata_record(
+            T.BROKER_REGISTRATION_CHANGE_RECORD,
+            newest.get(T.BROKER_REGISTRATION_CHANGE_RECORD),
+            broker_id=2,
+            broker_epoch=17,
+            in_controlled_shutdown=1,
+            **cordoned,
+        ),
         metadata_record(T.FENCE_BROKER_RECORD, id=2, epoch=17),
         metadata_record(T.TOPIC_RECORD, name="orders", topic_id=TOPIC_ID),
         metadata_record(
@@ -120,6 +138,20 @@ def kafka_json(value: Any) -> Any:
     return value
 
 
+# Where releases differ: DumpLogSegments moved to the tools module (Java) after 4.0; since 4.1
+# eligible leader replicas are on by default (KIP-966), so a controlled shutdown of the last
+# replica empties the ISR and moves it to the ELR; after 4.1 (4.1.1's jars still write
+# bootstrap.checkpoint, 4.4.0's do not) kafka-storage format writes the bootstrap records into the
+# metadata log's first snapshot, 00000000000000000000-0000000000.checkpoint.
+DUMP_LOG_SEGMENTS = "kafka.tools.DumpLogSegments" if AK_VERSION < (4, 1) else "org.apache.kafka.tools.DumpLogSegments"
+ELR_BY_DEFAULT = AK_VERSION >= (4, 1)
+BOOTSTRAP_IN_THE_FIRST_SNAPSHOT = AK_VERSION >= (4, 2)
+# How DumpLogSegments shows a control record: its type (4.0), the decoded message (4.4).
+LEADER_CHANGE_LINE = (
+    "controlType: LEADER_CHANGE(2)" if AK_VERSION < (4, 1) else 'LeaderChange: {"version":0,"leaderId":2'
+)
+
+
 def dump(path: Path) -> list[str]:
     """The output lines of Kafka's DumpLogSegments with the cluster metadata decoder."""
     result = subprocess.run(
@@ -128,7 +160,7 @@ def dump(path: Path) -> list[str]:
             "-Xmx256m",
             "-cp",
             str(Path(AK_LIB) / "*"),
-            "kafka.tools.DumpLogSegments",
+            DUMP_LOG_SEGMENTS,
             "--cluster-metadata-decoder",
             "--files",
             str(path),
@@ -177,7 +209,7 @@ def test_kafka_dump_log_decodes_a_segment_written_by_kafkalike(tmp_path: Path) -
     assert len(batch_lines) == 3 and all("isvalid: true" in line for line in batch_lines)
     assert "isControl: true" in batch_lines[0] and "partitionLeaderEpoch: 5" in batch_lines[0]
     assert "partitionLeaderEpoch: 6" in batch_lines[2] and "lastOffset: 16" in batch_lines[2]
-    assert any("controlType: LEADER_CHANGE(2)" in line for line in lines)
+    assert any(LEADER_CHANGE_LINE in line for line in lines)
     assert not any(line.startswith("Found") and "invalid bytes" in line for line in lines)
 
 
@@ -271,7 +303,8 @@ def wait_for_snapshot_with(metadata: Path, topic_ids: set[uuid.UUID], timeout_s:
 
 def assert_has_kafkas_topics(image: MetadataImage, topic_ids: dict[str, uuid.UUID], *, running: bool) -> None:
     """The topics as Kafka created them: while the node ran, led by it; after its controlled
-    shutdown, without a leader (leader -1 bumped the leader epoch) and the broker fenced."""
+    shutdown, without a leader (leader -1 bumped the leader epoch) and the broker fenced (and,
+    with ELR, out of the ISR and in the ELR)."""
     counts = {"md-one": 1, "md-three": 3, "md-config": 2}
     for name, topic_id in topic_ids.items():
         topic = image.topic(name)
@@ -279,7 +312,8 @@ def assert_has_kafkas_topics(image: MetadataImage, topic_ids: dict[str, uuid.UUI
         assert sorted(topic.partitions) == list(range(counts[name]))
         for p in topic.partitions.values():
             expected = (1, 0, 0) if running else (-1, 1, 1)
-            assert (p.replicas, p.isr) == ((1,), (1,))
+            in_elr = ELR_BY_DEFAULT and not running
+            assert (p.replicas, p.isr, p.elr) == ((1,), () if in_elr else (1,), (1,) if in_elr else ())
             assert (p.leader, p.leader_epoch, p.partition_epoch) == expected
     assert dict(image.topic_configs("md-config")) == {"cleanup.policy": "compact"}
     broker = image.brokers[1]
@@ -322,9 +356,13 @@ def test_kafkalike_reads_kafka_snapshots_as_the_image_of_the_log_at_their_offset
     snapshots = list(snapshot_images(metadata))
     for snapshot_id, image in snapshots:
         assert image.provenance.last_offset == snapshot_id.end_offset - 1
+        data = (metadata / snapshot_id.file_name).read_bytes()
+        if snapshot_id.end_offset == 0:  # the bootstrap records, before the log
+            assert BOOTSTRAP_IN_THE_FIRST_SNAPSHOT and image.metadata_version > 0, snapshot_id
+            assert rebuilt(data) == data, snapshot_id
+            continue
         from_log = images[snapshot_id.end_offset - 1]
         assert replace(image, provenance=from_log.provenance) == from_log, snapshot_id
-        data = (metadata / snapshot_id.file_name).read_bytes()
         assert rebuilt(data) == data, snapshot_id
     latest_id, latest = snapshots[0]
     assert_has_kafkas_topics(latest, topic_ids, running=False)
@@ -389,17 +427,19 @@ def test_kafka_storage_format_files_are_read_and_rewritten_byte_for_byte(tmp_pat
         check=False,
     )
     assert formatted.returncode == 0, formatted.stdout + formatted.stderr
-    bootstrap = (logs / "bootstrap.checkpoint").read_bytes()
+    (first,) = SnapshotFiles(FileLogDirectory(logs / "__cluster_metadata-0")).ids()
+    assert first == SnapshotId(0, 0)
+    voters_snapshot = (logs / "__cluster_metadata-0" / first.file_name).read_bytes()
+    assert (logs / "bootstrap.checkpoint").exists() != BOOTSTRAP_IN_THE_FIRST_SNAPSHOT
+    bootstrap = voters_snapshot if BOOTSTRAP_IN_THE_FIRST_SNAPSHOT else (logs / "bootstrap.checkpoint").read_bytes()
     contents = read_snapshot(bootstrap)
     assert (contents.records[0].type, contents.records[0].name) == (T.FEATURE_LEVEL_RECORD, "metadata.version")
     assert MetadataLoader().load_snapshot(SnapshotId(0, 0), bootstrap).apply().metadata_version > 0
     assert rebuilt(bootstrap) == bootstrap
 
-    (first,) = SnapshotFiles(FileLogDirectory(logs / "__cluster_metadata-0")).ids()
-    assert first == SnapshotId(0, 0)
-    voters_snapshot = (logs / "__cluster_metadata-0" / first.file_name).read_bytes()
     contents = read_snapshot(voters_snapshot)
-    assert contents.kraft_version == 1 and contents.records == ()
+    assert contents.kraft_version == 1
+    assert bool(contents.records) == BOOTSTRAP_IN_THE_FIRST_SNAPSHOT
     (voter,) = contents.voters.voters
     directory_id = re.search(r"^directory.id=(\S+)$", (logs / "meta.properties").read_text(), re.M)
     assert directory_id is not None

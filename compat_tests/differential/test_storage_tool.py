@@ -1,4 +1,4 @@
-"""``kafkalike storage format`` / ``random-uuid`` against Kafka 4.0.2's ``kafka-storage``.
+"""``kafkalike storage format`` / ``random-uuid`` against Kafka's ``kafka-storage``.
 
 The same server.properties formatted by both tools (each into its own directories): the same
 lines printed, meta.properties with the same fields in the same layout, bootstrap snapshots and
@@ -7,6 +7,13 @@ each is checked against its own meta.properties). Kafka's tool reads what ours w
 (``kafka-storage info``, and ``format --ignore-formatted`` finding it formatted), a Kafka node
 starts on it, and ``kafkalike serve --config`` starts on what Kafka's tool wrote. Each refusal is
 compared with kafka-storage's: the same exit status, and our one line is its message.
+
+kafkalike's tool formats as kafka-storage 4.0 does (metadata.version 4.0-IV3, bootstrap.checkpoint).
+kafka-storage 4.4 formats otherwise (FINDINGS.md K1): 4.4-IV2 and the feature levels of the
+features kafkalike does not serve (ELR, share and streams groups), the bootstrap records in the
+metadata log's first snapshot, a "Bootstrap metadata" line, and other words for three refusals.
+Against a release after 4.1 those comparisons are expected to fail (strict: one that passes says
+so).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB
+from compat_tests.differential.conftest import AK_LIB, AK_VERSION
 from kafkalike.cli.storage_format import java_hash_map_order, parse_uuid
 from kafkalike.log.snapshot_files import SnapshotId
 from kafkalike.protocol.metadata_records import read_snapshot
@@ -110,6 +117,12 @@ def formatted_state(work: Path) -> dict[str, object]:
     return state
 
 
+# kafka-storage after 4.1 formats as kafkalike's tool does not (yet): see the docstring.
+FORMATS_AS_4_0 = pytest.mark.xfail(
+    AK_VERSION >= (4, 2), reason="kafkalike formats as kafka-storage 4.0 (FINDINGS.md K1)", strict=True
+)
+REWORDED_AFTER_4_1 = {"no controller listener name", "an unknown release", "an unstable release"}
+
 FORMATS = {
     "static voters, two log dirs": (STATIC, ()),
     "standalone": (DYNAMIC, ("--standalone",)),
@@ -120,7 +133,7 @@ FORMATS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(FORMATS))
+@pytest.mark.parametrize("case", [pytest.param(case, marks=FORMATS_AS_4_0) for case in sorted(FORMATS)])
 def test_format_writes_what_kafka_storage_writes(tmp_path: Path, case: str) -> None:
     values, args = FORMATS[case]
     results, states = {}, {}
@@ -233,7 +246,9 @@ REFUSALS: dict[str, tuple[dict[str, str | None], tuple[str, ...]]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(REFUSALS))
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=[FORMATS_AS_4_0] if c in REWORDED_AFTER_4_1 else []) for c in sorted(REFUSALS)]
+)
 def test_each_refusal_is_kafka_storages(tmp_path: Path, case: str) -> None:
     values, args = REFUSALS[case]
     results = {}

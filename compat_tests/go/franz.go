@@ -319,12 +319,22 @@ func franzDescribeConfigs(ctx context.Context, e *env) error {
 	if err := checkf(len(brokers) == 1 && len(brokers[0].Configs) > 0 && brokers[0].Err == nil, "broker configs %+v", brokers); err != nil {
 		return err
 	}
-	// No name: the cluster-wide dynamic defaults, of which a fresh cluster has none.
+	// No name: the cluster-wide dynamic defaults. A fresh cluster has none, except that with
+	// eligible leader replicas (on by default since Kafka 4.1, KIP-966) the controller sets
+	// min.insync.replicas there.
 	defaults, err := adm.DescribeBrokerConfigs(ctx)
 	if err != nil {
 		return err
 	}
-	return checkf(len(defaults) == 1 && len(defaults[0].Configs) == 0 && defaults[0].Err == nil, "cluster default configs %+v", defaults)
+	others := 0
+	if len(defaults) == 1 {
+		for _, c := range defaults[0].Configs {
+			if c.Key != "min.insync.replicas" {
+				others++
+			}
+		}
+	}
+	return checkf(len(defaults) == 1 && others == 0 && defaults[0].Err == nil, "cluster default configs %+v", defaults)
 }
 
 func franzDeleteTopics(ctx context.Context, e *env) error {

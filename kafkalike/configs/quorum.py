@@ -22,8 +22,8 @@ from kafkalike.configs.declaration import (
 )
 
 PROCESS_ROLES = ("broker", "controller")
-# Records.LOG_OVERHEAD: a metadata segment holds at least one batch's offset and length.
-LOG_OVERHEAD_BYTES = 12
+# Kafka 4.4's floor of metadata.log.segment.bytes (8 MiB; 4.0's was 12, one batch's offset and length).
+METADATA_SEGMENT_BYTES_MIN = 8 * 1024 * 1024
 
 
 def _pending(
@@ -75,6 +75,7 @@ QUORUM = (
         ConfigType.INT,
         "1000",
         "How long, in milliseconds, a voter waits without hearing from a leader before it starts an election.",
+        at_least(0),
     ),
     _pending(
         "controller.quorum.fetch.timeout.ms",
@@ -82,30 +83,35 @@ QUORUM = (
         "2000",
         "How long, in milliseconds, a follower goes without a successful fetch before it stands as candidate, "
         "and a leader without fetches from a majority before it resigns.",
+        at_least(0),
     ),
     _pending(
         "controller.quorum.election.backoff.max.ms",
         ConfigType.INT,
         "1000",
         "The longest random wait, in milliseconds, before a candidate tries another election after a failed one.",
+        at_least(0),
     ),
     _pending(
         "controller.quorum.append.linger.ms",
         ConfigType.INT,
         "25",
         "How long, in milliseconds, the quorum leader lets writes gather before it appends and flushes them.",
+        at_least(0),
     ),
     _pending(
         "controller.quorum.request.timeout.ms",
         ConfigType.INT,
         "2000",
         "How long, in milliseconds, a quorum request may wait for its answer before it is sent again or fails.",
+        at_least(0),
     ),
     _pending(
         "controller.quorum.retry.backoff.ms",
         ConfigType.INT,
         "20",
         "How long, in milliseconds, a node waits before retrying a failed quorum request.",
+        at_least(0),
     ),
     ConfigKey(
         "broker.heartbeat.interval.ms",
@@ -152,7 +158,7 @@ QUORUM = (
         ConfigType.INT,
         "1073741824",
         "The size at which a metadata log segment is closed and a new one started.",
-        at_least(LOG_OVERHEAD_BYTES),
+        at_least(METADATA_SEGMENT_BYTES_MIN),
     ),
     _pending(
         "metadata.log.segment.ms",

@@ -90,6 +90,7 @@ REPLICATION = (
         ConfigType.INT,
         "1",
         "How many fetchers a broker runs per source broker to replicate its partitions.",
+        at_least(1),
         dynamic=True,
         implemented=False,
     ),

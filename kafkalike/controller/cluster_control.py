@@ -63,12 +63,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalike.configs import declared_int
+from kafkalike.controller.api_error import ApiError, ControllerApiError
 from kafkalike.controller.broker_partition_changes import (
     BrokerPartitionChanges,
     elr_enabled,
     replica_directory,
 )
 from kafkalike.controller.delta import ControllerResult
+from kafkalike.controller.features import KRAFT_VERSION_FEATURE, MV_3_3_IV3, MV_3_4_IV0, MV_3_7_IV2
 from kafkalike.controller.heartbeats import BrokerControlState, BrokerHeartbeats
 from kafkalike.controller.image import METADATA_VERSION_FEATURE, MetadataImage
 from kafkalike.protocol.errors import ErrorCode
@@ -78,42 +80,40 @@ log = logging.getLogger(__name__)
 T = MetadataRecordType
 
 DEFAULT_SESSION_TIMEOUT_MS = declared_int("broker.session.timeout.ms")
-KRAFT_VERSION_FEATURE = "kraft.version"
-MV_3_3_IV3 = 7  # in_controlled_shutdown in the registration
-MV_3_4_IV0 = 8  # RegisterBrokerRecord v2
-MV_3_7_IV2 = 17  # log directories in the registration
 RESERVED_DIRECTORY_IDS = 100  # Kafka's DirectoryId: the first 100 UUIDs (high bits 0) are reserved
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
 IN_CONTROLLED_SHUTDOWN = 1
 
 
-class ControllerError(Exception):
-    """An operation refused with a Kafka error code (the reply carries it; nothing is written)."""
+@dataclass(frozen=True, slots=True)
+class _Refusable:
+    """A reply's outcome, as every controller operation's: ``error`` is an ApiError."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+    error: ApiError = ApiError.NONE
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return self.error.code
+
+    @property
+    def error_message(self) -> str | None:
+        return self.error.message
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerRegistrationReply:
-    error_code: ErrorCode = ErrorCode.NONE
+class BrokerRegistrationReply(_Refusable):
     broker_epoch: int = -1
-    error_message: str | None = None
 
     def to_response(self) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": self.error_code, "broker_epoch": self.broker_epoch}
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerHeartbeatReply:
-    error_code: ErrorCode = ErrorCode.NONE
+class BrokerHeartbeatReply(_Refusable):
     is_caught_up: bool = False
     is_fenced: bool = True
     in_controlled_shutdown: bool = False
     should_shut_down: bool = False
-    error_message: str | None = None
 
     def to_response(self) -> dict[str, Any]:
         return {
@@ -126,12 +126,11 @@ class BrokerHeartbeatReply:
 
 
 @dataclass(frozen=True, slots=True)
-class UnregisterBrokerReply:
-    error_code: ErrorCode = ErrorCode.NONE
-    error_message: str | None = None
-
+class UnregisterBrokerReply(_Refusable):
     def to_response(self) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "error_code": self.error_code, "error_message": self.error_message}
+        # Kafka's UnregisterBrokerResponse leaves the message at its default "" on success.
+        message = "" if self.error_message is None else self.error_message
+        return {"throttle_time_ms": 0, "error_code": self.error_code, "error_message": message}
 
 
 def register_broker_record_version(metadata_version: int) -> int:
@@ -211,7 +210,7 @@ class ClusterControlManager:
 
     def _require_active(self) -> BrokerHeartbeats:
         if self.heartbeats is None:
-            raise ControllerError(ErrorCode.NOT_CONTROLLER, "This controller is not active.")
+            raise ControllerApiError(ErrorCode.NOT_CONTROLLER, "This controller is not active.")
         return self.heartbeats
 
     # -- BrokerRegistration
@@ -229,9 +228,9 @@ class ClusterControlManager:
         """A BrokerRegistration request; ``next_offset`` is where the result's records will start."""
         try:
             records, epoch = self._register(image, request, api_version, next_offset, now_ms, kraft_version)
-        except ControllerError as e:
-            log.info("broker %s registration refused: %s (%s)", request.broker_id, e.message, e.code.name)
-            return ControllerResult.of((), BrokerRegistrationReply(e.code, -1, e.message))
+        except ControllerApiError as e:
+            log.info("broker %s registration refused: %s (%s)", request.broker_id, e.error.message, e.error.code.name)
+            return ControllerResult.of((), BrokerRegistrationReply(e.error, -1))
         return ControllerResult.of(records, BrokerRegistrationReply(broker_epoch=epoch))
 
     def _register(
@@ -239,7 +238,7 @@ class ClusterControlManager:
     ) -> tuple[list[ApiMessageAndVersion], int]:
         hb = self._require_active()
         if req.cluster_id != self.cluster_id:
-            raise ControllerError(
+            raise ControllerApiError(
                 ErrorCode.INCONSISTENT_CLUSTER_ID,
                 f"Expected cluster ID {self.cluster_id}, but got cluster ID {req.cluster_id}",
             )
@@ -247,11 +246,11 @@ class ClusterControlManager:
         existing = image.brokers.get(broker_id)
         same_incarnation = existing is not None and existing.incarnation_id == req.incarnation_id
         if existing is not None and not same_incarnation and hb.has_valid_session(broker_id, existing.epoch, now_ms):
-            raise ControllerError(
+            raise ControllerApiError(
                 ErrorCode.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
             )
         if req.get("is_migrating_zk_broker"):
-            raise ControllerError(
+            raise ControllerApiError(
                 ErrorCode.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers."
             )
         mv = image.metadata_version
@@ -303,16 +302,18 @@ class ClusterControlManager:
     def _check_directories(image: MetadataImage, broker_id: int, log_dirs: list[uuid.UUID]) -> None:
         bad = ErrorCode.INVALID_REGISTRATION
         if not log_dirs:
-            raise ControllerError(bad, "No directories specified in request")
+            raise ControllerApiError(bad, "No directories specified in request")
         if any(d.int >> 64 == 0 and (d.int & (2**64 - 1)) < RESERVED_DIRECTORY_IDS for d in log_dirs):
-            raise ControllerError(bad, "Reserved directory ID in request")
+            raise ControllerApiError(bad, "Reserved directory ID in request")
         if len(set(log_dirs)) != len(log_dirs):
-            raise ControllerError(bad, "Duplicate directory ID in request")
+            raise ControllerApiError(bad, "Duplicate directory ID in request")
         for other in image.brokers.values():
             if other.broker_id != broker_id:
                 for d in log_dirs:
                     if d in other.directories:
-                        raise ControllerError(bad, f"Broker {other.broker_id} is already registered with directory {d}")
+                        raise ControllerApiError(
+                            bad, f"Broker {other.broker_id} is already registered with directory {d}"
+                        )
 
     @staticmethod
     def _checked_features(
@@ -325,7 +326,7 @@ class ClusterControlManager:
         def check(name: str, low: int, high: int) -> None:
             level = finalized.get(name, 1 if name == METADATA_VERSION_FEATURE else 0)
             if not low <= level <= high:
-                raise ControllerError(
+                raise ControllerApiError(
                     ErrorCode.UNSUPPORTED_VERSION,
                     f"Unable to register because the broker does not support finalized version {level} of "
                     f"{name}. The broker wants a version between {low} and {high}, inclusive.",
@@ -343,7 +344,9 @@ class ClusterControlManager:
             )
         named = {f.name for f in wanted}
         if METADATA_VERSION_FEATURE not in named:
-            raise ControllerError(ErrorCode.INVALID_REGISTRATION, "Request features do not contain 'metadata.version'")
+            raise ControllerApiError(
+                ErrorCode.INVALID_REGISTRATION, "Request features do not contain 'metadata.version'"
+            )
         for name, level in finalized.items():
             if level != 0 and name not in named:
                 check(name, 0, 0)
@@ -357,9 +360,9 @@ class ClusterControlManager:
         """A BrokerHeartbeat request; ``next_offset`` is where the result's records will start."""
         try:
             return self._heartbeat(image, request, next_offset, now_ms)
-        except ControllerError as e:
-            log.info("broker %s heartbeat refused: %s (%s)", request.broker_id, e.message, e.code.name)
-            return ControllerResult.of((), BrokerHeartbeatReply(e.code, error_message=e.message))
+        except ControllerApiError as e:
+            log.info("broker %s heartbeat refused: %s (%s)", request.broker_id, e.error.message, e.error.code.name)
+            return ControllerResult.of((), BrokerHeartbeatReply(e.error))
 
     def _heartbeat(
         self, image: MetadataImage, req: Any, next_offset: int, now_ms: int
@@ -369,7 +372,7 @@ class ClusterControlManager:
         hb.track(broker_id, epoch, now_ms)
         register_offset = self.register_record_offsets.get(broker_id)
         if register_offset is None:
-            raise ControllerError(
+            raise ControllerApiError(
                 ErrorCode.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {broker_id} before registration"
             )
         self.check_broker_epoch(image, broker_id, epoch)
@@ -415,8 +418,8 @@ class ClusterControlManager:
         hb.track(request.broker_id, request.broker_epoch, now_ms)
         try:
             self.check_broker_epoch(image, request.broker_id, request.broker_epoch)
-        except ControllerError as e:
-            log.info("expired heartbeat from broker %d ignored: %s", request.broker_id, e.message)
+        except ControllerApiError as e:
+            log.info("expired heartbeat from broker %d ignored: %s", request.broker_id, e.error.message)
             return
         hb.touch(request.broker_id, image.brokers[request.broker_id].fenced, request.current_metadata_offset)
         log.error("heartbeat from broker %d timed out in the controller's queue", request.broker_id)
@@ -427,11 +430,11 @@ class ClusterControlManager:
         callers: AlterPartition, fetch-from-follower checks)."""
         registration = image.brokers.get(broker_id)
         if registration is None:
-            raise ControllerError(
+            raise ControllerApiError(
                 ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}"
             )
         if registration.epoch != broker_epoch:
-            raise ControllerError(
+            raise ControllerApiError(
                 ErrorCode.STALE_BROKER_EPOCH,
                 f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
             )
@@ -465,7 +468,8 @@ class ClusterControlManager:
         registration = image.brokers.get(broker_id)
         if registration is None:
             message = f"Broker ID {broker_id} is not currently registered"
-            return ControllerResult.of((), UnregisterBrokerReply(ErrorCode.BROKER_ID_NOT_REGISTERED, message))
+            error = ApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, message)
+            return ControllerResult.of((), UnregisterBrokerReply(error))
         records: list[ApiMessageAndVersion] = []
         self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, remove=broker_id)
         self.partitions.updates(image, self.partitions.in_elr(image, broker_id), records, remove=broker_id)

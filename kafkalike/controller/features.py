@@ -46,6 +46,13 @@ METADATA_VERSIONS = (
 )
 LATEST_PRODUCTION = "4.0-IV3"
 LEVELS_BY_NAME: Mapping[str, int] = dict(METADATA_VERSIONS)
+# The levels the controller's rules change at, by their release names.
+MV_3_2_IV0 = 3  # leader recovery state (below every version above: always on)
+MV_3_3_IV3 = LEVELS_BY_NAME["3.3-IV3"]  # in_controlled_shutdown in the registration
+MV_3_4_IV0 = LEVELS_BY_NAME["3.4-IV0"]  # RegisterBrokerRecord v2
+MV_3_6_IV0 = LEVELS_BY_NAME["3.6-IV0"]  # ISR shrinks no longer bump the leader epoch
+MV_3_7_IV2 = LEVELS_BY_NAME["3.7-IV2"]  # log directories: registration, PartitionChangeRecord v1
+MV_4_0_IV1 = LEVELS_BY_NAME["4.0-IV1"]  # ELR fields (PartitionChangeRecord v2)
 # From this metadata.version on, the bootstrap records go in a metadata transaction (KIP-868).
 METADATA_TRANSACTIONS_LEVEL = LEVELS_BY_NAME["3.6-IV1"]
 # The other features, and the metadata.version level from which each default rises (Kafka's

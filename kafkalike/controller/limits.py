@@ -15,6 +15,11 @@ from it, in this order (Kafka 4.0's ReplicationControlManager):
    answers UNKNOWN_SERVER_ERROR (no message) for the topic that overflows and for every later
    one that would add a record (Kafka's list is full by then); topics before it still grow.
 
+Since Kafka 4.4 (4.0 does not) CreatePartitions first adds up the partitions the request adds:
+per topic named once that exists, the new count less the current one (nothing for a count that
+does not grow it). Above 10,000 every such topic is refused, validate_only too:
+``ADDITIONAL_PARTITIONS_OVER_LIMIT`` (``additional_partitions``).
+
 Kafka writes the records of the overflowing CreatePartitions topic that still fitted, so that
 topic grows part of the way; here it does not grow at all (the answer is the same). Kafka takes
 a CreatePartitions request's topics in the order a java.util.HashSet of their names iterates,
@@ -29,6 +34,13 @@ from dataclasses import dataclass
 MAX_RECORDS_PER_USER_OP = 10_000
 PARTITIONS_OVER_LIMIT = "Excessively large number of partitions per request."
 BATCH_TOO_LARGE = "Unable to perform excessively large batch operation."
+ADDITIONAL_PARTITIONS_OVER_LIMIT = "Excessively large number of additional partitions per request."
+
+
+def additional_partitions(growths: Iterable[tuple[int, int]]) -> int:
+    """The partitions a CreatePartitions request adds, as Kafka 4.4 counts them before anything
+    else: ``growths`` gives each existing topic's (current count, requested count)."""
+    return sum(max(0, requested - current) for current, requested in growths)
 
 
 def java_hash_set_order(names: Iterable[str]) -> list[str]:

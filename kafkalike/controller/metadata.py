@@ -3,7 +3,13 @@
 The single-voter quorum controller appends metadata records (topics, partitions, configs,
 removals) to the ``__cluster_metadata-0`` log and applies them to an in-memory image; at
 start-up the log is replayed. Each record is one Kafka record whose value is a small JSON
-document: ``{"type": "topic", ...}``. A multi-node quorum replicates the same log.
+document: ``{"type": "topic", ...}``.
+
+This is the single node's path only, until it too runs on the metadata quorum: a node of a
+cluster keeps Kafka's records in the quorum's log and its broker follows them through
+``server/metadata_publisher.py`` into ``controller/image.py``'s image; a directory written in this
+JSON format is migrated to Kafka's records (``server/metadata_migration.py``) by a node that is
+its quorum's only voter, and refused by any other.
 """
 
 from __future__ import annotations

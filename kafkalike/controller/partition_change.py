@@ -32,14 +32,11 @@ from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
+from kafkalike.controller.features import MV_3_2_IV0, MV_3_6_IV0, MV_3_7_IV2, MV_4_0_IV1
 from kafkalike.controller.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
 RECOVERING = 1  # LeaderRecoveryState.RECOVERING: the leader came from an unclean election
-MV_3_2_IV0 = 3  # leader recovery state supported
-MV_3_6_IV0 = 12  # ISR shrinks no longer bump the leader epoch
-MV_3_7_IV2 = 17  # directory assignment (PartitionChangeRecord v1)
-MV_4_0_IV1 = 23  # ELR fields (PartitionChangeRecord v2)
 
 
 class Election(Enum):

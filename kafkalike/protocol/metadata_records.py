@@ -162,6 +162,20 @@ def latest_version(record_type: MetadataRecordType) -> int:
     return high
 
 
+# Versions read but not written unless asked for: what Kafka writes only at a metadata.version
+# newer than the one kafkalike formats with (4.0-IV3). RegisterBrokerRecord v4 and
+# BrokerRegistrationChangeRecord v3 add the cordoned log directories (Kafka 4.4).
+WRITTEN_BELOW_LATEST = {
+    MetadataRecordType.REGISTER_BROKER_RECORD: 3,
+    MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD: 2,
+}
+
+
+def written_version(record_type: MetadataRecordType) -> int:
+    """The version ``metadata_record`` writes when none is asked for."""
+    return WRITTEN_BELOW_LATEST.get(record_type, latest_version(record_type))
+
+
 def _record_schema(record_type: MetadataRecordType, version: int) -> Schema:
     return schema(record_type.spec_name, "message", version)
 
@@ -180,8 +194,9 @@ def _all_field_names(spec_name: str) -> frozenset[str]:
 
 
 def metadata_record(record_type: MetadataRecordType, version: int | None = None, **fields: Any) -> ApiMessageAndVersion:
-    """A metadata record with the given fields (others at their defaults), at ``version`` or the latest."""
-    v = latest_version(record_type) if version is None else version
+    """A metadata record with the given fields (others at their defaults), at ``version`` or the
+    one written by default (``written_version``)."""
+    v = written_version(record_type) if version is None else version
     schema_ = _record_schema(record_type, v)
     return ApiMessageAndVersion(record_type, v, _complete(schema_, fields, f"{record_type.name} v{v}"))
 

@@ -250,7 +250,9 @@ class RaftNode:
         deadlines = self._requests.deadlines(now_ms)
         state = self.state
         if isinstance(state, Leader):
-            deadlines += [state.begin_epoch_deadline_ms, state.check_quorum_deadline_ms]
+            deadlines.append(state.begin_epoch_deadline_ms)
+            if len(self.config.voters) > 1:  # a single voter never checks its quorum (_poll_leader)
+                deadlines.append(state.check_quorum_deadline_ms)
             deadlines += [p.deadline_ms for p in self._parked.values()]
         elif isinstance(state, Follower):
             deadlines.append(state.fetch_deadline_ms)

@@ -100,6 +100,7 @@ LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, L
     -4,
     -5,
 )
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 class PartitionRead(NamedTuple):
@@ -387,8 +388,8 @@ class Partition:
             return OffsetAnswer(-1, fetchable, self.leader_epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return OffsetAnswer(-1, log.log_start_offset, self.leader_epoch)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return OffsetAnswer(-1, -1, -1)
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return OffsetAnswer(-1, -1, -1)  # nothing is tiered: no tiered or pending-upload offset
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp()
             if found is None or found.offset >= fetchable:

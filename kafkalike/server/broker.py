@@ -234,6 +234,23 @@ class Broker:
         publisher = self.publisher
         self.routing = ImageRouting(lambda: publisher.image)
 
+    def remove_stray_partitions(self) -> list[tuple[str, int]]:
+        """A node of a cluster, once its first image is published: partition directories the
+        image no longer gives this broker (their topic deleted, or the partition moved, while it
+        was down) are deleted, as Kafka's broker deletes stray partitions after its first
+        metadata load. The quorum's own ``__cluster_metadata-0`` is never one."""
+        image = self.publisher.image
+        assigned = {
+            (topic.name, index)
+            for topic in image.topics_by_id.values()
+            for index, registration in topic.partitions.items()
+            if self.node_id in registration.replicas
+        }
+        strays = self.logs.remove_orphans(self.replicas.hosted() | assigned | {(METADATA_TOPIC, 0)})
+        if strays:
+            log.info("deleted %d stray partition(s): %s", len(strays), ", ".join(f"{t}-{p}" for t, p in strays[:10]))
+        return strays
+
     async def controlled_shutdown(self) -> None:
         """A cluster node's broker asks the controller to move its leaderships away (bounded)."""
         if self.lifecycle is not None:

@@ -28,7 +28,7 @@ import trio
 from kafkalike.controller.api_error import ApiError
 from kafkalike.controller.image import BROKER_RESOURCE, MetadataImage
 from kafkalike.controller.metadata import ControllerError, TopicImage
-from kafkalike.protocol.api import RequestHeader, decode_request, encode_request
+from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.clock import Clock
@@ -171,11 +171,15 @@ class ClusterController:
             response = await self._request(api_key, version, request, timeout_ms)
         except ControllerUnavailable as exc:
             error = ApiError(ErrorCode.REQUEST_TIMED_OUT, str(exc))
-            return {"throttle_time_ms": 0, **CONTROLLER_APIS[api_key].refusal(request, error)}
+            refusal = {"throttle_time_ms": 0, **CONTROLLER_APIS[api_key].refusal(request, error)}
+            # Shaped as a decoded response, as the controller's answers are.
+            frame = encode_response(api_key, version, 0, refusal)
+            return decode_response(api_key, version, memoryview(frame)[4:])[1]
         if request.get("validate_only"):
             return response
         if api_key == CREATE_TOPICS:
-            made = {t.name: t.num_partitions for t in response.topics if t.error_code == 0}
+            # v5+ answers the partition count; before it, the topic's existence is what is known.
+            made = {t.name: max(t.get("num_partitions") or 0, 0) for t in response.topics if t.error_code == 0}
             await self._until(lambda i: _has_topics(i, made), deadline, "CreateTopics")
         elif api_key == CREATE_PARTITIONS:
             grown = {t.name: t.count for t in request.topics}
@@ -214,7 +218,7 @@ class ClusterController:
             "timeout_ms": timeout_ms or DEFAULT_TIMEOUT_MS,
             "validate_only": validate_only,
         }
-        response = await self._checked(self.forward(CREATE_TOPICS, 7, _message(CREATE_TOPICS, 7, body)))
+        response = await self._checked(self.forward(CREATE_TOPICS, 7, request_message(CREATE_TOPICS, 7, body)))
         results: list[TopicImage | ControllerError] = []
         for asked, answer in zip(wanted, response.topics, strict=False):
             if answer.error_code:
@@ -231,7 +235,7 @@ class ClusterController:
             "timeout_ms": DEFAULT_TIMEOUT_MS,
             "validate_only": validate_only,
         }
-        response = await self._checked(self.forward(CREATE_PARTITIONS, 3, _message(CREATE_PARTITIONS, 3, body)))
+        response = await self._checked(self.forward(CREATE_PARTITIONS, 3, request_message(CREATE_PARTITIONS, 3, body)))
         results: list[TopicImage | ControllerError] = []
         for (name, _), answer in zip(wanted, response.results, strict=False):
             if answer.error_code:
@@ -244,7 +248,7 @@ class ClusterController:
         before = self.image.topics
         known = {n: before[n] for n in names if n in before}
         body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names], "timeout_ms": DEFAULT_TIMEOUT_MS}
-        response = await self._checked(self.forward(DELETE_TOPICS, 6, _message(DELETE_TOPICS, 6, body)))
+        response = await self._checked(self.forward(DELETE_TOPICS, 6, request_message(DELETE_TOPICS, 6, body)))
         results: list[TopicImage | ControllerError] = []
         for name, answer in zip(names, response.responses, strict=False):
             if answer.error_code:
@@ -263,7 +267,7 @@ class ClusterController:
             "validate_only": False,
         }
         response = await self._checked(
-            self.forward(INCREMENTAL_ALTER_CONFIGS, 1, _message(INCREMENTAL_ALTER_CONFIGS, 1, body))
+            self.forward(INCREMENTAL_ALTER_CONFIGS, 1, request_message(INCREMENTAL_ALTER_CONFIGS, 1, body))
         )
         (answer,) = response.responses
         if answer.error_code:
@@ -321,7 +325,7 @@ class ClusterController:
             raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
 
 
-def _message(api_key: int, version: int, body: dict[str, Any]) -> Message:
+def request_message(api_key: int, version: int, body: dict[str, Any]) -> Message:
     """A request body as the decoder gives one (as a client's request reaches ``forward``)."""
     frame = encode_request(RequestHeader(api_key, version, 0, None), body)
     return decode_request(memoryview(frame)[4:])[1]

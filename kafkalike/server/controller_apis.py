@@ -18,7 +18,7 @@ from kafkalike.controller.api_error import ApiError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.config import BrokerConfig
-from kafkalike.server.controller_host import ControllerRequestContext, NotActiveError
+from kafkalike.server.controller_host import ControllerRequestContext, NotActiveError, WriteTimedOutError
 
 if TYPE_CHECKING:
     from kafkalike.server.controller_host import ControllerHost
@@ -55,6 +55,8 @@ async def handle_controller_request(
         return await api.fn(host, version, body, context)
     except NotActiveError:
         return {"throttle_time_ms": 0, **api.refusal(body, not_controller(host))}
+    except WriteTimedOutError:
+        return {"throttle_time_ms": 0, **api.refusal(body, ApiError(ErrorCode.REQUEST_TIMED_OUT))}
 
 
 def _error_fields(error: ApiError) -> Body:
@@ -81,7 +83,7 @@ def topic_config_lister(config: BrokerConfig) -> Callable[[Mapping[str, str]], l
 
 async def create_topics(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
     now = host.now_ms()
-    results = await host.write(lambda _: host.controller.create_topics(body, now))
+    results = await host.write(lambda _: host.controller.create_topics(body, now), body.timeout_ms)
     asked = {t.name: {c.name: c.value for c in t.configs} for t in body.topics}
     lists: dict[tuple[tuple[str, str], ...], list[Body]] = {}
     topics = []
@@ -118,7 +120,7 @@ def _refuse_create_topics(body: Message, error: ApiError) -> Body:
 
 async def create_partitions(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
     now = host.now_ms()
-    results = await host.write(lambda _: host.controller.create_partitions(body, now))
+    results = await host.write(lambda _: host.controller.create_partitions(body, now), body.timeout_ms)
     return {"throttle_time_ms": 0, "results": [{"name": r.name, **_error_fields(r.error)} for r in results]}
 
 
@@ -131,7 +133,7 @@ def _refuse_create_partitions(body: Message, error: ApiError) -> Body:
 
 async def delete_topics(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
     now = host.now_ms()
-    results = await host.write(lambda _: host.controller.delete_topics(body, version, now))
+    results = await host.write(lambda _: host.controller.delete_topics(body, version, now), body.timeout_ms)
     return {
         "throttle_time_ms": 0,
         "responses": [{"name": r.name, "topic_id": r.topic_id, **_error_fields(r.error)} for r in results],
@@ -186,7 +188,7 @@ async def allocate_producer_ids(
     now = host.now_ms()
     block = await host.write(lambda _: host.controller.allocate_producer_ids(body, now))
     if not block.error.ok:
-        return {"throttle_time_ms": 0, "error_code": block.error.code, "producer_id_start": -1, "producer_id_len": 0}
+        return {"throttle_time_ms": 0, **_refuse_allocate_producer_ids(body, block.error)}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -196,7 +198,7 @@ async def allocate_producer_ids(
 
 
 def _refuse_allocate_producer_ids(body: Message, error: ApiError) -> Body:
-    return {"error_code": error.code, "producer_id_start": -1, "producer_id_len": 0}
+    return {"error_code": error.code, "producer_id_start": 0, "producer_id_len": 0}  # Kafka's defaults
 
 
 # -- BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64) ---------------------------
@@ -219,11 +221,20 @@ def _refuse_broker_registration(body: Message, error: ApiError) -> Body:
 
 
 async def broker_heartbeat(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
-    now = host.now_ms()
+    def expired() -> None:
+        # Kept waiting behind other writes: still contact, but no state change (Kafka's
+        # processExpiredBrokerHeartbeat); the broker sends the next one on its interval.
+        if host.cluster is not None:
+            host.cluster.expired_heartbeat(host.controller.latest_image, body, host.now_ms())
+
     reply = await host.write(
         host.run_cluster(
-            lambda cluster, image, next_offset: cluster.heartbeat(image, body, next_offset=next_offset, now_ms=now)
-        )
+            lambda cluster, image, next_offset: cluster.heartbeat(
+                image, body, next_offset=next_offset, now_ms=host.now_ms()
+            )
+        ),
+        start_within_ms=host.heartbeat_interval_ms // 2,  # Kafka's deadline for a heartbeat
+        on_expired=expired,
     )
     return reply.to_response()
 

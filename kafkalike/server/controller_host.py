@@ -41,18 +41,18 @@ from typing import Any, TypeVar
 
 import trio
 
+from kafkalike.configs import declared_int
 from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.quorum_controller import QuorumController
 from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.snapshot_files import SnapshotId
-from kafkalike.protocol.api import RequestHeader
+from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.metadata_records import (
     ApiMessageAndVersion,
     MetadataBatch,
-    MetadataRecordError,
     decode_metadata_record,
     encode_metadata_record,
 )
@@ -68,6 +68,7 @@ R = TypeVar("R")
 # How long a request that reaches a leader not yet active (still replaying up to its epoch's
 # start) waits for it before NOT_CONTROLLER; a brand new leader usually gets there in one round.
 DEFAULT_ACTIVATION_WAIT_MS = 2000
+DEFAULT_HEARTBEAT_INTERVAL_MS = declared_int("broker.heartbeat.interval.ms")
 # Sessions fenced in one go at most before other events get a turn (the manager fences one per
 # call and asks to be called again while there was one).
 FENCES_PER_ROUND = 64
@@ -75,6 +76,11 @@ FENCES_PER_ROUND = 64
 
 class NotActiveError(Exception):
     """This controller is not (or no longer) the active one: NOT_CONTROLLER."""
+
+
+class WriteTimedOutError(Exception):
+    """The request's deadline passed before its records were committed: REQUEST_TIMED_OUT (they
+    may still be committed later, as in Kafka)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,7 @@ class ControllerHost:
         voters: Sequence[VoterEndpoint] = (),
         listener_name: str = "CONTROLLER",
         activation_wait_ms: int = DEFAULT_ACTIVATION_WAIT_MS,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
         topic_config_list: Callable[[Mapping[str, str]], list[dict[str, Any]]] | None = None,
     ) -> None:
         """``cluster_factory``: a new cluster manager; the standby one follows the committed log,
@@ -132,6 +139,7 @@ class ControllerHost:
         self.voters = tuple(voters)
         self.listener_name = listener_name
         self.activation_wait_ms = activation_wait_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
         self.topic_config_list = topic_config_list
         self.node_id = driver.node_id
         self.active_epoch: int | None = None
@@ -144,6 +152,8 @@ class ControllerHost:
         self._write_lock = trio.Lock()
         self._wake = trio.Event()
         self._activated = trio.Event()
+        self._state_changed = trio.Event()  # set at every activation, renouncing and driver step
+        self._resign_wanted = False
         self.fenced_by_timeout = 0
 
     # -- state --------------------------------------------------------------------------------
@@ -179,13 +189,13 @@ class ControllerHost:
         try:
             decoded = metadata_batch(batch)
             self.controller.replay(decoded)
-        except (MetadataRecordError, ValueError) as exc:
+            for i, record in enumerate(decoded.records):
+                self.standby_cluster.replay(record, batch.base_offset + i)
+        except Exception as exc:  # told on the driver's loop, which must go on
             # The committed log holds what this controller cannot replay: it must not lead.
             log.error("node %d: committed metadata at %d cannot be replayed: %s", self.node_id, batch.base_offset, exc)
-            self._renounce("the committed log cannot be replayed")
+            self._give_up("the committed log cannot be replayed")
             return
-        for i, record in enumerate(decoded.records):
-            self.standby_cluster.replay(record, batch.base_offset + i)
         self._committed_offset = batch.last_offset
         if self._claim_epoch is not None and batch.epoch >= self._claim_epoch:
             self._claimable_at = batch.last_offset + 1
@@ -194,12 +204,17 @@ class ControllerHost:
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         if self.active_epoch is not None:
-            self._renounce("a snapshot replaced the image")
-        self.controller.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
-        standby = self.cluster_factory()
+            self._give_up("a snapshot replaced the image under the active controller")
         last_contained = snapshot_id.offset - 1  # what Kafka replays a snapshot's records at
-        for record in self.controller.image.records():
-            standby.replay(record, last_contained)
+        try:
+            self.controller.load_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data)
+            standby = self.cluster_factory()
+            for record in self.controller.image.records():
+                standby.replay(record, last_contained)
+        except Exception as exc:  # told on the driver's loop, which must go on
+            log.error("node %d: the snapshot at %d cannot be loaded: %s", self.node_id, snapshot_id.offset, exc)
+            self._give_up("a snapshot that cannot be loaded")
+            return
         self.standby_cluster = standby
         self._committed_offset = last_contained
         self._release_committed()
@@ -240,6 +255,7 @@ class ControllerHost:
             except NotActiveError:
                 return
             self._activated.set()
+            self._notify()
 
     def _renounce(self, why: str) -> None:
         if self.active_epoch is None:
@@ -254,7 +270,20 @@ class ControllerHost:
             reply.done.set()
         self._pending = []
         self._activated = trio.Event()
+        self._notify()
         self._wake_up()
+
+    def _give_up(self, why: str) -> None:
+        """Renounce and leave the quorum's leadership too (a leader that is not the active
+        controller would answer NOT_CONTROLLER until the next election)."""
+        self._renounce(why)
+        if self.driver.is_leader:
+            self._resign_wanted = True
+            self._wake_up()
+
+    def _notify(self) -> None:
+        self._state_changed.set()
+        self._state_changed = trio.Event()
 
     async def wait_active(self, timeout_ms: int | None = None) -> None:
         """Until this controller is active; NotActiveError when another node leads, or when it
@@ -268,25 +297,48 @@ class ControllerHost:
             while not (self.active_epoch is not None and self._activated.is_set()):
                 if not self.driver.is_leader:
                     raise NotActiveError
-                activated = self._activated
-                with trio.move_on_after(0.05):  # the driver's role is polled: resigning says nothing
-                    await activated.wait()
+                await self._state_changed.wait()
             return
         raise NotActiveError
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def write(self, operation: Callable[[int], ControllerResult[R]]) -> R:
+    async def write(
+        self,
+        operation: Callable[[int], ControllerResult[R]],
+        timeout_ms: int | None = None,
+        *,
+        start_within_ms: int | None = None,
+        on_expired: Callable[[], None] | None = None,
+    ) -> R:
         """Run ``operation(next_offset)`` (it goes through the facade, which holds its records as
         uncommitted), append its records and return its reply once they are committed.
-        NotActiveError when this controller is not active, or stops being so before then."""
+        NotActiveError when this controller is not active, or stops being so before then;
+        WriteTimedOutError when ``timeout_ms`` (the request's) passes first, or when the writes
+        before it keep it from starting within ``start_within_ms`` (then ``on_expired()``; Kafka's
+        deadline of a queued controller event)."""
         await self.wait_active()
-        async with self._write_lock:
+        started = False
+        with trio.move_on_after(math.inf if start_within_ms is None else start_within_ms / 1000):
+            await self._write_lock.acquire()
+            started = True
+        if not started:
+            if on_expired is not None and self.active_epoch is not None:
+                on_expired()
+            raise WriteTimedOutError
+        try:
             if self.active_epoch is None:
                 raise NotActiveError
             result = operation(self._next_offset)
             pending = await self._append_locked(result)
-        await pending.done.wait()
+        finally:
+            self._write_lock.release()
+        with trio.move_on_after(math.inf if timeout_ms is None else max(0, timeout_ms) / 1000):
+            await pending.done.wait()
+        if not pending.done.is_set():
+            if pending in self._pending:
+                self._pending.remove(pending)
+            raise WriteTimedOutError
         if not pending.committed:
             raise NotActiveError
         return result.reply
@@ -297,7 +349,13 @@ class ControllerHost:
         assert epoch is not None
         if not result.records:
             return self._hold(self._last_appended, epoch)
-        values = [encode_metadata_record(r) for r in result.records]
+        try:
+            values = [encode_metadata_record(r) for r in result.records]
+        except Exception:
+            # The facade holds these records as appended-to-be: nothing after them would line up.
+            log.exception("node %d: metadata records that cannot be encoded", self.node_id)
+            self._give_up("an operation produced records that cannot be encoded")
+            raise NotActiveError from None
         try:
             with trio.CancelScope(shield=True):  # an append that started is seen through
                 last = await self.driver.append(values)
@@ -306,9 +364,7 @@ class ControllerHost:
             raise NotActiveError from None
         except KafkaStorageError as exc:
             log.error("node %d: metadata append failed: %s; resigning", self.node_id, exc)
-            self._renounce("an append failed")
-            with trio.CancelScope(shield=True):
-                await self.driver.resign()
+            self._give_up("an append failed")
             raise NotActiveError from None
         if self.active_epoch != epoch:
             raise NotActiveError
@@ -356,6 +412,10 @@ class ControllerHost:
             task_status.started()
             while True:
                 self._wake = trio.Event()
+                if self._resign_wanted:
+                    self._resign_wanted = False
+                    await self.driver.resign()
+                    continue
                 if self._claim_epoch is not None and self._claimable_at is not None:
                     await self._claim()
                     continue
@@ -398,6 +458,7 @@ class ControllerHost:
             await self.driver.changed()
             if self.active_epoch is not None and not self.driver.is_leader:
                 self._renounce("the quorum leadership was given up")
+            self._notify()
 
     # -- the APIs -----------------------------------------------------------------------------
 
@@ -411,6 +472,17 @@ class ControllerHost:
         """The CONTROLLER listener's entry (``ControllerApis``)."""
         context = ControllerRequestContext(header, listener_name)
         return await self.handle(header.api_key, header.api_version, body, context)
+
+    async def request(
+        self, api_key: int, version: int, body: Mapping[str, Any], client_id: str | None = "in-process"
+    ) -> Message:
+        """A request from this process (a combined node's broker, tests), through the wire codec
+        both ways so that it is answered exactly as over the network; the decoded response."""
+        header = RequestHeader(api_key, version, 0, client_id)
+        decoded_header, decoded = decode_request(memoryview(encode_request(header, body))[4:])
+        answer = await self.handle(api_key, version, decoded, ControllerRequestContext(decoded_header, "in-process"))
+        frame = encode_response(api_key, version, 0, answer)
+        return decode_response(api_key, version, memoryview(frame)[4:])[1]
 
     def api_versions(self) -> Mapping[int, tuple[int, int]]:
         from kafkalike.server.controller_apis import CONTROLLER_APIS
@@ -469,5 +541,6 @@ def build_controller_host(
         bootstrap=bootstrap,
         voters=voters,
         listener_name=listener_name,
+        heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
         topic_config_list=topic_config_lister(config),
     )

@@ -569,6 +569,7 @@ class Node:
             await nursery.start(broker.publisher.run)
             await self.wait_caught_up()
             await broker.publisher.wait_for_offset(self.metadata_offset)
+            broker.remove_stray_partitions()
         try:
             self.client_address = await nursery.start(broker.serve, host, port)
         except OSError as exc:

@@ -63,17 +63,34 @@ def glob_match(pattern: str, name: str) -> bool:
     return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), name) is not None
 
 
-def load_allowlist(path: Path) -> list[AllowEntry]:
+RELEASE_CONDITION = re.compile(r"ak(>=|<)(\d+(?:\.\d+)*)")
+
+
+def release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def load_allowlist(path: Path, ak_version: str | None = None) -> list[AllowEntry]:
+    """The entries that apply to a run against Apache Kafka ``ak_version``: an entry may start
+    with a condition on that release, ``ak>=4.2`` or ``ak<4.2`` (a gap against some releases only);
+    without ``ak_version`` every entry is kept (the file's syntax is checked)."""
     entries = []
     for number, raw in enumerate(path.read_text().splitlines(), 1) if path.exists() else []:
         text, _, reason = raw.partition("#")
         parts = text.split()
         if not parts:
             continue
+        condition = RELEASE_CONDITION.fullmatch(parts[0]) if len(parts) == 3 else None
+        if condition is not None:
+            parts = parts[1:]
         if len(parts) != 2:
-            raise ValueError(f"{path}:{number}: expected 'client scenario  # reason', got {raw!r}")
+            raise ValueError(f"{path}:{number}: expected '[ak>=X.Y] client scenario  # reason', got {raw!r}")
         if not reason.strip():
             raise ValueError(f"{path}:{number}: every allowlist entry needs a reason after '#'")
+        if condition is not None and ak_version is not None:
+            newer = release(ak_version) >= release(condition.group(2))
+            if newer != (condition.group(1) == ">="):
+                continue
         entries.append(AllowEntry(parts[0], parts[1], reason.strip(), number))
     return entries
 

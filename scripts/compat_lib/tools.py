@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 import time
 import uuid
+import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compat_lib.results import FAIL, PASS, Row, SuiteRun, short
@@ -26,6 +27,8 @@ CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CONFIGS = "kafka.admin.ConfigCommand"
+# Tools rewritten in Java after 4.0, by their old main class: the new one, where the jars have it.
+MOVED_MAINS = {CONFIGS: "org.apache.kafka.tools.ConfigCommand"}
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
@@ -74,6 +77,7 @@ class Tools:
     bootstrap: str
     log4j: Path
     suffix: str = ""
+    mains: dict[str, str] = field(default_factory=dict)  # old main class -> the one these jars have
 
     def topic(self, tag: str) -> str:
         return f"tools-{tag}-{self.suffix}"
@@ -88,7 +92,7 @@ class Tools:
             f"-Dlog4j2.configurationFile={self.log4j}",
             "-cp",
             str(self.lib / "*"),
-            main,
+            self.mains.get(main, main),
             *args,
         ]
         ran = run(command, timeout_s=TOOL_TIMEOUT_S, stdin=stdin, env=java_env())
@@ -403,6 +407,15 @@ SCENARIOS: dict[str, Callable[[Tools], None]] = {
 }
 
 
+def moved_mains(lib: Path) -> dict[str, str]:
+    """The tools whose main class these jars have under its new name."""
+    classes: set[str] = set()
+    for jar in lib.glob("kafka-tools-*.jar"):
+        with zipfile.ZipFile(jar) as archive:
+            classes |= {n.removesuffix(".class").replace("/", ".") for n in archive.namelist()}
+    return {old: new for old, new in MOVED_MAINS.items() if new in classes}
+
+
 def run_scenarios(client: str, lib: Path, bootstrap: str) -> list[Row]:
     log4j = WORK / "tools-log4j2.properties"
     log4j.write_text(
@@ -410,7 +423,7 @@ def run_scenarios(client: str, lib: Path, bootstrap: str) -> list[Row]:
         "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = %p %m (%c)%n\n"
         "rootLogger.level = ERROR\nrootLogger.appenderRef.err.ref = STDERR\n"
     )
-    tools = Tools(lib, bootstrap, log4j, uuid.uuid4().hex[:8])
+    tools = Tools(lib, bootstrap, log4j, uuid.uuid4().hex[:8], moved_mains(lib))
     rows = []
     for name, scenario in SCENARIOS.items():
         started = time.monotonic()

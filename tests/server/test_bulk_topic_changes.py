@@ -184,10 +184,10 @@ async def test_create_partitions_past_the_limit_grow_nothing(running: RunningBro
     }
     with trio.fail_after(10):
         response = await client.request(37, 3, body)
-    # As Kafka 4.0 answers: the overflowing topic and every later one.
+    # As Kafka 4.4 answers: more than 10,000 new partitions in all refuse every topic.
     assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
-        ("grow", ErrorCode.UNKNOWN_SERVER_ERROR, None),
-        ("grow-too", ErrorCode.UNKNOWN_SERVER_ERROR, None),
+        ("grow", ErrorCode.POLICY_VIOLATION, "Excessively large number of additional partitions per request."),
+        ("grow-too", ErrorCode.POLICY_VIOLATION, "Excessively large number of additional partitions per request."),
     ]
     assert running.broker.controller.image.topics["grow"].partitions == 1
     assert _partition_dirs(running) == {"grow-0", "grow-too-0"}

@@ -5,6 +5,8 @@ the partitions' registrations)."""
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -13,12 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+from trio.testing import MockClock
 
+from kafkalike.controller.metadata import ControllerError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.broker import Broker
+from kafkalike.server.broker import Broker, NewTopic
+from kafkalike.server.cluster_metadata import request_message
 from kafkalike.server.config import BrokerConfig
+from kafkalike.server.controller_channel import ControllerChannel
+from kafkalike.server.quorum.driver import QuorumDriver
+from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.controller_requests import heartbeat, registration
 from kafkalike.testing.metadata_node import OneVoterController, one_voter_controller
 from kafkalike.testing.quorum import CLUSTER_ID
@@ -70,6 +79,11 @@ async def cluster_broker(tmp_path: Path) -> AsyncIterator[ClusterBroker]:
             nursery.cancel_scope.cancel()
 
 
+def committed_offset(driver: QuorumDriver) -> int | None:
+    hw = driver.high_watermark
+    return None if hw is None else hw - 1
+
+
 def new_topic(name: str, partitions: int) -> dict[str, Any]:
     return {"name": name, "num_partitions": partitions, "replication_factor": -1, "assignments": [], "configs": []}
 
@@ -83,7 +97,8 @@ async def test_a_topic_created_through_the_controller_is_served_at_once(tmp_path
             assert (topic.error_code, topic.num_partitions, topic.replication_factor) == (0, 2, 1)
             # Answered once this broker's image has it: the controller's own image and ours agree.
             assert running.broker.publisher.image.topic("orders") is not None
-            assert running.node.host.image.topic("orders").topic_id == topic.topic_id
+            at_controller = running.node.host.image.topic("orders")
+            assert at_controller is not None and at_controller.topic_id == topic.topic_id
 
             metadata = await client.request(3, 12, {"topics": [{"name": "orders", "topic_id": uuid.UUID(int=0)}]})
             assert [(b.node_id, b.port) for b in metadata.brokers] == [(1, running.port)]
@@ -165,3 +180,149 @@ async def test_fenced_brokers_leave_metadata_and_their_partitions_lose_their_lea
             assert [b.broker_id for b in unfenced_only.brokers] == [1]
             metadata = await client.request(3, 12, {"topics": None})
             assert [b.node_id for b in metadata.brokers] == [1]
+
+
+async def test_an_old_create_topics_version_is_forwarded_too(tmp_path: Path) -> None:
+    with trio.fail_after(DEADLINE_S):
+        async with cluster_broker(tmp_path) as running:
+            created = await running.client.request(19, 2, {"topics": [new_topic("old", 1)], "timeout_ms": 5000})
+            assert created.topics[0].error_code == 0
+            assert ("old", 0) in running.broker.replicas
+
+
+async def test_a_partition_whose_broker_is_gone_has_no_leader(tmp_path: Path) -> None:
+    with trio.fail_after(DEADLINE_S):
+        async with cluster_broker(tmp_path) as running:
+            client = running.client
+            await register(running.node, 2, 19092)
+            assignments = [{"partition_index": 0, "broker_ids": [1]}, {"partition_index": 1, "broker_ids": [2]}]
+            topic = {**new_topic("split", -1), "replication_factor": -1, "assignments": assignments}
+            created = await client.request(19, 7, {"topics": [topic], "timeout_ms": 5000})
+            assert created.topics[0].error_code == 0, created
+            assert ("split", 0) in running.broker.replicas and ("split", 1) not in running.broker.replicas
+            channel = running.node.channel()
+            gone = await channel.request(64, 0, {"broker_id": 2})
+            await channel.aclose()
+            assert gone.error_code == 0, gone
+            assert await running.broker.publisher.wait_until(lambda i: 2 not in i.brokers)
+            metadata = await client.request(3, 12, {"topics": [{"name": "split", "topic_id": uuid.UUID(int=0)}]})
+            by_index = {p.partition_index: p for p in metadata.topics[0].partitions}
+            assert (by_index[0].error_code, by_index[0].leader_id, by_index[0].offline_replicas) == (0, 1, [])
+            assert (by_index[1].error_code, by_index[1].leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+            assert by_index[1].offline_replicas == [2]
+            assert [b.node_id for b in metadata.brokers] == [1]
+
+
+class NoLeader:
+    leader_id = -1
+
+    async def changed(self) -> None:
+        await trio.sleep(math.inf)
+
+
+async def test_admin_requests_without_a_controller_answer_request_timed_out(
+    tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    broker = Broker(config, ephemeral=True, own_metadata_log=False, clock=trio_clock)
+    broker.attach_controller(ControllerChannel(1, NoLeader(), {}, clock=trio_clock), lambda: None)
+    broker.open()
+    assert broker.cluster is not None
+    start = trio.current_time()
+    request = request_message(19, 7, {"topics": [new_topic("t", 1)], "timeout_ms": 5000, "validate_only": False})
+    answer = await broker.cluster.forward(19, 7, request)
+    assert [(t.name, t.error_code) for t in answer.topics] == [("t", ErrorCode.REQUEST_TIMED_OUT)]
+    assert trio.current_time() - start == pytest.approx(5.0)
+    (result,) = await broker.create_topics([NewTopic("u", 1, {})])
+    assert isinstance(result, ControllerError) and result.code == ErrorCode.REQUEST_TIMED_OUT
+    with pytest.raises(ControllerError) as refused:
+        await broker.create_internal_topic("__consumer_offsets", 1, {})
+    assert refused.value.code == ErrorCode.REQUEST_TIMED_OUT
+    broker.close()
+
+
+async def test_a_restarted_cluster_broker_reopens_its_partitions_from_the_committed_log(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    batch = build_batch([Record(value=b"kept")], base_timestamp=int(time.time() * 1000))
+    topic_ids = []
+    for start in range(2):
+        broker = Broker(config, own_metadata_log=False)
+        try:
+            with trio.fail_after(DEADLINE_S):
+                async with (
+                    trio.open_nursery() as nursery,
+                    one_voter_controller(listeners=[broker.publisher], metadata_log_dir=tmp_path / "quorum") as node,
+                ):
+                    broker.attach_controller(node.channel(), functools.partial(committed_offset, node.driver))
+                    broker.open()
+                    await nursery.start(broker.publisher.run)
+                    _, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+                    client = await AsyncWireClient.connect("127.0.0.1", port)
+                    if start == 0:
+                        await register(node, 1, port)
+                        created = await client.request(19, 7, {"topics": [new_topic("kept", 1)], "timeout_ms": 5000})
+                        assert created.topics[0].error_code == 0
+                        produced = await client.request(0, 9, _produce_body("kept", 0, batch))
+                        assert produced.responses[0].partition_responses[0].error_code == 0
+                    else:
+                        # Replayed from the quorum's log, the partition is open again with its data.
+                        assert await broker.publisher.wait_until(lambda i: i.topic("kept") is not None)
+                        assert ("kept", 0) in broker.replicas
+                    topic_ids.append(broker.replicas[("kept", 0)].topic_id)
+                    fetched = await client.request(1, 12, _fetch_body("kept", 0, 0))
+                    data = bytes(fetched.responses[0].partitions[0].records or b"")
+                    assert [r.value for pos, h in iter_batches(data) for r in decode_records(data, pos, h)] == [b"kept"]
+                    await client.aclose()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await broker.aclose()
+    assert topic_ids[0] == topic_ids[1]
+
+
+async def test_partitions_deleted_while_their_broker_was_down_are_removed(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    quorum_dir = tmp_path / "data"  # as a combined node keeps it: the quorum's log among the partitions
+    quorum_dir.mkdir()
+    (quorum_dir / "meta.properties").write_text("version=1\ncluster.id=quorum-test-cluster-0A\nnode.id=1\n")
+    stray = tmp_path / "data" / "doomed-0"
+    orphan = tmp_path / "data" / "orphan-0"
+    for phase in ("create", "delete while down", "restart"):
+        if phase == "restart":
+            orphan.mkdir()
+        broker = Broker(config, own_metadata_log=False)
+        listeners = [] if phase == "delete while down" else [broker.publisher]
+        try:
+            with trio.fail_after(DEADLINE_S):
+                async with (
+                    trio.open_nursery() as nursery,
+                    one_voter_controller(listeners=listeners, metadata_log_dir=quorum_dir) as node,
+                ):
+                    channel = node.channel()
+                    if phase == "delete while down":
+                        deleted = await channel.request(
+                            20, 6, {"topics": [{"name": "doomed", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}
+                        )
+                        assert deleted.responses[0].error_code == 0
+                    else:
+                        broker.attach_controller(channel, functools.partial(committed_offset, node.driver))
+                        broker.open()
+                        await nursery.start(broker.publisher.run)
+                        if phase == "create":
+                            await register(node, 1, 9092)
+                            for name in ("doomed", "kept"):
+                                (result,) = await broker.create_topics([NewTopic(name, 1, {})])
+                                assert not isinstance(result, ControllerError), result
+                            assert stray.is_dir()
+                        else:
+                            assert await broker.publisher.wait_for_offset(node.driver.delivered_offset - 1)
+                            # Replaying the log from its start deletes it again (created, then removed).
+                            assert not stray.exists() and ("kept", 0) in broker.replicas
+                            # A directory no record names (left by a snapshot that no longer has
+                            # its topic, or by hand) is a stray: deleted after the first image.
+                            assert broker.remove_stray_partitions() == [("orphan", 0)]
+                            assert not orphan.exists() and (tmp_path / "data" / "kept-0").is_dir()
+                            assert (quorum_dir / "__cluster_metadata-0").is_dir()
+                    await channel.aclose()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await broker.aclose()

@@ -150,7 +150,7 @@ def test_response_header_tagged_fields_are_skipped() -> None:
         (header_v1(METADATA, 99, 43), RequestHeader(METADATA, 99, 43, "cli")),  # version beyond ours: header v2
         (header_v2(METADATA, 99, 43), RequestHeader(METADATA, 99, 43, "cli")),
         (header_v1(METADATA, -1, 44), RequestHeader(METADATA, -1, 44, "cli")),
-        (header_v2(API_VERSIONS, 5, 45), RequestHeader(API_VERSIONS, 5, 45, "cli")),
+        (header_v2(API_VERSIONS, 6, 45), RequestHeader(API_VERSIONS, 6, 45, "cli")),
         # ControlledShutdown v0 has a v0 header: no client id, the body follows the correlation id.
         (struct.pack(">hhii", CONTROLLED_SHUTDOWN, 0, 46, 3), RequestHeader(CONTROLLED_SHUTDOWN, 0, 46, None)),
     ],

@@ -80,6 +80,20 @@ def test_single_voter_elects_itself() -> None:
     assert (h.node.role, h.node.epoch) == (Role.LEADER, 1)
 
 
+def test_a_single_voter_leader_has_no_quorum_check_deadline_to_wake_for() -> None:
+    """It never resigns for want of a majority, so the check's deadline must not stay in the
+    past: a driver sleeping until ``poll`` would otherwise step in a busy loop."""
+    h = Harness(voters=(1,))
+    h.run_to_deadline()
+    h.persist()
+    h.flush()
+    for _ in range(5):
+        h.now = h.node.poll(h.now)
+        h.node.tick(h.now)
+        assert h.node.role is Role.LEADER
+        assert h.node.poll(h.now) > h.now
+
+
 # -- granting votes -------------------------------------------------------------------------------
 
 

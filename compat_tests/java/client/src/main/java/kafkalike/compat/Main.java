@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.io.InputStream;
 import java.util.Properties;
 import java.util.Random;
 import java.util.Set;
@@ -57,7 +58,6 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.utils.AppInfoParser;
 
 /**
  * Runs named compatibility scenarios with the Java client against one broker and prints one JSON
@@ -180,8 +180,22 @@ public final class Main {
         return sb.toString();
     }
 
+    // The version kafka-clients records in its jar (AppInfoParser, which reads it, moved to an
+    // internals package in 4.4).
+    static final String CLIENT_VERSION = clientVersion();
+
+    static String clientVersion() {
+        try (InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            Properties props = new Properties();
+            props.load(in);
+            return props.getProperty("version", "unknown");
+        } catch (Exception e) {
+            return "unknown";
+        }
+    }
+
     static String json(String scenario, String status, String error, long ms) {
-        return "{\"client\": \"java\", \"client_version\": " + quote(AppInfoParser.getVersion())
+        return "{\"client\": \"java\", \"client_version\": " + quote(CLIENT_VERSION)
                 + ", \"scenario\": " + quote(scenario) + ", \"status\": " + quote(status)
                 + ", \"error\": " + (error == null ? "null" : quote(error)) + ", \"ms\": " + ms + "}";
     }
