@@ -249,6 +249,80 @@ def test_kafka_dump_log_decodes_a_snapshot_written_by_kafkalike(tmp_path: Path) 
     assert " SnapshotFooter " in [line for line in lines if "offset:" in line][-1]
 
 
+def run_node_writing_a_snapshot(tmp_path: Path) -> tuple[Path, SnapshotId, list[ApiMessageAndVersion]]:
+    """A controller node (one voter, its metadata log on disk) where two topics were created and
+    a snapshot taken after each batch; its metadata directory, latest snapshot and the records of
+    its image at that snapshot."""
+    import trio
+
+    from kafkalike.server.config import BrokerConfig
+    from kafkalike.server.node import Node
+    from kafkalike.testing.controller_requests import heartbeat, registration
+    from kafkalike.testing.wire_client import AsyncWireClient
+
+    cluster_id = "dump-log-cluster-000000A"
+    data = tmp_path / "node"
+    data.mkdir()
+    (data / "meta.properties").write_text(f"version=1\ncluster.id={cluster_id}\nnode.id=1\n")
+    out: list[Any] = []
+
+    async def main() -> None:
+        bound = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = bound[0].socket.getsockname()[1]
+        config = BrokerConfig(
+            {
+                "process.roles": "controller",
+                "node.id": "1",
+                "controller.quorum.voters": f"1@127.0.0.1:{port}",
+                "controller.listener.names": "CONTROLLER",
+                "listeners": f"CONTROLLER://127.0.0.1:{port}",
+                "log.dirs": str(data),
+                "controller.quorum.election.timeout.ms": "200",
+                "metadata.log.max.record.bytes.between.snapshots": "1",
+            }
+        )
+        node = Node(config, controller_bound=bound)
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run)
+                driver, host = node.driver, node.controller
+                assert driver is not None and host is not None
+                await driver.wait_for(lambda: driver.is_leader)
+                await host.wait_active()
+                client = await AsyncWireClient.connect("127.0.0.1", port)
+                registered = await client.request(62, 4, registration(1, cluster_id))
+                await client.request(63, 1, heartbeat(1, registered.broker_epoch, 2**40))
+                specs = [topic_spec("dumped", 3, {"cleanup.policy": "compact"}), topic_spec("plain", 1)]
+                created = await client.request(19, 7, create_topics_body(specs))
+                assert [t.error_code for t in created.topics] == [0, 0]
+                await client.aclose()
+                end = node.metadata_offset + 1
+                await driver.wait_for(lambda: bool(node.snapshots_written) and node.snapshots_written[-1].offset == end)
+                latest = node.snapshots_written[-1]
+                out.extend([SnapshotId(latest.offset, latest.epoch), node.image.image.records()])
+                await node.stop()
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return data / "__cluster_metadata-0", out[0], out[1]
+
+
+def test_kafka_dump_log_decodes_the_snapshot_and_log_of_a_running_node(tmp_path: Path) -> None:
+    metadata, snapshot_id, records = run_node_writing_a_snapshot(tmp_path)
+    lines = dump(metadata / snapshot_id.file_name)
+    assert lines[1] == f"Snapshot end offset: {snapshot_id.end_offset}, epoch: {snapshot_id.epoch}"
+    assert_decoded_as_written(payloads(lines), records)
+    assert any(r.type == T.TOPIC_RECORD and r.message["name"] == "dumped" for r in records)
+    assert " SnapshotFooter " in [line for line in lines if "offset:" in line][-1]
+    # The log the snapshot was taken of: every batch valid, the leader's control record first.
+    (segment,) = sorted(metadata.glob("*.log"))
+    log_lines = dump(segment)
+    batches = [line for line in log_lines if line.startswith("baseOffset:")]
+    assert batches and all("isvalid: true" in line for line in batches)
+    assert any("controlType: LEADER_CHANGE(2)" in line for line in log_lines)
+    assert {d["type"] for d in payloads(log_lines)} >= {"TOPIC_RECORD", "PARTITION_RECORD", "FEATURE_LEVEL_RECORD"}
+
+
 # -- the other way: a real Kafka node's files read by kafkalike
 
 

@@ -178,6 +178,10 @@ class RaftNode:
             return Election(stored.epoch, self._election_deadline(now_ms), granted={self.node_id})
         if stored.leader_id >= 0:
             return Follower(stored.epoch, stored.leader_id, now_ms + self.config.fetch_timeout_ms)
+        if self.is_voter and len(self.config.voters) == 1:
+            # As Kafka's KafkaRaftClient.initialize: the only voter stands for election at once
+            # (nobody else could lead, so waiting out an election timeout only delays the start).
+            return Unattached(stored.epoch, now_ms, stored.voted_for)
         return Unattached(stored.epoch, self._election_deadline(now_ms), stored.voted_for)
 
     # -- events -----------------------------------------------------------------------------------

@@ -137,10 +137,15 @@ def controller_listener(config: BrokerConfig) -> tuple[str, str, int]:
 
 def is_single_node(config: BrokerConfig) -> bool:
     """The node ``kafkalike serve`` ran before clusters: broker and controller (or no roles
-    given), its own only voter (or no voters given)."""
+    given), its own only voter (or no voters given), and no CONTROLLER listener in ``listeners``
+    (a node that serves one is a quorum member others may follow, even as the only voter)."""
     roles = roles_of(config)
     voters = quorum_config.parse_voters(config.get(quorum_config.QUORUM_VOTERS) or "")
-    return roles in ([], [BROKER, CONTROLLER]) and {v.key.node_id for v in voters} <= {config.node_id}
+    if roles not in ([], [BROKER, CONTROLLER]) or not {v.key.node_id for v in voters} <= {config.node_id}:
+        return False
+    names = set(controller_listener_names(config))
+    listed = {e.split("://", 1)[0].strip().upper() for e in (config.get("listeners") or "").split(",") if "://" in e}
+    return not names & listed
 
 
 def metadata_log_dir(config: BrokerConfig) -> Path:
@@ -315,14 +320,8 @@ class Node:
         self._client_bound = client_bound
         self._seed_topics = list(seed_topics or [])
         self._subscribers: list[CommitListener] = []
-        self.image = NodeImage(
-            self.clock,
-            SnapshotPolicy(
-                self.clock.wall_ms(),
-                max_record_bytes_between_snapshots=config.get_int("metadata.log.max.record.bytes.between.snapshots"),
-                max_snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"),
-            ),
-        )
+        self._image_publishers: list[ImagePublisher] = []
+        self.image = self._new_image()
         self.cluster_id = ""
         self.quorum: QuorumServer | None = None
         self.driver: QuorumDriver | None = None
@@ -337,6 +336,21 @@ class Node:
         self._scope: trio.CancelScope | None = None
         self._token: trio.lowlevel.TrioToken | None = None
 
+    def _new_image(self) -> NodeImage:
+        """Each start replays the log from its start (or its snapshot) into a new image."""
+        image = NodeImage(
+            self.clock,
+            SnapshotPolicy(
+                self.clock.wall_ms(),
+                max_record_bytes_between_snapshots=self.config.get_int(
+                    "metadata.log.max.record.bytes.between.snapshots"
+                ),
+                max_snapshot_interval_ms=self.config.get_int("metadata.log.max.snapshot.interval.ms"),
+            ),
+        )
+        image.publishers = self._image_publishers
+        return image
+
     # -- the subscription API ---------------------------------------------------------------------
 
     def subscribe(self, listener: CommitListener) -> None:
@@ -346,7 +360,7 @@ class Node:
 
     def subscribe_image(self, publisher: ImagePublisher) -> None:
         """Be told of each new image of the committed metadata with its delta. Before :meth:`run`."""
-        self.image.publishers.append(publisher)
+        self._image_publishers.append(publisher)
 
     @property
     def metadata_offset(self) -> int:
@@ -381,6 +395,7 @@ class Node:
         self._stop = trio.Event()
         self._stopped = trio.Event()
         self._token = trio.lowlevel.current_trio_token()
+        self.image = self._new_image()
         try:
             with trio.CancelScope() as scope:
                 self._scope = scope
@@ -740,14 +755,14 @@ def _log_ready(node: Node, address: tuple[str, int]) -> None:
     if node.controller_address is not None:
         parts.append(f"controller on {node.controller_address[0]}:{node.controller_address[1]}")
     log.info(
-        "kafkalike ready on %s:%d (node %d as %s of voters %s; %s; cluster %s, metadata %s)",
+        "kafkalike ready on %s:%d (node %d, cluster %s, roles %s, voters %s; %s; metadata %s)",
         address[0],
         address[1],
         node.node_id,
+        node.cluster_id,
         ",".join(node.roles),
         voters,
         ", ".join(parts),
-        node.cluster_id,
         node.settings.metadata_log_dir,
     )
 

@@ -12,6 +12,7 @@ import trio.testing
 from kafkalike.server.broker import Broker
 from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
+from kafkalike.server.node import Node
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
 
@@ -41,22 +42,21 @@ async def serving(
     tmp_path: Path, *, clock: Clock | None = None, ephemeral: bool = False, **overrides: str
 ) -> AsyncIterator[RunningBroker]:
     """A broker on a loopback port with ``overrides`` (``make_config``'s), serving until the block
-    ends; then its clients are closed and it is closed. Again on the same ``tmp_path``: a restart.
-    ``clock``: the broker's clock (the real one by default); ``ephemeral``: logs in memory."""
-    broker = Broker(make_config(tmp_path, **overrides), clock=clock, ephemeral=ephemeral)
-    broker.open()
-    try:
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-            running = RunningBroker(broker, host, port)
-            try:
-                yield running
-            finally:
-                for client in running.clients:
-                    await client.aclose()
-                nursery.cancel_scope.cancel()
-    finally:
-        broker.close()
+    ends; then its clients are closed and it is stopped. Again on the same ``tmp_path``: a restart.
+    ``clock``: the broker's clock (the real one by default); ``ephemeral``: logs in memory. The
+    broker is the single node's, run by a :class:`~kafkalike.server.node.Node` as ``kafkalike
+    serve`` runs it."""
+    node = Node(make_config(tmp_path, **overrides), clock=clock, ephemeral=ephemeral)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(node.run)
+        assert node.broker is not None and node.client_address is not None
+        running = RunningBroker(node.broker, *node.client_address)
+        try:
+            yield running
+        finally:
+            for client in running.clients:
+                await client.aclose()
+            await node.stop()
 
 
 @pytest.fixture

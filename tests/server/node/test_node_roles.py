@@ -21,6 +21,9 @@ FAST = {
     "controller.quorum.fetch.timeout.ms": "800",
     "controller.quorum.election.backoff.max.ms": "300",
     "controller.quorum.request.timeout.ms": "800",
+    # A restarted broker (a new incarnation) registers once its predecessor's session lapsed.
+    "broker.session.timeout.ms": "1500",
+    "broker.heartbeat.interval.ms": "300",
 }
 
 
@@ -76,6 +79,13 @@ class Nodes:
         self.started.add(node_id)
         return node
 
+    async def stop_all(self) -> None:
+        """Every node stopped gracefully at once (as SIGTERM to every process): each broker's
+        controlled shutdown finds the active controller still there."""
+        async with trio.open_nursery() as nursery:
+            for node in self.nodes.values():
+                nursery.start_soon(node.stop)
+
     def leaders(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.driver is not None and n.driver.is_leader]
 
@@ -95,8 +105,7 @@ async def _changed_then_cancel(node: Node, scope: trio.CancelScope) -> None:
 
 
 async def create_topic(port: int, name: str, partitions: int) -> None:
-    """Create a topic at the active controller at ``port`` (the nodes' brokers registered
-    themselves when they started)."""
+    """Create a topic at the active controller at ``port`` (the nodes' brokers registered themselves)."""
     client = await AsyncWireClient.connect("127.0.0.1", port)
     try:
         topic = {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
@@ -127,8 +136,7 @@ async def test_three_combined_nodes_elect_one_leader_and_replay_the_same_image(t
     await nodes.bind()
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
-            for node_id in nodes.voter_ids:
-                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
+            await start_together(nursery, nodes, "broker,controller")
             await nodes.wait(
                 lambda: (
                     len(nodes.leaders()) == 1
@@ -150,20 +158,32 @@ async def test_three_combined_nodes_elect_one_leader_and_replay_the_same_image(t
             # Every node's broker serves clients, and the controller host replays the same log.
             assert all(n.broker is not None and n.client_address is not None for n in nodes.nodes.values())
             assert leader.controller.image.topic("orders") == topic
-            for node in list(nodes.nodes.values()):
-                await node.stop()
+            await nodes.stop_all()
             nursery.cancel_scope.cancel()
     assert all(n.driver is None and n.broker is None for n in nodes.nodes.values())
+
+
+async def start_together(nursery: trio.Nursery, nodes: Nodes, roles: str) -> None:
+    """Start every voter at once and wait until each reports started: a combined node does so
+    only once its broker is registered and unfenced, which needs a leader, so none can wait for
+    the others before starting."""
+    async with trio.open_nursery() as starting:
+        for node_id in nodes.voter_ids:
+            starting.start_soon(_start_one, nursery, nodes, node_id, roles)
 
 
 async def _start_in_background(
     nodes: Nodes, node_id: int, roles: str, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """A combined node reports started only once caught up, which needs a leader: start each in
-    its own task so that the others can come up meanwhile."""
+    """Start one node in a task of its own and report at once (``nodes.started`` says when the
+    node itself reported started)."""
     async with trio.open_nursery() as nursery:
         task_status.started()
         await nodes.start(nursery, node_id, roles)
+
+
+async def _start_one(nursery: trio.Nursery, nodes: Nodes, node_id: int, roles: str) -> None:
+    await nodes.start(nursery, node_id, roles)
 
 
 async def test_controller_only_voters_and_a_broker_only_observer_start_and_stop(tmp_path: Path) -> None:
@@ -185,6 +205,11 @@ async def test_controller_only_voters_and_a_broker_only_observer_start_and_stop(
             end = controller.metadata_offset
             await nodes.wait(lambda: broker.metadata_offset >= end)
             assert broker.image.image.topic("events") == controller.image.image.topic("events") is not None
+            # The leader counts it an observer of the metadata log, never a voter.
+            assert controller.driver is not None
+            described = (await controller.driver.describe())["topics"][0]["partitions"][0]
+            assert [v["replica_id"] for v in described["current_voters"]] == [1]
+            assert [o["replica_id"] for o in described["observers"]] == [2]
             await broker.stop()
             await controller.stop()
             nursery.cancel_scope.cancel()
@@ -207,4 +232,31 @@ async def test_a_killed_node_resigns_nothing_and_a_stopped_leader_hands_over(tmp
             (second,) = nodes.leaders()
             await second.kill()
             assert second.driver is None and second.controller is None
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_node_stopped_or_killed_starts_again_and_replays_the_log_into_a_new_image(tmp_path: Path) -> None:
+    nodes = Nodes(tmp_path, 3)
+    await nodes.bind()
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await start_together(nursery, nodes, "broker,controller")
+            await nodes.wait(lambda: len(nodes.leaders()) == 1 and all(n.caught_up() for n in nodes.nodes.values()))
+            (leader,) = nodes.leaders()
+            assert leader.controller is not None
+            await leader.controller.wait_active()
+            await create_topic(nodes.ports[leader.node_id], "before", 1)
+            follower = next(n for n in nodes.nodes.values() if n is not leader)
+            await follower.stop()
+            assert follower.driver is None and follower.broker is None
+            await create_topic(nodes.ports[leader.node_id], "while-away", 2)
+            await nursery.start(follower.run)  # the same node object, on its ports and its (memory) log
+            end = leader.metadata_offset
+            await nodes.wait(lambda: follower.metadata_offset >= end)
+            assert follower.image.image.records() == leader.image.image.records()
+            await follower.kill()
+            await nursery.start(follower.run)
+            await nodes.wait(lambda: follower.metadata_offset >= end)
+            assert follower.image.image.topic("while-away") == leader.image.image.topic("while-away") is not None
+            await nodes.stop_all()
             nursery.cancel_scope.cancel()

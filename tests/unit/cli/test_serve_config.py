@@ -42,3 +42,6 @@ def test_other_voters_or_a_single_role_make_a_node_of_a_cluster() -> None:
     assert not is_single_node(BrokerConfig({**KRAFT, "controller.quorum.voters": "1@a:1,2@b:2"}))
     assert not is_single_node(BrokerConfig({**KRAFT, "process.roles": "controller"}))
     assert not is_single_node(BrokerConfig({**KRAFT, "process.roles": "broker"}))
+    # Its own only voter, but serving a CONTROLLER listener that observers may follow.
+    served = {**KRAFT, "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}
+    assert not is_single_node(BrokerConfig(served))

@@ -80,6 +80,17 @@ def test_single_voter_elects_itself() -> None:
     assert (h.node.role, h.node.epoch) == (Role.LEADER, 1)
 
 
+def test_the_only_voter_stands_for_election_at_start_without_waiting() -> None:
+    """As Kafka's KafkaRaftClient.initialize; a voter among others waits its election timeout."""
+    alone = Harness(voters=(1,))
+    assert alone.node.poll(0) == 0
+    alone.node.tick(0)
+    alone.persist()
+    assert (alone.node.role, alone.node.epoch) == (Role.LEADER, 1)
+    among_others = Harness(voters=(1, 2, 3))
+    assert among_others.node.poll(0) >= among_others.config.election_timeout_ms
+
+
 def test_a_single_voter_leader_has_no_quorum_check_deadline_to_wake_for() -> None:
     """It never resigns for want of a majority, so the check's deadline must not stay in the
     past: a driver sleeping until ``poll`` would otherwise step in a busy loop."""
