@@ -140,6 +140,11 @@ class Broker:
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.faults = FaultInjector()
+        # Kafka's broker binds its listeners at start-up but processes no request until the
+        # controller has unfenced it: a cluster node sets ``hold_clients`` before ``serve`` and
+        # ``clients_enabled`` once unfenced (connections wait in the listen backlog meanwhile).
+        self.hold_clients = False
+        self.clients_enabled = trio.Event()
         # Where partitions are led (server/routing.py): this node alone until a cluster's metadata
         # publisher replaces it with an ImageRouting over the published image.
         self.routing: ClusterRouting = LocalRouting(
@@ -749,6 +754,9 @@ class Broker:
         self.advertised = parse_listener(advertised[0]) if advertised else (host, bound_port)
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], bound_port)
+        self.clients_enabled = trio.Event()
+        if not self.hold_clients:
+            self.clients_enabled.set()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._keep_running, "background log jobs", self._background_jobs)
             if self.config.get_bool("log.cleaner.enable"):

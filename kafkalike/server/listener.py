@@ -14,6 +14,7 @@ The counts are the broker's ``ConnectionQuotas`` (``limits``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 from typing import TYPE_CHECKING
@@ -32,11 +33,16 @@ OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.E
 
 
 async def serve_listeners(broker: Broker, listeners: list[trio.SocketListener]) -> None:
-    idle = IdleConnections(broker.config.get_int("connections.max.idle.ms"), broker.clock)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(idle.run)
-        for listener in listeners:
-            nursery.start_soon(_accept_loop, broker, listener, idle, nursery)
+    async with contextlib.AsyncExitStack() as bound:
+        for listener in listeners:  # closed however this ends, even before the first accept
+            await bound.enter_async_context(listener)
+        # Bound already; accepted only once the broker may serve clients (Broker.hold_clients).
+        await broker.clients_enabled.wait()
+        idle = IdleConnections(broker.config.get_int("connections.max.idle.ms"), broker.clock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle.run)
+            for listener in listeners:
+                nursery.start_soon(_accept_loop, broker, listener, idle, nursery)
 
 
 async def _accept_loop(

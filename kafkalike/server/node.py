@@ -585,12 +585,14 @@ class Node:
             await self.wait_caught_up()
             await broker.publisher.wait_for_offset(self.metadata_offset)
             broker.remove_stray_partitions()
+        broker.hold_clients = not self.single
         try:
             self.client_address = await nursery.start(broker.serve, host, port)
         except OSError as exc:
             raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
         if not self.single:
             await self._register_broker(nursery, broker, entries[0])
+            broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does
 
     async def _register_broker(self, nursery: trio.Nursery, broker: Broker, listener_entry: str) -> None:
         """Registration and heartbeats with the active controller (the broker lifecycle task),
@@ -607,7 +609,9 @@ class Node:
             self.config,
             cluster_id=self.cluster_id,
             listeners=[Listener(name, host, port, SECURITY_PROTOCOL_IDS.get(protocol, 0))],
-            log_dirs=[uuid.UUID(int=self.rng.getrandbits(128), version=4)],
+            log_dirs=[self._log_dir_id()],
+            # KIP-966: the epoch a clean shutdown left in the log dirs (-1 after a crash).
+            previous_broker_epoch=broker.logs.previous_broker_epoch(),
             rng=random.Random(self.rng.getrandbits(64)),
         )
         task = BrokerLifecycleTask(
@@ -622,12 +626,25 @@ class Node:
 
         await task.startup(first_publish)
         broker.cluster.broker_epoch = task.broker_epoch
+        broker.logs.broker_epoch = task.broker_epoch  # written into the clean shutdown files
         for name, partitions in self._seed_topics:
             if name in broker.controller.image.topics:
                 continue
             (result,) = await broker.cluster.create_topics([NewTopic(name, partitions, {})])
             if isinstance(result, ControllerError) and result.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise StartupError(f"Failed to create the seed topic {name}: {result.message}")
+
+    def _log_dir_id(self) -> uuid.UUID:
+        """The log directory's id from its meta.properties (``directory.id``, as kafka-storage
+        format writes it). A directory without one (or with a reserved one: Kafka reserves the
+        ids below 100 in a zero high half) gets an id derived from the cluster, the node and the
+        path, the same at every start: the controller assigns partitions to a directory id, and
+        a broker back with another id would find none of its replicas online."""
+        settings = self.settings
+        found = None if settings is None else settings.directory_id
+        if found is not None and found.int >= 100:
+            return found
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalike:{self.cluster_id}/{self.node_id}/{self.config.log_dirs[0]}")
 
     # -- snapshots --------------------------------------------------------------------------------
 

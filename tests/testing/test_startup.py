@@ -63,7 +63,10 @@ CASES: dict[str, Case] = {
     "listen without a port": (
         lambda d: ["--listen", "localhost", "--data-dir", str(d)],
         2,
-        lambda d: "bad configuration: Unable to parse PLAINTEXT://localhost to a broker endpoint",
+        lambda d: (
+            "bad configuration: Error creating broker listeners from 'PLAINTEXT://localhost': "
+            "Unable to parse PLAINTEXT://localhost to a broker endpoint"
+        ),
     ),
     "listen on a port past 65535": (
         lambda d: ["--listen", "127.0.0.1:70000", "--data-dir", str(d)],
