@@ -194,12 +194,14 @@ class BrokerLifecycleTask:
         """Ask the controller to let this broker go and wait (bounded) until it does; then stop
         heartbeating. True when the controller approved before the deadline."""
         self.begin_controlled_shutdown()
-        with trio.move_on_after(timeout_s):
-            await self.stopped.wait()
-        if not self.stopped.is_set():
-            log.error("timed out waiting for the controller to approve controlled shutdown")
-        self.lifecycle.state = BrokerState.SHUTTING_DOWN  # Kafka's beginShutdown: nothing more is sent
-        self._wake.set()
+        try:
+            with trio.move_on_after(timeout_s):
+                await self.stopped.wait()
+        finally:  # also when the caller's own deadline cancels the wait
+            if not self.stopped.is_set():
+                log.error("timed out waiting for the controller to approve controlled shutdown")
+            self.lifecycle.state = BrokerState.SHUTTING_DOWN  # Kafka's beginShutdown: nothing more is sent
+            self._wake.set()
         return self.shutdown_approved
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -200,6 +200,23 @@ async def test_controlled_shutdown_is_bounded_by_its_deadline(autojump_clock: Mo
             assert len(controllers.sent) == sent
 
 
+async def test_a_controlled_shutdown_cut_short_by_the_caller_still_stops_the_heartbeats(
+    autojump_clock: MockClock,
+) -> None:
+    controllers = StandInControllers(caught_up_offset=0, approve_shutdown_after=None)
+    task = _task(controllers, [0])
+    with trio.fail_after(BOUND_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(task.run)
+            await task.startup()
+            with trio.move_on_after(5):  # the node's own bound, shorter than the task's
+                await task.controlled_shutdown(timeout_s=300)
+            await task.stopped.wait()
+            sent = len(controllers.sent)
+            await trio.sleep(30)
+            assert len(controllers.sent) == sent and task.state == BrokerState.SHUTTING_DOWN
+
+
 async def test_a_controller_that_stops_mid_heartbeat_is_replaced_by_the_new_one(autojump_clock: MockClock) -> None:
     controllers = StandInControllers(caught_up_offset=0)
     task = _task(controllers, [0], broker_session_timeout_ms="9000")
