@@ -434,10 +434,23 @@ class ProcessCluster(Generic[N]):
         return self
 
     def stop(self, timeout_s: float = 60.0) -> None:
-        """SIGTERM to every node at once, then wait for each (SIGKILL past ``timeout_s``)."""
-        signalled = [node for node in self.nodes if node.terminate()]
-        for node in signalled:
-            node.wait_stopped(timeout_s)
+        """SIGTERM to one node after the other (each waited for, SIGKILL past ``timeout_s``), the
+        active controller last, so that each broker's controlled shutdown finds a quorum to
+        approve it; the last node of a multi-node cluster is SIGKILLed, as no quorum is left to
+        approve its controlled shutdown (it would wait, then log that it timed out)."""
+        for node in self.nodes:
+            if node.paused:
+                node.resume()
+        running = [node for node in self.nodes if node.running]
+        if len(running) > 1:
+            view = self.quorum(timeout_s=PROBE_TIMEOUT_S)
+            leader = view.leader_id if view is not None else None
+            running.sort(key=lambda node: node.node_id == leader)
+            for node in running[:-1]:
+                node.stop(timeout_s)
+            running[-1].kill()
+        elif running:
+            running[0].stop(timeout_s)
         for node in self.nodes:
             node.kill()  # a node already gone: only joins its output
 
