@@ -213,5 +213,5 @@ def test_the_default_size(kafka_cluster):
 
 
 def test_the_kafka_cluster_fixture_runs_nodes_configured_by_its_marker(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_cluster=CLUSTER_TEST_FILE)
+    pytester.makepyfile(test_fixture_cluster_example=CLUSTER_TEST_FILE)
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
