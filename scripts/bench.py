@@ -6,6 +6,7 @@
     python scripts/bench.py --bootstrap HOST:PORT  # side by side with any running broker
     python scripts/bench.py --baseline-tree DIR  # side by side with kafkalike from another checkout
     python scripts/bench.py --quick              # smoke test: small sizes, one run (~2 min)
+    python scripts/bench.py --cluster-brokers 1,2,3  # produce/consume throughput per cluster size
 
 Starts ``kafkalike serve`` (and, with ``--reference=kafka``, Apache Kafka in KRaft mode from the
 Maven Central jars the compatibility suite resolves) on 127.0.0.1 with a fresh data directory, and
@@ -28,6 +29,8 @@ Writes ``results.json``, ``report.md`` (with ratios to the reference) and PNG pl
 scenarios (startup, produce, java, consume, latency, scaling, retained). ``--profile`` instead
 records the kafkalike broker with py-spy under produce and consume load (flame graphs);
 ``--render DIR`` redoes a results directory's report and plots from its results.json.
+``--cluster-brokers 1,2,3`` instead measures produce and consume throughput of kafkalike clusters
+of those sizes (bench_lib/cluster.py; ``cluster.md`` and ``cluster.json`` in the results directory).
 Needs ``pip install -e '.[test,bench]'`` (confluent-kafka, matplotlib, py-spy).
 """
 
@@ -72,6 +75,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--ak-version", default="4.0.2", help="Apache Kafka version for --reference=kafka and the tools"
     )
     parser.add_argument("--runs", type=int, help="runs per measurement (default 3, quick 1)")
+    parser.add_argument(
+        "--cluster-brokers",
+        metavar="N,N,...",
+        help="only measure produce/consume throughput of kafkalike clusters of these sizes (e.g. 1,2,3)",
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated: {', '.join(SCENARIOS)}")
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's perf tools even if Java is present")
     parser.add_argument("--results", type=Path, help="output directory (default bench_results/<date-time>)")
@@ -213,6 +221,12 @@ def main(argv: list[str]) -> int:
 
     def say(message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    if args.cluster_brokers:
+        from bench_lib import cluster
+
+        sizes = [int(n) for n in args.cluster_brokers.split(",") if n.strip()]
+        return cluster.run(out, work, sizes, args.runs or (1 if args.quick else 3), say)
 
     if java_ok or args.reference == "kafka":
         lib = resolve_lib(args.ak_version, work, say)

@@ -2,12 +2,17 @@
 """Controller failover time on a 3-node cluster of real processes: Apache Kafka's or kafkalike's.
 
     python scripts/failover.py --target kafka --version 4.4.0 --rounds 5
+    python scripts/failover.py --target both --rounds 5                # Kafka, then kafkalike, in one run
     python scripts/failover.py --target kafkalike --rounds 5
     python scripts/failover.py --target kafkalike --roles controller   # a quorum of controllers only
+    python scripts/failover.py --target kafkalike --graceful           # SIGTERM: the leader resigns first
+    python scripts/failover.py --target kafka --kafka-lib DIR          # Kafka's jars from DIR
 
 Every node is broker and controller (or, with ``--roles controller``, a controller only), a voter
-of one static quorum, with the product's default timeouts. Each round: find the active controller (DescribeQuorum), SIGKILL it, then measure from
-the kill until
+of one static quorum, with the product's default timeouts (``--override KEY=VALUE`` sets a config
+on every node). Each round: find the active controller (DescribeQuorum), SIGKILL it (with
+``--graceful`` SIGTERM, so that it resigns: Kafka's EndQuorumEpoch), then measure from the signal
+until
 
 - ``leader``: DescribeQuorum, asked of a surviving node, names a new leader;
 - ``create``: a CreateTopics sent to a surviving node succeeds (retried at once after an error or
@@ -100,7 +105,7 @@ def caught_up(cluster: Cluster, node_id: int) -> bool:
     return view is not None and view.voters.get(node_id, -1) >= view.high_watermark >= 0
 
 
-def one_round(cluster: Cluster, number: int) -> Round:
+def one_round(cluster: Cluster, number: int, graceful: bool = False) -> Round:
     cluster.wait_for(cluster.formed, "the cluster formed")
     before = cluster.quorum()
     if before is None:
@@ -109,7 +114,10 @@ def one_round(cluster: Cluster, number: int) -> Round:
     survivor = next((n.node_id for n in cluster.live_brokers() if n.node_id != killed), None)
     found: dict[str, float] = {}
     t0 = time.monotonic()
-    cluster.node(killed).kill()
+    if graceful:
+        cluster.node(killed).terminate()
+    else:
+        cluster.node(killed).kill()
     watcher = threading.Thread(target=watch_for_new_leader, args=(cluster, killed, t0, found), daemon=True)
     watcher.start()
     create_s: float | None = None
@@ -119,6 +127,8 @@ def one_round(cluster: Cluster, number: int) -> Round:
     watcher.join(ROUND_TIMEOUT_S)
     if "leader_s" not in found:
         raise TimeoutError(f"no new leader in DescribeQuorum {ROUND_TIMEOUT_S:g} s after node {killed} was killed")
+    if graceful:
+        cluster.node(killed).wait_stopped()
     restarted = time.monotonic()
     cluster.node(killed).start()
     cluster.wait_for(lambda: caught_up(cluster, killed), f"node {killed} caught up", ROUND_TIMEOUT_S)
@@ -135,15 +145,19 @@ def one_round(cluster: Cluster, number: int) -> Round:
     )
 
 
-def build_cluster(args: argparse.Namespace, data_dir: Path) -> Cluster:
-    if args.target == "kafka":
-        from compat_lib.tools import ak_lib_dir, resolve_ak
+def build_cluster(args: argparse.Namespace, target: str, data_dir: Path) -> Cluster:
+    overrides = dict(item.split("=", 1) for item in args.override)
+    if target == "kafka":
+        lib_dir = args.kafka_lib
+        if lib_dir is None:
+            from compat_lib.tools import ak_lib_dir, resolve_ak
 
-        problem = resolve_ak(args.version)
-        if problem is not None:
-            raise SystemExit(f"failover: cannot get Apache Kafka {args.version}: {problem}")
-        return ApacheKafkaCluster(args.nodes, data_dir=data_dir, lib_dir=ak_lib_dir(args.version), roles=args.roles)
-    return KafkalikeCluster(args.nodes, data_dir, env={"PYTHONPATH": str(ROOT)}, roles=args.roles)
+            problem = resolve_ak(args.version)
+            if problem is not None:
+                raise SystemExit(f"failover: cannot get Apache Kafka {args.version}: {problem}")
+            lib_dir = ak_lib_dir(args.version)
+        return ApacheKafkaCluster(args.nodes, data_dir=data_dir, lib_dir=lib_dir, roles=args.roles, overrides=overrides)
+    return KafkalikeCluster(args.nodes, data_dir, env={"PYTHONPATH": str(ROOT)}, roles=args.roles, overrides=overrides)
 
 
 def summary(rounds: list[Round]) -> dict[str, dict[str, float]]:
@@ -167,46 +181,62 @@ def describe(r: Round) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", choices=["kafka", "kafkalike"], required=True)
-    parser.add_argument("--version", default="4.4.0", help="Apache Kafka's version (--target kafka)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--nodes", type=int, default=3)
-    parser.add_argument("--roles", choices=[COMBINED_ROLES, CONTROLLER_ROLE], default=COMBINED_ROLES)
-    parser.add_argument("--json", type=Path, help="also write the rounds and the summary here")
-    args = parser.parse_args(argv)
-    label = f"Apache Kafka {args.version}" if args.target == "kafka" else "kafkalike"
-    label += f" ({args.roles} nodes)"
+def measure_target(args: argparse.Namespace, target: str) -> tuple[str, list[Round]] | None:
+    """Start the target's cluster and run the rounds: (label, rounds), or None when it failed."""
+    label = f"Apache Kafka {args.version}" if target == "kafka" else "kafkalike"
+    label += f" ({args.roles} nodes{', SIGTERM' if args.graceful else ''})"
     with tempfile.TemporaryDirectory(prefix="kafkalike-failover-") as tmp:
-        cluster = build_cluster(args, Path(tmp))
+        cluster = build_cluster(args, target, Path(tmp))
         started = time.monotonic()
         try:
             cluster.start()
         except (NodeExited, NodeNotReady) as exc:
             print(f"failover: the {label} cluster did not start: {exc}", file=sys.stderr)
-            return 1
+            return None
         rounds: list[Round] = []
         try:
             print(f"{label}: {args.nodes} nodes ready in {time.monotonic() - started:.1f} s", flush=True)
             for number in range(1, args.rounds + 1):
-                r = one_round(cluster, number)
+                r = one_round(cluster, number, args.graceful)
                 rounds.append(r)
                 print(f"round {number}: {describe(r)}", flush=True)
-        except TimeoutError as exc:
-            print(f"failover: {exc}", file=sys.stderr)
-            return 1
+        except (TimeoutError, NodeNotReady) as exc:
+            print(f"failover: {label}: {exc}", file=sys.stderr)
+            return None
         finally:
             cluster.stop()
-    figures = summary(rounds)
-    for name, label_text in (("leader_s", "new leader"), ("create_s", "CreateTopics ok"), ("rejoin_s", "rejoin")):
-        if name not in figures:
-            continue
-        print(f"{label_text:>16}: p50 {figures[name]['p50']:.2f} s, max {figures[name]['max']:.2f} s")
+    return label, rounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", choices=["kafka", "kafkalike", "both"], required=True)
+    parser.add_argument("--version", default="4.4.0", help="Apache Kafka's version (--target kafka)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--roles", choices=[COMBINED_ROLES, CONTROLLER_ROLE], default=COMBINED_ROLES)
+    parser.add_argument("--graceful", action="store_true", help="SIGTERM the active controller instead of SIGKILL")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a config on every node")
+    parser.add_argument("--kafka-lib", type=Path, help="Apache Kafka's jars (--target kafka), instead of resolving")
+    parser.add_argument("--json", type=Path, help="also write the rounds and the summary here")
+    args = parser.parse_args(argv)
+    targets = ["kafka", "kafkalike"] if args.target == "both" else [args.target]
+    measured = []
+    for target in targets:
+        result = measure_target(args, target)
+        if result is None:
+            return 1
+        measured.append(result)
+    report = []
+    for label, rounds in measured:
+        figures = summary(rounds)
+        print(f"{label}:")
+        for name, text in (("leader_s", "new leader"), ("create_s", "CreateTopics ok"), ("rejoin_s", "rejoin")):
+            if name in figures:
+                print(f"{text:>16}: p50 {figures[name]['p50']:.2f} s, max {figures[name]['max']:.2f} s")
+        report.append({"target": label, "rounds": [asdict(r) for r in rounds], "summary": figures})
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"target": label, "rounds": [asdict(r) for r in rounds], "summary": figures}, indent=2)
-        )
+        args.json.write_text(json.dumps(report if len(report) > 1 else report[0], indent=2))
     return 0
 
 

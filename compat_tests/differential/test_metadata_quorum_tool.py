@@ -1,8 +1,9 @@
-"""Kafka 4.0.2's own ``kafka-metadata-quorum --bootstrap-controller`` against three ``kafkalike
-serve`` controller processes: ``describe --status`` and ``describe --replication`` (also
-``--human-readable``, whose relative times Kafka's tool computes from our wall-clock fetch
-timestamps) show the cluster id, one leader, three voters with their CONTROLLER endpoints, and
-each voter's lag; after the leader is SIGKILLed, the tool finds the new leader through any survivor."""
+"""Kafka's own ``kafka-metadata-quorum --bootstrap-controller`` against three ``kafkalike serve``
+controller processes, and against three combined (broker and controller) nodes: ``describe
+--status`` and ``describe --replication`` (also ``--human-readable``, whose relative times Kafka's
+tool computes from our wall-clock fetch timestamps) show the cluster id, one leader, three voters
+with their CONTROLLER endpoints, and each voter's lag; after the leader is SIGKILLed, the tool
+finds the new leader through any survivor."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from compat_tests.differential.conftest import AK_LIB
 from kafkalike.testing.apache_kafka import java_executable
-from kafkalike.testing.controller_processes import CLUSTER_ID, ControllerQuorumProcesses, wait_until
+from kafkalike.testing.process_cluster import COMBINED_ROLES, CONTROLLER_ROLE, KafkalikeCluster
 
 pytestmark = pytest.mark.differential
 WAIT_S = 30.0
@@ -58,26 +59,32 @@ def replication_rows(output: str) -> list[list[str]]:
     return lines[1:]
 
 
-def test_kafka_metadata_quorum_describes_a_kafkalike_controller_quorum(tmp_path: Path) -> None:
-    with ControllerQuorumProcesses(tmp_path, 3) as quorum:
-        leader_id, epoch, _ = wait_until(quorum.leader, WAIT_S, "a leader")
-        follower_id = next(i for i in quorum.nodes if i != leader_id)
+@pytest.mark.parametrize("roles", [CONTROLLER_ROLE, COMBINED_ROLES])
+def test_kafka_metadata_quorum_describes_a_kafkalike_quorum(tmp_path: Path, roles: str) -> None:
+    """Three controllers, or three combined nodes (whose brokers are not observers, as Kafka's)."""
+    with KafkalikeCluster(3, tmp_path, roles=roles) as quorum:
+        first = quorum.leader_after(0, timeout_s=WAIT_S)
+        leader_id, epoch = first.leader_id, first.leader_epoch
+        follower_id = next(i for i in quorum.node_ids if i != leader_id)
 
-        status = metadata_quorum(quorum.bootstrap(follower_id), "--status")  # found through a follower
+        def controller(node_id: int) -> str:
+            return quorum.node(node_id).controller_bootstrap
+
+        status = metadata_quorum(controller(follower_id), "--status")  # found through a follower
         assert status.returncode == 0, status.stderr
         fields = status_fields(status.stdout)
-        assert fields["ClusterId"] == CLUSTER_ID
+        assert fields["ClusterId"] == quorum.cluster_id
         assert (int(fields["LeaderId"]), int(fields["LeaderEpoch"])) == (leader_id, epoch)
         assert int(fields["HighWatermark"]) >= 1
         assert fields["MaxFollowerLag"].isdigit() and fields["CurrentObservers"] == "[]"
         voters = re.findall(
-            r'\{"id": (\d+), "directoryId": (\S+), "endpoints": \["CONTROLLER://([^"]+)"\]\}', status.stdout
-        )
-        assert sorted((int(i), address) for i, _, address in voters) == [
-            (i, quorum.bootstrap(i)) for i in sorted(quorum.nodes)
+            r'\{"id": (\d+), (?:"directoryId": \S+, )?"endpoints": \["CONTROLLER://([^"]+)"\]\}', status.stdout
+        )  # 4.0's tool prints each voter's directoryId (null), 4.4's does not
+        assert sorted((int(i), address) for i, address in voters) == [
+            (i, controller(i)) for i in sorted(quorum.node_ids)
         ]
 
-        replication = metadata_quorum(quorum.bootstrap(leader_id), "--replication")
+        replication = metadata_quorum(controller(leader_id), "--replication")
         assert replication.returncode == 0, replication.stderr
         rows = replication_rows(replication.stdout)
         assert next((int(r[0]), r[6]) for r in rows) == (leader_id, "Leader")
@@ -88,18 +95,14 @@ def test_kafka_metadata_quorum_describes_a_kafkalike_controller_quorum(tmp_path:
             assert int(row[3]) == leader_end - int(row[2]) >= 0  # the lag column
             assert int(row[4]) > 0 and int(row[5]) > 0  # wall-clock fetch timestamps
 
-        readable = metadata_quorum(quorum.bootstrap(leader_id), "--replication", "--human-readable")
+        readable = metadata_quorum(controller(leader_id), "--replication", "--human-readable")
         assert readable.returncode == 0, readable.stderr
         assert all(r[4].isdigit() and r[5:7] == ["ms", "ago"] for r in replication_rows(readable.stdout))
 
-        quorum.kill(leader_id)
-        survivors = [i for i in quorum.nodes if i != leader_id]
-        new_id, new_epoch, _ = wait_until(
-            lambda: found if (found := quorum.leader(survivors)) and found[1] > epoch else None,
-            WAIT_S,
-            "a new leader",
-        )
-        after = metadata_quorum(quorum.bootstrap(survivors[0]), "--status")
+        quorum.node(leader_id).kill()
+        survivors = [i for i in quorum.node_ids if i != leader_id]
+        second = quorum.leader_after(epoch, survivors, WAIT_S)
+        after = metadata_quorum(controller(survivors[0]), "--status")
         assert after.returncode == 0, after.stderr
         fields = status_fields(after.stdout)
-        assert (int(fields["LeaderId"]), int(fields["LeaderEpoch"])) == (new_id, new_epoch)
+        assert (int(fields["LeaderId"]), int(fields["LeaderEpoch"])) == (second.leader_id, second.leader_epoch)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from compat_tests.differential.conftest import AK_LIB
-from kafkalike.testing.controller_processes import ControllerQuorumProcesses, wait_until
+from kafkalike.testing.apache_kafka import mixed_quorum
+from kafkalike.testing.process_cluster import NodeProcess, ProcessCluster, wait_until
 
 pytestmark = pytest.mark.differential
 KAFKA_NODE = 3
@@ -20,45 +21,31 @@ WAIT_S = 60.0
 PATIENT = {"controller.quorum.election.timeout.ms": "6000"}
 
 
-def leader_past(quorum: ControllerQuorumProcesses, epoch: int, among: list[int] | None = None) -> tuple[int, int, int]:
-    return wait_until(
-        lambda: found if (found := quorum.leader(among)) and found[1] > epoch else None,
-        WAIT_S,
-        f"a leader past epoch {epoch}",
-    )
-
-
-def wait_all_caught_up(quorum: ControllerQuorumProcesses, leader_id: int, high_watermark: int) -> None:
+def wait_all_caught_up(quorum: ProcessCluster[NodeProcess], leader_id: int, high_watermark: int) -> None:
     def caught_up() -> bool:
-        p = quorum.describe(leader_id)
-        if p is None or p.error_code != 0 or p.high_watermark < high_watermark:
+        view = quorum.describe_quorum(leader_id)
+        if view is None or view.high_watermark < high_watermark:
             return False
-        return all(v.log_end_offset >= high_watermark for v in p.current_voters)
+        return all(end >= high_watermark for end in view.voters.values())
 
     wait_until(caught_up, WAIT_S, f"every voter reaching leader {leader_id}'s high watermark {high_watermark}")
 
 
 def test_kafkalike_and_kafka_controllers_form_one_quorum(tmp_path: Path) -> None:
-    quorum = ControllerQuorumProcesses(
-        tmp_path,
-        3,
-        kafka_lib=Path(AK_LIB),
-        kafka_nodes=frozenset({KAFKA_NODE}),
-        extra_for={1: PATIENT, 2: PATIENT},
-    )
+    quorum = mixed_quorum(tmp_path, kafka_nodes={KAFKA_NODE}, lib_dir=AK_LIB, overrides_for={1: PATIENT, 2: PATIENT})
     try:
         quorum.start(order=[KAFKA_NODE, 1, 2])
-        leader_id, epoch, hw = leader_past(quorum, 0)
-        assert leader_id == KAFKA_NODE
-        wait_all_caught_up(quorum, KAFKA_NODE, hw + 1)  # Kafka's controller keeps writing records
-        quorum.kill(KAFKA_NODE)
-        new_id, new_epoch, new_hw = leader_past(quorum, epoch, [1, 2])
-        assert new_id in (1, 2)
-        quorum.nodes[KAFKA_NODE].start()
-        wait_all_caught_up(quorum, new_id, new_hw)
-        p = quorum.describe(new_id)
-        assert p is not None and (p.leader_id, p.leader_epoch) == (new_id, new_epoch)
-        kafka_output = "".join(quorum.nodes[KAFKA_NODE].output)
-        assert f"leader={new_id}" in kafka_output  # Kafka's FollowerState of the kafkalike leader
+        first = quorum.leader_after(0, timeout_s=WAIT_S)
+        assert first.leader_id == KAFKA_NODE
+        wait_all_caught_up(quorum, KAFKA_NODE, first.high_watermark + 1)  # Kafka's controller keeps writing records
+        quorum.node(KAFKA_NODE).kill()
+        second = quorum.leader_after(first.leader_epoch, [1, 2], WAIT_S)
+        assert second.leader_id in (1, 2)
+        quorum.node(KAFKA_NODE).start()
+        wait_all_caught_up(quorum, second.leader_id, second.high_watermark)
+        view = quorum.describe_quorum(second.leader_id)
+        assert view is not None and (view.leader_id, view.leader_epoch) == (second.leader_id, second.leader_epoch)
+        kafka_output = "".join(quorum.node(KAFKA_NODE).output)
+        assert f"leader={second.leader_id}" in kafka_output  # Kafka's FollowerState of the kafkalike leader
     finally:
-        quorum.close()
+        quorum.stop()

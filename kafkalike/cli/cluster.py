@@ -10,7 +10,8 @@ one line once every node is ready and Metadata lists them all:
 
 Node ``i`` listens on ``P+i-1`` for clients and ``P+100+i-1`` for controllers (``--base-port 0``:
 free ports); its output goes to ``D/node-<id>/output.log``. SIGTERM or Ctrl-C stops every node (SIGTERM
-to each, a clean shutdown) and exits 0. A node that cannot start stops the others, and the reason is
+to each in turn, a clean shutdown, the active controller last; the last node is killed, no quorum being
+left to approve its controlled shutdown) and exits 0. A node that cannot start stops the others, and the reason is
 one line on stderr, exit status 1; bad arguments exit 2. A directory already formatted is started
 again as it is, keeping its cluster id.
 """

@@ -2,8 +2,9 @@
 
 - ``InProcessBroker``: one broker in this process (in memory by default), with fault hooks
   (``Faults``) to make clients retry and groups rebalance.
-- ``Cluster``: the same behind a cluster's API (nodes by id), ready for several nodes once
-  kafkalike replicates; ``Cluster(brokers=1)`` today.
+- ``Cluster``: nodes by id in this process: ``Cluster(brokers=3)`` three cluster nodes (broker
+  and controller each) in threads, with per-node stop/kill/start and isolate/heal;
+  ``Cluster(brokers=1)`` the in-process broker.
 - ``BrokerProcess``: ``kafkalike serve`` as a separate process, to kill, restart or reconfigure.
 - ``KafkalikeCluster``: nodes as ``kafkalike serve --config`` processes, one quorum, each stopped,
   killed, paused and started by id (``apache_kafka.ApacheKafkaCluster``: Kafka's, the same API).
@@ -17,8 +18,17 @@
 
 from kafkalike.testing.broker import Faults, InProcessBroker
 from kafkalike.testing.clock import TrioClock
-from kafkalike.testing.cluster import Cluster, ClusterNode
+from kafkalike.testing.cluster import Cluster, ClusterNode, NodeThread
 from kafkalike.testing.process import BrokerProcess
 from kafkalike.testing.process_cluster import KafkalikeCluster
 
-__all__ = ["BrokerProcess", "Cluster", "ClusterNode", "Faults", "InProcessBroker", "KafkalikeCluster", "TrioClock"]
+__all__ = [
+    "BrokerProcess",
+    "Cluster",
+    "ClusterNode",
+    "Faults",
+    "InProcessBroker",
+    "KafkalikeCluster",
+    "NodeThread",
+    "TrioClock",
+]

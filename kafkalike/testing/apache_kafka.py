@@ -19,12 +19,14 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from kafkalike.testing.cluster_requests import NodeAddress
 from kafkalike.testing.process_cluster import (
     COMBINED_ROLES,
+    CONTROLLER_ROLE,
+    KafkalikeNode,
     NodeProcess,
     ProcessCluster,
     node_properties,
@@ -221,6 +223,14 @@ class ApacheKafkaProcess:
         self.stop()
 
 
+def kafka_jvm_options(root: Path, heap: str, log_level: str) -> list[str]:
+    """A Kafka node's JVM options: its heap, and logging at ``log_level`` to stderr (configured in ``root``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    log4j = root / "log4j2.properties"
+    log4j.write_text(LOG4J2_WARN_TO_STDERR.format(level=log_level))
+    return [f"-Xmx{heap}", f"-Dlog4j2.configurationFile={log4j}"]
+
+
 class ApacheKafkaNode(NodeProcess):
     """One combined Apache Kafka node (``kafka.Kafka``), formatted by Kafka's StorageTool."""
 
@@ -266,10 +276,12 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
         heap: str = "512m",
         log_level: str = "WARN",
         roles: str = COMBINED_ROLES,
+        overrides_for: Mapping[int, Mapping[str, str]] | None = None,
         ready_timeout_s: float = 180.0,
     ) -> None:
         """The jars: ``lib_dir``, or the ones ``resolve_ak(version)`` put in this checkout.
-        ``roles``: ``process.roles`` of every node (``controller``: controllers only, no broker)."""
+        ``roles``: ``process.roles`` of every node (``controller``: controllers only, no broker);
+        ``overrides_for``: more configs for some nodes only (by id)."""
         if lib_dir is None:
             if version is None:
                 raise ValueError("ApacheKafkaCluster needs a version or a lib_dir")
@@ -277,10 +289,7 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
         self.lib_dir = Path(lib_dir)
         self.version = jar_version(self.lib_dir)
         root = Path(data_dir).absolute()
-        root.mkdir(parents=True, exist_ok=True)
-        log4j = root / "log4j2.properties"
-        log4j.write_text(LOG4J2_WARN_TO_STDERR.format(level=log_level))
-        jvm_options = [f"-Xmx{heap}", f"-Dlog4j2.configurationFile={log4j}"]
+        jvm_options = kafka_jvm_options(root, heap, log_level)
         defaults = {
             "offsets.topic.replication.factor": str(min(3, nodes)),
             "transaction.state.log.replication.factor": str(min(3, nodes)),
@@ -295,6 +304,34 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
             node_dir = root / f"node-{address.node_id}"
             broker_defaults = defaults if roles == COMBINED_ROLES else {}
             properties = {**node_properties(address, addresses, node_dir / "data", roles), **broker_defaults}
-            properties.update(overrides or {})
+            properties.update({**(overrides or {}), **(overrides_for or {}).get(address.node_id, {})})
             members.append(ApacheKafkaNode(address, node_dir, properties, self.lib_dir, jvm_options))
         super().__init__(members, ready_timeout_s=ready_timeout_s)
+
+
+def mixed_quorum(
+    data_dir: str | Path,
+    *,
+    kafka_nodes: Collection[int],
+    lib_dir: str | Path,
+    nodes: int = 3,
+    roles: str = CONTROLLER_ROLE,
+    overrides_for: Mapping[int, Mapping[str, str]] | None = None,
+    log_level: str = "INFO",
+) -> ProcessCluster[NodeProcess]:
+    """One quorum of kafkalike and Apache Kafka nodes: the ids in ``kafka_nodes`` run Kafka from
+    ``lib_dir``, the others ``kafkalike serve``; each formatted by its own product's tool with the
+    same cluster id. Kafka logs at ``log_level`` (INFO shows its raft state changes)."""
+    root = Path(data_dir).absolute()
+    jvm_options = kafka_jvm_options(root, "512m", log_level)
+    addresses = plan_addresses(nodes)
+    members: list[NodeProcess] = []
+    for address in addresses:
+        node_dir = root / f"node-{address.node_id}"
+        properties = node_properties(address, addresses, node_dir / "data", roles)
+        properties.update((overrides_for or {}).get(address.node_id, {}))
+        if address.node_id in kafka_nodes:
+            members.append(ApacheKafkaNode(address, node_dir, properties, Path(lib_dir), jvm_options))
+        else:
+            members.append(KafkalikeNode(address, node_dir, properties))
+    return ProcessCluster(members)

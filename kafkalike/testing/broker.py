@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,6 +55,34 @@ class ErrorLog(logging.Handler):
         ours = record.thread == self.thread_id or record.thread in self.extra_threads
         if ours and (record.levelno >= logging.ERROR or record.exc_info):
             self.records.append(self.format(record))
+
+
+def loop_thread(
+    main: Callable[[], Awaitable[None]],
+    ready: threading.Event,
+    failure: list[BaseException],
+    errors: ErrorLog,
+    name: str,
+    what: str,
+) -> threading.Thread:
+    """A started daemon thread running ``trio.run(main)``; ``main`` sets ``ready`` once it serves.
+    An exception before that goes to ``failure`` (and sets ``ready``, so the starter sees it);
+    a crash after that is kept in ``errors``, as something ``what`` logged."""
+
+    def run() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # surfaced to the starting thread, or kept once started
+            if ready.is_set():
+                crash = "".join(traceback.format_exception(exc))
+                errors.records.append(f"{what}'s loop crashed:\n{crash}")
+            else:
+                failure.append(exc)
+                ready.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 class Faults:
@@ -219,19 +247,7 @@ class InProcessBroker:
                 await nursery.start(self._serve)
                 ready.set()
 
-        def run() -> None:
-            try:
-                trio.run(main)
-            except BaseException as exc:  # surfaced to the starting thread, or kept once started
-                if ready.is_set():
-                    crash = "".join(traceback.format_exception(exc))
-                    self._errors.records.append(f"the broker's loop crashed:\n{crash}")
-                else:
-                    failure.append(exc)
-                    ready.set()
-
-        self._thread = threading.Thread(target=run, name="kafkalike-broker", daemon=True)
-        self._thread.start()
+        self._thread = loop_thread(main, ready, failure, self._errors, "kafkalike-broker", "the broker")
         ready.wait()
         if failure:
             raise RuntimeError("in-process broker failed to start") from failure[0]
@@ -294,43 +310,18 @@ class InProcessBroker:
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None, replication_factor: int = 1
     ) -> None:
-        with self.client() as client:
-            response = client.request(
-                19,
-                7,
-                {
-                    "topics": [
-                        {
-                            "name": name,
-                            "num_partitions": partitions,
-                            "replication_factor": replication_factor,
-                            "assignments": [],
-                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
-                        }
-                    ],
-                    "timeout_ms": 30000,
-                    "validate_only": False,
-                },
-            )
-        topic = response.topics[0]
-        if topic.error_code:
-            raise RuntimeError(f"create_topic {name}: error {topic.error_code}: {topic.error_message}")
+        create_topic(self.host, self.port, name, partitions, configs, replication_factor)
 
     def delete_topic(self, name: str) -> None:
         self.delete_topics([name])
 
     def delete_topics(self, names: list[str]) -> None:
         """Delete these topics; one that does not exist is no error."""
-        if not names:
-            return
-        with self.client() as client:
-            client.request(20, 6, {"topics": [{"name": name} for name in names], "timeout_ms": 30000})
+        delete_topics(self.host, self.port, names)
 
     def topics(self) -> dict[str, int]:
         """Every topic (internal ones included) and its partition count."""
-        with self.client() as client:
-            response = client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
-        return {topic.name: len(topic.partitions) for topic in response.topics}
+        return topics(self.host, self.port)
 
     def produce(
         self,
@@ -341,56 +332,125 @@ class InProcessBroker:
         headers: list[tuple[str, bytes | None]] | None = None,
     ) -> int:
         """Append one record; returns its offset."""
-        batch = build_batch([Record(key=key, value=value, headers=list(headers or []))])
-        with self.client() as client:
-            response = client.request(
-                0,
-                9,
-                {
-                    "acks": -1,
-                    "timeout_ms": 30000,
-                    "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
-                },
-            )
-        part = response.responses[0].partition_responses[0]
-        if part.error_code:
-            raise RuntimeError(f"produce to {topic}-{partition}: error {part.error_code}")
-        return int(part.base_offset)
+        return produce(self.host, self.port, topic, value, key, partition, headers)
 
     def consume(
         self, topic: str, partition: int = 0, offset: int = 0, max_bytes: int = 1 << 20
     ) -> list[tuple[int, Record]]:
         """The records from ``offset`` up to the high watermark (one fetch), with their offsets."""
-        with self.client() as client:
-            response = client.request(
-                1,
-                12,
-                {
-                    "replica_id": -1,
-                    "max_wait_ms": 0,
-                    "min_bytes": 0,
-                    "max_bytes": max_bytes,
-                    "topics": [
-                        {
-                            "topic": topic,
-                            "partitions": [
-                                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}
-                            ],
-                        }
-                    ],
-                },
-            )
-        part: Message = response.responses[0].partitions[0]
-        if part.error_code:
-            raise RuntimeError(f"fetch from {topic}-{partition}: error {part.error_code}")
-        out = []
-        blob = part.records or b""
-        for pos, header in iter_batches(blob, partial_ok=True):
-            for record in decode_records(blob, pos, header):
-                record_offset = header.base_offset + record.offset_delta
-                if record_offset >= offset:
-                    out.append((record_offset, record))
-        return out
+        return consume(self.host, self.port, topic, partition, offset, max_bytes)
+
+
+# -- one request each, to the broker at host:port (a node of a Cluster, too) ---------------------------
+
+
+def create_topic(
+    host: str,
+    port: int,
+    name: str,
+    partitions: int = 1,
+    configs: Mapping[str, str] | None = None,
+    replication_factor: int = 1,
+) -> None:
+    with WireClient(host, port) as client:
+        response = client.request(
+            19,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout_ms": 30000,
+                "validate_only": False,
+            },
+        )
+    topic = response.topics[0]
+    if topic.error_code:
+        raise RuntimeError(f"create_topic {name}: error {topic.error_code}: {topic.error_message}")
+
+
+def delete_topics(host: str, port: int, names: list[str]) -> None:
+    """Delete these topics; one that does not exist is no error."""
+    if not names:
+        return
+    with WireClient(host, port) as client:
+        client.request(20, 6, {"topics": [{"name": name} for name in names], "timeout_ms": 30000})
+
+
+def topics(host: str, port: int) -> dict[str, int]:
+    """Every topic (internal ones included) and its partition count."""
+    with WireClient(host, port) as client:
+        response = client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+    return {topic.name: len(topic.partitions) for topic in response.topics}
+
+
+def produce(
+    host: str,
+    port: int,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None = None,
+    partition: int = 0,
+    headers: list[tuple[str, bytes | None]] | None = None,
+) -> int:
+    """Append one record; returns its offset."""
+    batch = build_batch([Record(key=key, value=value, headers=list(headers or []))])
+    with WireClient(host, port) as client:
+        response = client.request(
+            0,
+            9,
+            {
+                "acks": -1,
+                "timeout_ms": 30000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+            },
+        )
+    part = response.responses[0].partition_responses[0]
+    if part.error_code:
+        raise RuntimeError(f"produce to {topic}-{partition}: error {part.error_code}")
+    return int(part.base_offset)
+
+
+def consume(
+    host: str, port: int, topic: str, partition: int = 0, offset: int = 0, max_bytes: int = 1 << 20
+) -> list[tuple[int, Record]]:
+    """The records from ``offset`` up to the high watermark (one fetch), with their offsets."""
+    with WireClient(host, port) as client:
+        response = client.request(
+            1,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": max_bytes,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}
+                        ],
+                    }
+                ],
+            },
+        )
+    part: Message = response.responses[0].partitions[0]
+    if part.error_code:
+        raise RuntimeError(f"fetch from {topic}-{partition}: error {part.error_code}")
+    out = []
+    blob = part.records or b""
+    for pos, header in iter_batches(blob, partial_ok=True):
+        for record in decode_records(blob, pos, header):
+            record_offset = header.base_offset + record.offset_delta
+            if record_offset >= offset:
+                out.append((record_offset, record))
+    return out
 
 
 async def _in_thread(fn: Callable[[], T]) -> T:

@@ -1,40 +1,74 @@
-"""A cluster of in-process brokers for tests, shaped for several nodes before replication exists.
+"""A cluster of in-process nodes for tests.
 
-    with Cluster(brokers=1, seed_topics={"orders": 3}) as cluster:
+    with Cluster(brokers=3) as cluster:
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
-        ...
-        cluster.broker(1).restart()
+        cluster.create_topic("orders", partitions=6)
+        leader = cluster.leader("orders", 0)
+        cluster.broker(leader).kill()          # stop dead; stop() is graceful, start() brings it back
+        cluster.isolate(2)                     # node 2 cut off from the other nodes; heal() undoes it
 
-Each node is an ``InProcessBroker`` with its own ``node.id`` (1, 2, ...), running in a thread
-of its own, with or without an event loop around (``with`` or ``async with``; in ``async
-with`` the start and stop run in a worker thread, so they do not block the caller's loop).
-Tests written against this API keep working when nodes can be more than one: they address
-nodes by id, and topic helpers go to the cluster, not to a node.
+``Cluster(brokers=1)`` (the default) is one ``InProcessBroker`` as node 1: a single node that is
+its own controller, in memory unless ``ephemeral=False``. ``Cluster(brokers=N)`` for N > 1 is N
+combined nodes (``process.roles=broker,controller``), :class:`~kafkalike.server.node.Node`s voting in
+one metadata quorum, each running its own trio loop in a thread of its own, configured with
+Kafka's names (``controller.quorum.voters``, PLAINTEXT and CONTROLLER listeners on loopback ports
+chosen up front, so a restarted node keeps its ports). Their directories are on disk
+(``data_dir``/node-<id>, or a temporary directory removed at ``stop`` when ``ephemeral``), so
+``kill`` and ``start`` keep what was written. Every inter-node channel of every node consults one
+:class:`~kafkalike.server.quorum.channel.NetworkFaults`: ``isolate(node_id)`` drops the node's
+traffic with the others (the quorum's, the controller channel's, the inter-broker client's), the
+clients' traffic is untouched.
 
-Only ``brokers=1`` runs today. Several nodes need replication (partition leaders and followers,
-in-sync replicas, leader election) and a controller quorum, which kafkalike does not have yet,
-so ``brokers > 1`` raises ``NotImplementedError`` rather than start nodes that would not form a
-cluster.
+Either kind works with or without an event loop around (``with`` or ``async with``; in
+``async with`` the start and stop run in a worker thread, so they do not block the caller's
+loop). Topic and record helpers go to the cluster (to the partition's leader), not to a node.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 from kafkalike.protocol.records import Record
-from kafkalike.testing.broker import Faults, InProcessBroker
+from kafkalike.server.config import TEST_PROFILE, BrokerConfig
+from kafkalike.server.quorum.channel import NetworkFaults
+from kafkalike.testing import broker as requests
+from kafkalike.testing.broker import BROKER_LOGGER, ErrorLog, Faults, InProcessBroker, loop_thread
+from kafkalike.testing.cluster_requests import NodeAddress, metadata_brokers, partition_leaders
+from kafkalike.testing.process_cluster import node_properties, plan_addresses
+
+if TYPE_CHECKING:
+    from kafkalike.server.node import Node
 
 T = TypeVar("T")
 FIRST_NODE_ID = 1
+NO_LEADER = -1
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+POLL_INTERVAL_S = 0.02
+# Elections and fencing in about a second rather than Kafka's several (the same paths, sooner);
+# every one can be overridden.
+FAST_CLUSTER = {
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "800",
+    "controller.quorum.election.backoff.max.ms": "300",
+    "controller.quorum.request.timeout.ms": "800",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+}
 
 
 class ClusterNode:
-    """One broker of a ``Cluster``: its id, address and fault hooks; it can be stopped and started."""
+    """One node of a single-node ``Cluster``: its id, address and fault hooks; it can be stopped and started."""
 
     def __init__(self, node_id: int, broker: InProcessBroker) -> None:
         self.node_id = node_id
@@ -52,6 +86,10 @@ class ClusterNode:
     def faults(self) -> Faults:
         return self.broker.faults
 
+    @property
+    def logged_errors(self) -> list[str]:
+        return self.broker.logged_errors
+
     def start(self) -> None:
         """Start a stopped node, on its previous port, with its data (also when ephemeral)."""
         if not self.running:
@@ -60,12 +98,110 @@ class ClusterNode:
     def stop(self) -> None:
         self.broker.stop()
 
+    def kill(self) -> None:
+        """A single in-process broker has no harder stop than ``stop``."""
+        self.broker.stop()
+
     def restart(self) -> None:
         self.broker.restart()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"ClusterNode(node_id={self.node_id}, bootstrap={self.bootstrap!r}, {state})"
+
+
+class NodeThread:
+    """One :class:`~kafkalike.server.node.Node` of a multi-node ``Cluster``, on a trio loop in a
+    thread of its own; a new ``Node`` at each start, on the same configuration, ports and directory."""
+
+    def __init__(self, address: NodeAddress, config: Mapping[str, str], faults: NetworkFaults) -> None:
+        self.node_id = address.node_id
+        self.address = address
+        self.config = dict(config)
+        self.faults = faults
+        self.node: Node | None = None
+        self._thread: threading.Thread | None = None
+        self._errors = ErrorLog()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.address.client
+
+    @property
+    def running(self) -> bool:
+        """Started and serving, its loop neither stopped nor crashed."""
+        return self._thread is not None and self._thread.is_alive() and self.node is not None
+
+    @property
+    def logged_errors(self) -> list[str]:
+        """What this node logged at ERROR or with a traceback, oldest first, across restarts."""
+        return list(self._errors.records)
+
+    def launch(self) -> threading.Event:
+        """Start the node's thread; the event is set once it serves (or failed: see ``wait_started``)."""
+        from kafkalike.server.node import Node
+
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError(f"node {self.node_id} is already running")
+        node = Node(BrokerConfig(self.config), faults=self.faults)
+        ready = threading.Event()
+        self._failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._errors.thread_id = threading.get_ident()
+            logger = logging.getLogger(BROKER_LOGGER)
+            logger.addHandler(self._errors)
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(node.run)
+                    self.node = node
+                    ready.set()
+            finally:
+                logger.removeHandler(self._errors)
+                self.node = None
+
+        self._starting = node
+        name = f"kafkalike-node-{self.node_id}"
+        self._thread = loop_thread(main, ready, self._failure, self._errors, name, f"node {self.node_id}")
+        return ready
+
+    def wait_started(self, ready: threading.Event, timeout_s: float = START_TIMEOUT_S) -> None:
+        if not ready.wait(timeout_s):
+            self._starting.request_kill()
+            raise RuntimeError(f"node {self.node_id} did not start within {timeout_s:g} s")
+        if self._failure:
+            raise RuntimeError(f"node {self.node_id} failed to start: {self._failure[0]}") from self._failure[0]
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start a stopped node on its ports and directory, and wait until it serves."""
+        self.wait_started(self.launch(), timeout_s)
+
+    def stop(self) -> None:
+        """A graceful stop (the broker's controlled shutdown, a leader's resignation)."""
+        self._end(lambda node: node.request_stop())
+
+    def kill(self) -> None:
+        """Stop dead, as a killed process: nothing resigned or handed over."""
+        self._end(lambda node: node.request_kill())
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def _end(self, how: Callable[[Node], None]) -> None:
+        thread = self._thread
+        if thread is None:
+            return
+        how(self._starting)
+        thread.join(STOP_TIMEOUT_S)
+        if thread.is_alive():
+            self._starting.request_kill()
+            thread.join(STOP_TIMEOUT_S)
+        self._thread = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"NodeThread(node_id={self.node_id}, bootstrap={self.bootstrap!r}, {state})"
 
 
 class Cluster:
@@ -80,54 +216,113 @@ class Cluster:
         seed_topics: Mapping[str, int] | None = None,
     ) -> None:
         """``data_dir`` (for a durable cluster) holds one directory per node, ``node-<id>``;
-        ``overrides`` are broker configs (Kafka's names) every node gets."""
+        ``overrides`` are configs (Kafka's names) every node gets, on top of the test profile
+        (and, with several brokers, of FAST_CLUSTER)."""
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
-        if brokers > 1:
-            raise NotImplementedError(
-                f"Cluster(brokers={brokers}): several brokers need replication, which kafkalike does not have "
-                "yet (partition followers, in-sync replicas, leader election); use Cluster(brokers=1)"
-            )
-        self.brokers: list[ClusterNode] = []
-        for node_id in range(FIRST_NODE_ID, FIRST_NODE_ID + brokers):
-            node_dir = None if data_dir is None else Path(data_dir) / f"node-{node_id}"
+        if not ephemeral and data_dir is None:
+            raise ValueError("a durable cluster needs a data_dir")
+        self.faults = NetworkFaults()
+        self.seed_topics = dict(seed_topics or {})
+        self._temporary: Path | None = None
+        self.brokers: list[ClusterNode | NodeThread]
+        if brokers == 1:
+            node_dir = None if data_dir is None else Path(data_dir) / f"node-{FIRST_NODE_ID}"
             broker = InProcessBroker(
                 ephemeral=ephemeral,
                 data_dir=node_dir,
-                overrides={**(overrides or {}), "node.id": str(node_id)},
+                overrides={**(overrides or {}), "node.id": str(FIRST_NODE_ID)},
                 test_profile=test_profile,
                 seed_topics=seed_topics,
             )
-            self.brokers.append(ClusterNode(node_id, broker))
+            self.brokers = [ClusterNode(FIRST_NODE_ID, broker)]
+            return
+        if data_dir is None:
+            data_dir = self._temporary = Path(tempfile.mkdtemp(prefix="kafkalike-cluster-"))
+        root = Path(data_dir).absolute()
+        addresses = plan_addresses(brokers)
+        profile = {**(TEST_PROFILE if test_profile else {}), **FAST_CLUSTER}
+        nodes: list[ClusterNode | NodeThread] = []
+        for address in addresses:
+            log_dir = root / f"node-{address.node_id}"
+            config = {**profile, **node_properties(address, addresses, log_dir), **(overrides or {})}
+            nodes.append(NodeThread(address, config, self.faults))
+        self.brokers = nodes
+        self.cluster_id = "kafkalike-test-cluster"
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [node.node_id for node in self.brokers]
 
     @property
     def bootstrap_servers(self) -> str:
         """The running nodes' addresses, comma-separated, as clients take them."""
         return ",".join(node.bootstrap for node in self.brokers if node.running)
 
-    def broker(self, node_id: int) -> ClusterNode:
+    def broker(self, node_id: int) -> ClusterNode | NodeThread:
         for node in self.brokers:
             if node.node_id == node_id:
                 return node
-        raise KeyError(f"no broker with node id {node_id}; the nodes are {[n.node_id for n in self.brokers]}")
+        raise KeyError(f"no broker with node id {node_id}; the nodes are {self.node_ids}")
+
+    node = broker
+
+    @property
+    def logged_errors(self) -> list[str]:
+        return [f"node {n.node_id}: {e}" for n in self.brokers for e in n.logged_errors]
+
+    # -- network faults between nodes ---------------------------------------------------------
+
+    def isolate(self, node_id: int) -> None:
+        """Cut node ``node_id`` off from every other node (clients still reach it)."""
+        self.broker(node_id)  # a KeyError for a node that does not exist
+        self.faults.isolate(node_id)
+
+    def heal(self) -> None:
+        """Every node reaches every other again."""
+        self.faults.heal()
 
     # -- running ----------------------------------------------------------------------------
 
-    def start(self) -> Cluster:
-        started: list[ClusterNode] = []
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> Cluster:
+        """Start every node (a quorum's voters together) and wait until each broker's Metadata
+        lists every broker."""
         try:
-            for node in self.brokers:
-                node.start()
-                started.append(node)
+            if isinstance(self.brokers[0], ClusterNode):
+                for single in self.brokers:
+                    single.start()
+                return self
+            nodes = [n for n in self.brokers if isinstance(n, NodeThread)]
+            _ensure_meta_properties(nodes, self.cluster_id)
+            readiness = [(node, node.launch()) for node in nodes]
+            deadline = time.monotonic() + timeout_s
+            for node, ready in readiness:
+                node.wait_started(ready, max(deadline - time.monotonic(), 0.1))
+            self.wait_for(self.formed, "every broker listed by every broker", max(deadline - time.monotonic(), 0.1))
+            for name, partitions in self.seed_topics.items():
+                self.create_topic(name, partitions)
         except BaseException:
-            for node in started:
-                node.stop()
+            self.stop()
             raise
         return self
 
     def stop(self) -> None:
-        for node in reversed(self.brokers):
-            node.stop()
+        """Stop every node gracefully, one at a time, the active controller last; the last node
+        left is stopped dead (nothing lost: its files are closed), as its controlled shutdown
+        would wait for a quorum that no longer exists."""
+        threads = [n for n in self.brokers if isinstance(n, NodeThread) and n.running]
+        if threads:
+            leaders = [
+                n for n in threads if n.node is not None and n.node.driver is not None and n.node.driver.is_leader
+            ]
+            ordered = [n for n in threads if n not in leaders] + leaders
+            for thread in ordered[:-1]:
+                thread.stop()
+            ordered[-1].kill()
+        for node in self.brokers:
+            node.stop()  # a node already stopped: nothing; one that failed to start: joined
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
 
     def __enter__(self) -> Cluster:
         return self.start()
@@ -141,18 +336,92 @@ class Cluster:
     async def __aexit__(self, *exc: object) -> None:
         await _off_loop(self.stop)
 
-    # -- topics and records -------------------------------------------------------------------
+    # -- asking the cluster ---------------------------------------------------------------------
 
-    def _any_node(self) -> InProcessBroker:
-        """A running node: with one node, the controller and every partition's leader."""
+    def wait_for(self, condition: Callable[[], bool], what: str, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Poll ``condition`` (nodes in other threads have no event to wait on) until it holds;
+        TimeoutError naming ``what`` after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {what} after {timeout_s:g} s")
+            time.sleep(POLL_INTERVAL_S)
+
+    def _running(self) -> list[NodeThread]:
+        return [n for n in self.brokers if isinstance(n, NodeThread) and n.running]
+
+    def formed(self) -> bool:
+        """Every running node follows the same leader in the same epoch, and every running
+        broker's Metadata lists every running broker."""
+        running = self._running()
+        ids = {n.node_id for n in running}
+        views = set(self.quorum_state().values())
+        if len(views) != 1 or next(iter(views))[0] not in ids:
+            return False
+        return all(metadata_brokers(n.address) == ids for n in running)
+
+    def quorum_state(self) -> dict[int, tuple[int, int]]:
+        """Each running node's view of the metadata quorum: node id -> (leader id, epoch)."""
+        views = {}
+        for thread in self._running():
+            driver = thread.node.driver if thread.node is not None else None
+            if driver is not None:
+                views[thread.node_id] = (driver.leader_id, driver.epoch)
+        return views
+
+    def active_controller(self, timeout_s: float = START_TIMEOUT_S, exclude: Iterable[int] = ()) -> int:
+        """The id of the quorum's leader (a single node: itself), once a running node not in
+        ``exclude`` leads the latest epoch any running node knows and its controller is active."""
+        if isinstance(self.brokers[0], ClusterNode):
+            return self.brokers[0].node_id
+        skip = set(exclude)
+        found: list[int] = []
+
+        def led() -> bool:
+            views = self.quorum_state()
+            if not views:
+                return False
+            latest = max(epoch for _, epoch in views.values())
+            for thread in self._running():
+                node = thread.node
+                if thread.node_id in skip or node is None or node.driver is None:
+                    continue
+                if node.driver.is_leader and node.driver.epoch == latest and _controller_active(node):
+                    found.append(thread.node_id)
+                    return True
+            return False
+
+        self.wait_for(led, "active controller", timeout_s)
+        return found[-1]
+
+    def metadata_brokers(self, via: int | None = None) -> set[int]:
+        """The broker ids Metadata lists, asked of node ``via`` (or the first running node)."""
+        node = self._via(via)
+        if isinstance(node, ClusterNode):
+            return {node.node_id} if node.running else set()
+        return metadata_brokers(node.address)
+
+    def leader(self, topic: str, partition: int, via: int | None = None) -> int:
+        """The id of the partition's leader as Metadata says (-1 when it has none or is unknown)."""
+        node = self._via(via)
+        if isinstance(node, ClusterNode):
+            return node.node_id if partition < node.broker.topics().get(topic, 0) else NO_LEADER
+        return partition_leaders(node.address, topic).get(partition, NO_LEADER)
+
+    def _via(self, via: int | None) -> ClusterNode | NodeThread:
+        if via is not None:
+            return self.broker(via)
         for node in self.brokers:
             if node.running:
-                return node.broker
+                return node
         raise RuntimeError("no broker of the cluster is running")
 
-    def _leader(self, topic: str, partition: int) -> InProcessBroker:
-        # One node leads every partition; with replication this asks the metadata for the leader.
-        return self._any_node()
+    def _address(self, node: ClusterNode | NodeThread) -> tuple[str, int]:
+        if isinstance(node, ClusterNode):
+            return node.broker.host, node.broker.port
+        return node.address.host, node.address.client_port
+
+    # -- topics and records -------------------------------------------------------------------
 
     def create_topic(
         self,
@@ -161,17 +430,36 @@ class Cluster:
         replication_factor: int = 1,
         configs: Mapping[str, str] | None = None,
     ) -> None:
+        """Create the topic through a running node; with several nodes, return once every
+        running node's Metadata lists a leader for each partition."""
         if not 1 <= replication_factor <= len(self.brokers):
             raise ValueError(
                 f"replication factor {replication_factor} needs as many brokers; the cluster has {len(self.brokers)}"
             )
-        self._any_node().create_topic(name, partitions, configs, replication_factor=replication_factor)
+        requests.create_topic(*self._address(self._via(None)), name, partitions, configs, replication_factor)
+        if len(self.brokers) > 1:
+            self.wait_for(lambda: self._led_everywhere(name, partitions), f"leaders of {name} known to every node")
+
+    def _led_everywhere(self, topic: str, partitions: int) -> bool:
+        for node in self._running():
+            leaders = partition_leaders(node.address, topic)
+            if len(leaders) != partitions or NO_LEADER in leaders.values():
+                return False
+        return True
 
     def delete_topic(self, name: str) -> None:
-        self._any_node().delete_topic(name)
+        requests.delete_topics(*self._address(self._via(None)), [name])
 
     def topics(self) -> dict[str, int]:
-        return self._any_node().topics()
+        return requests.topics(*self._address(self._via(None)))
+
+    def _leader_node(self, topic: str, partition: int) -> ClusterNode | NodeThread:
+        if len(self.brokers) == 1:
+            return self._via(None)  # it leads every partition
+        leader = self.leader(topic, partition)
+        if leader == NO_LEADER:
+            raise RuntimeError(f"{topic}-{partition} has no leader")
+        return self.broker(leader)
 
     def produce(
         self,
@@ -182,13 +470,31 @@ class Cluster:
         headers: list[tuple[str, bytes | None]] | None = None,
     ) -> int:
         """Append one record to the partition's leader; returns its offset."""
-        return self._leader(topic, partition).produce(topic, value, key, partition, headers)
+        node = self._leader_node(topic, partition)
+        return requests.produce(*self._address(node), topic, value, key, partition, headers)
 
     def consume(
         self, topic: str, partition: int = 0, offset: int = 0, max_bytes: int = 1 << 20
     ) -> list[tuple[int, Record]]:
         """The records from ``offset`` up to the high watermark, read from the partition's leader."""
-        return self._leader(topic, partition).consume(topic, partition, offset, max_bytes)
+        node = self._leader_node(topic, partition)
+        return requests.consume(*self._address(node), topic, partition, offset, max_bytes)
+
+
+def _controller_active(node: Node) -> bool:
+    controller = node.controller
+    return controller is None or bool(getattr(controller, "active", True))
+
+
+def _ensure_meta_properties(nodes: list[NodeThread], cluster_id: str) -> None:
+    """Format each node's directory as ``kafkalike storage format`` would (version 1, the
+    cluster id, the node id) unless it is formatted already."""
+    for node in nodes:
+        directory = Path(node.config["log.dirs"].split(",")[0])
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "meta.properties"
+        if not path.exists():
+            path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node.node_id}\n", encoding="utf-8")
 
 
 async def _off_loop(fn: Callable[[], T]) -> T:

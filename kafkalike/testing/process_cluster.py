@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Generic, TypeVar
+from typing import IO, Generic, Self, TypeVar
 
 from kafkalike.testing.cluster_requests import (
     HOST,
@@ -49,6 +49,7 @@ from kafkalike.testing.cluster_requests import (
     quorum_answers,
 )
 
+T = TypeVar("T")
 FIRST_NODE_ID = 1
 # With a base port P, node i's client port is P+i-1 and its controller port P+100+i-1.
 CONTROLLER_PORT_OFFSET = 100
@@ -71,6 +72,19 @@ class NodeExited(RuntimeError):
 
 class NodeNotReady(RuntimeError):
     pass
+
+
+def wait_until(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    """Poll ``condition`` (another process's state has no event to wait on) until it returns a
+    value other than None or False, at most ``timeout_s``; NodeNotReady naming ``what`` after that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise NodeNotReady(f"no {what} after {timeout_s:g} s")
+        time.sleep(POLL_INTERVAL_S)
 
 
 def free_ports(count: int) -> list[int]:
@@ -393,15 +407,20 @@ class ProcessCluster(Generic[N]):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def start(self) -> ProcessCluster[N]:
-        """Format every node, launch them all (a quorum needs its voters together), wait for all."""
+    def start(self, order: Sequence[int] | None = None) -> Self:
+        """Format every node, launch them all (a quorum needs its voters together), wait for all;
+        with ``order``, start the nodes one after the other in that order, each ready before the next."""
         try:
             with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:  # formats take ~1-5 s each
                 for done in [pool.submit(node.prepare, self.cluster_id) for node in self.nodes]:
                     done.result()
-            for node in self.nodes:
-                node.launch()
             deadline = time.monotonic() + self.ready_timeout_s
+            if order is not None:
+                for node_id in order:
+                    self.node(node_id).start(max(deadline - time.monotonic(), PROBE_TIMEOUT_S))
+            for node in self.nodes:
+                if not node.running:
+                    node.launch()
             for node in self.nodes:
                 node.wait_ready(max(deadline - time.monotonic(), PROBE_TIMEOUT_S))
             self.wait_for(
@@ -415,14 +434,27 @@ class ProcessCluster(Generic[N]):
         return self
 
     def stop(self, timeout_s: float = 60.0) -> None:
-        """SIGTERM to every node at once, then wait for each (SIGKILL past ``timeout_s``)."""
-        signalled = [node for node in self.nodes if node.terminate()]
-        for node in signalled:
-            node.wait_stopped(timeout_s)
+        """SIGTERM to one node after the other (each waited for, SIGKILL past ``timeout_s``), the
+        active controller last, so that each broker's controlled shutdown finds a quorum to
+        approve it; the last node of a multi-node cluster is SIGKILLed, as no quorum is left to
+        approve its controlled shutdown (it would wait, then log that it timed out)."""
+        for node in self.nodes:
+            if node.paused:
+                node.resume()
+        running = [node for node in self.nodes if node.running]
+        if len(running) > 1:
+            view = self.quorum(timeout_s=PROBE_TIMEOUT_S)
+            leader = view.leader_id if view is not None else None
+            running.sort(key=lambda node: node.node_id == leader)
+            for node in running[:-1]:
+                node.stop(timeout_s)
+            running[-1].kill()
+        elif running:
+            running[0].stop(timeout_s)
         for node in self.nodes:
             node.kill()  # a node already gone: only joins its output
 
-    def __enter__(self) -> ProcessCluster[N]:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -431,11 +463,7 @@ class ProcessCluster(Generic[N]):
     # -- asking the cluster --------------------------------------------------------------------------
 
     def wait_for(self, condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                raise NodeNotReady(f"no {what} after {timeout_s:g} s")
-            time.sleep(POLL_INTERVAL_S)
+        wait_until(condition, timeout_s, what)
 
     def formed(self) -> bool:
         """Metadata lists every broker; without brokers, a controller names a leader."""
@@ -477,6 +505,34 @@ class ProcessCluster(Generic[N]):
             if view is not None and view.leader_id >= 0:
                 return view
         return None
+
+    def describe_quorum(self, node_id: int, timeout_s: float = PROBE_TIMEOUT_S) -> QuorumView | None:
+        """DescribeQuorum at node ``node_id``'s controller port: what its leader says, or None when
+        the node does not answer or is not the leader (Kafka's followers answer NOT_LEADER_OR_FOLLOWER)."""
+        node = self.node(node_id)
+        return describe_quorum(node_id, node.address.host, node.address.controller_port, timeout_s)
+
+    def committed_leader(self, among: Iterable[int] | None = None) -> QuorumView | None:
+        """The view of a live node (of ``among``) that leads and has committed a record of its own
+        epoch (its high watermark reached its own log end offset), or None."""
+        candidates = [n.node_id for n in self.live_nodes()] if among is None else list(among)
+        for node_id in candidates:
+            view = self.describe_quorum(node_id)
+            if view is None or view.leader_id != node_id:
+                continue
+            if view.high_watermark >= view.voters.get(node_id, -1) > 0:
+                return view
+        return None
+
+    def leader_after(self, epoch: int, among: Iterable[int] | None = None, timeout_s: float = 60.0) -> QuorumView:
+        """Wait until a node (of ``among``) leads an epoch later than ``epoch`` and has committed in it."""
+        nodes = None if among is None else list(among)
+
+        def found() -> QuorumView | None:
+            view = self.committed_leader(nodes)
+            return view if view is not None and view.leader_epoch > epoch else None
+
+        return wait_until(found, timeout_s, f"leader past epoch {epoch}")
 
     def active_controller(self, timeout_s: float = 60.0, exclude: Iterable[int] = ()) -> int:
         """The id of the quorum's leader, once a live node (not in ``exclude``) names one."""
@@ -548,16 +604,19 @@ class KafkalikeCluster(ProcessCluster[KafkalikeNode]):
         overrides: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
         roles: str = COMBINED_ROLES,
+        overrides_for: Mapping[int, Mapping[str, str]] | None = None,
         ready_timeout_s: float = 60.0,
     ) -> None:
-        """``overrides``: more configs (Kafka's names) for every node; ``env``: variables for the
-        node processes (``PYTHONPATH`` chooses the tree whose kafkalike they run); ``roles``:
-        ``process.roles`` of every node (``controller``: a quorum of controllers, no broker)."""
+        """``overrides``: more configs (Kafka's names) for every node, ``overrides_for`` for some
+        nodes only (by id); ``env``: variables for the node processes (``PYTHONPATH`` chooses the
+        tree whose kafkalike they run); ``roles``: ``process.roles`` of every node
+        (``controller``: a quorum of controllers, no broker)."""
         root = Path(data_dir).absolute()
         addresses = plan_addresses(nodes, base_port)
         members = []
         for address in addresses:
             node_dir = root / f"node-{address.node_id}"
-            properties = {**node_properties(address, addresses, node_dir / "data", roles), **(overrides or {})}
+            properties = node_properties(address, addresses, node_dir / "data", roles)
+            properties.update({**(overrides or {}), **(overrides_for or {}).get(address.node_id, {})})
             members.append(KafkalikeNode(address, node_dir, properties, env))
         super().__init__(members, ready_timeout_s=ready_timeout_s)

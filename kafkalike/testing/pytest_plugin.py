@@ -17,6 +17,10 @@
 - ``kafka_topic``: that name, created on ``kafka_broker``. ``KAFKALIKE_TOPIC_PARTITIONS`` sets
   its partition count (default 1); ``@pytest.mark.kafka_topic(partitions=3, retention_ms=1000)``
   chooses per test (configs with ``_`` for ``.``).
+- ``kafka_cluster``: a ``Cluster`` of three in-process nodes (broker and controller each) for
+  one test, with per-node ``stop``/``kill``/``start`` and ``isolate``/``heal``;
+  ``@pytest.mark.kafka_cluster(brokers=5, broker_session_timeout_ms=2000)`` chooses the size and
+  configs (``_`` for ``.``). The test fails if a node logged an error or did not stop.
 - ``kafka_broker_process``: starts ``kafkalike serve`` processes (``BrokerProcess``), each with
   a data directory of its own, for tests that kill, restart or reconfigure a broker; called
   with broker configs (``"key=value"``); stopped after the test.
@@ -39,6 +43,7 @@ from pathlib import Path
 import pytest
 
 from kafkalike.testing.broker import InProcessBroker
+from kafkalike.testing.cluster import Cluster
 from kafkalike.testing.process import BrokerProcess
 
 ERRORS_INI = "kafka_broker_errors"
@@ -56,6 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka_topic(partitions=1, **configs): options for the kafka_topic fixture")
+    config.addinivalue_line("markers", "kafka_cluster(brokers=3, **configs): options for the kafka_cluster fixture")
 
 
 def _check_errors(config: pytest.Config) -> bool:
@@ -102,6 +108,21 @@ def kafka_topic(kafka_broker: InProcessBroker, kafka_topic_name: str, request: p
     configs = {name.replace("_", "."): str(value) for name, value in options.items()}
     kafka_broker.create_topic(kafka_topic_name, partitions, configs)
     return kafka_topic_name
+
+
+@pytest.fixture
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    marker = request.node.get_closest_marker("kafka_cluster")
+    options = dict(marker.kwargs) if marker else {}
+    brokers = int(options.pop("brokers", 3))
+    configs = {name.replace("_", "."): str(value) for name, value in options.items()}
+    cluster = Cluster(brokers=brokers, overrides=configs)
+    with cluster:
+        yield cluster
+        cluster.heal()
+    errors = cluster.logged_errors if _check_errors(request.config) else []
+    if errors:
+        pytest.fail("the kafka_cluster logged errors during this test:\n" + "\n".join(errors), pytrace=False)
 
 
 @pytest.fixture

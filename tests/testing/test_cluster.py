@@ -83,11 +83,6 @@ def test_a_durable_cluster_keeps_each_node_in_a_directory_of_its_own(tmp_path: P
         assert [r.value for _, r in cluster.consume("on-disk")] == [b"flushed at stop"]
 
 
-def test_several_brokers_need_replication_first() -> None:
-    with pytest.raises(NotImplementedError, match="replication, which kafkalike does not have yet"):
-        Cluster(brokers=3)
-
-
 def test_a_cluster_needs_a_broker_and_topics_need_enough_of_them() -> None:
     with pytest.raises(ValueError, match="at least one broker"):
         Cluster(brokers=0)

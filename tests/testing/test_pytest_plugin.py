@@ -189,3 +189,29 @@ def test_a_broker_process_comes_back_after_a_kill(
     assert next(consumer).value == b"flushed"
     assert consumer.end_offsets([partition]) == {partition: 1}
     consumer.close()
+
+
+CLUSTER_TEST_FILE = """
+import pytest
+
+
+@pytest.mark.kafka_cluster(brokers=3, num_partitions=3)
+def test_three_nodes(kafka_cluster):
+    assert kafka_cluster.metadata_brokers() == {1, 2, 3}
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    assert producer.partitions_for("auto-created") == {0, 1, 2}  # num.partitions=3 from the marker
+    producer.close()
+    kafka_cluster.wait_for(lambda: {kafka_cluster.leader("auto-created", p) for p in range(3)} == {1, 2, 3}, "leaders")
+    kafka_cluster.isolate(2)  # left isolated: the fixture heals before it stops the cluster
+
+
+def test_the_default_size(kafka_cluster):
+    assert [n.node_id for n in kafka_cluster.brokers] == [1, 2, 3]
+"""
+
+
+def test_the_kafka_cluster_fixture_runs_nodes_configured_by_its_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fixture_cluster_example=CLUSTER_TEST_FILE)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
