@@ -79,3 +79,7 @@ def test_a_stopped_broker_is_fenced_and_leaves_metadata(clusters: dict[str, Proc
 
 def test_the_active_controller_killed_a_new_one_takes_creates(clusters: dict[str, ProcessCluster[Any]]) -> None:
     run_both(clusters, lambda c: scenarios.controller_failover(c, "failover"))
+
+
+def test_a_killed_broker_restarted_leads_its_partitions_again(clusters: dict[str, ProcessCluster[Any]]) -> None:
+    run_both(clusters, lambda c: scenarios.killed_broker_restarted(c, "restarted", SESSION_TIMEOUT_MS))
