@@ -111,8 +111,9 @@ def poll(client: RdConsumer, count: int = 100) -> list[Got]:
 
 
 def commit_read(client: RdConsumer) -> None:
-    """Commit what was read, synchronously; a commit cut short by a rebalance or by the broker
-    going away is no error here (those messages are read again)."""
+    """Commit what was read, synchronously; a commit cut short by a rebalance, by the broker
+    going away or by the client's own close (the revoke callback runs inside ``close``) is no
+    error here (those messages are read again)."""
     try:
         client.commit(asynchronous=False)
     except KafkaException as exc:
@@ -124,6 +125,7 @@ def commit_read(client: RdConsumer) -> None:
             KafkaError._TRANSPORT,
             KafkaError.COORDINATOR_NOT_AVAILABLE,
             KafkaError.NOT_COORDINATOR,
+            KafkaError._DESTROY,
         ):
             raise
 
