@@ -122,11 +122,12 @@ class InProcessQuorum:
         memory_log = None if self.base_dir is not None else self._memory_logs.setdefault(node_id, MemoryRaftLog())
         recorder = CommitRecorder()
         self._starts += 1
+        seed = self.seed * 1000 + self._starts
         server = QuorumServer(
             settings,
             clock=self.clock,
             faults=self.faults,
-            rng=random.Random(self.seed * 1000 + self._starts),
+            rng=random.Random(seed),
             listener=recorder,
             bound=bound,
             memory_log=memory_log,
@@ -140,9 +141,9 @@ class InProcessQuorum:
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             try:
                 with scope:
-                    await server.open()
+                    driver = await server.open()
                     async with trio.open_nursery() as inner:
-                        await inner.start(server.run)
+                        await self._serve(inner, node_id, server, driver, seed)
                         task_status.started()
             finally:
                 with trio.CancelScope(shield=True):
@@ -151,6 +152,13 @@ class InProcessQuorum:
 
         await nursery.start(run)
         return server
+
+    async def _serve(
+        self, nursery: trio.Nursery, node_id: int, server: QuorumServer, driver: QuorumDriver, seed: int
+    ) -> None:
+        """Start the member's tasks in ``nursery``, its log open; a kit that serves more on the
+        member's listener (``ControllerQuorum``) starts its own first. ``seed``: this start's."""
+        await nursery.start(server.run)
 
     async def start_all(self, nursery: trio.Nursery) -> None:
         for node_id in self.node_ids:
