@@ -18,6 +18,7 @@ from typing import Any
 
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.testing.process_cluster import NodeProcess, ProcessCluster, wait_until
+from kafkalike.testing.request_bodies import fetch_by_id_body, list_offsets_body, produce_body
 from kafkalike.testing.wire_client import WireClient
 
 Cluster = ProcessCluster[Any]
@@ -169,13 +170,7 @@ def not_leader_routing(cluster: Cluster, topic: str) -> Outcome:
     other = cluster.node(next(b for b in cluster.broker_ids if b != state.leader_id))
 
     def produce(node: NodeProcess) -> Any:
-        body = {
-            "transactional_id": None,
-            "acks": -1,
-            "timeout_ms": 10000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": one_record()}]}],
-        }
-        return request(node, API_PRODUCE, 11, body)
+        return request(node, API_PRODUCE, 11, produce_body(topic, partition, one_record(), timeout_ms=10000))
 
     def hint(current: Any, endpoints: Any) -> dict[str, Any]:
         named = [(e.node_id, e.host, e.port) for e in endpoints]
@@ -188,40 +183,9 @@ def not_leader_routing(cluster: Cluster, topic: str) -> Outcome:
     wrong = produce(other)
     wrong_partition = wrong.responses[0].partition_responses[0]
     right = produce(leader).responses[0].partition_responses[0]
-    fetch_body = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic_id": topic_id,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-    fetched = request(other, API_FETCH, 16, fetch_body)
+    fetched = request(other, API_FETCH, 16, fetch_by_id_body(topic_id, partition, min_bytes=0))
     fetched_partition = fetched.responses[0].partitions[0]
-    list_body = {
-        "replica_id": -1,
-        "isolation_level": 0,
-        "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}],
-    }
-    listed = request(other, API_LIST_OFFSETS, 8, list_body).topics[0].partitions[0]
+    listed = request(other, API_LIST_OFFSETS, 8, list_offsets_body(topic, partition)).topics[0].partitions[0]
     return Outcome(
         {
             "produce to another broker": wrong_partition.error_code,

@@ -5,7 +5,6 @@ leader's endpoint, and ListOffsets and OffsetForLeaderEpoch NOT_LEADER_OR_FOLLOW
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,45 +14,13 @@ from compat_tests.differential.conftest import AK_LIB
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.testing.apache_kafka import ApacheKafkaCluster
 from kafkalike.testing.process_cluster import KafkalikeCluster, ProcessCluster
+from kafkalike.testing.request_bodies import fetch_by_id_body, list_offsets_body, produce_body
 from kafkalike.testing.wire_client import WireClient
 
 pytestmark = pytest.mark.differential
 
 TOPIC = "hinted"
 NOT_LEADER_OR_FOLLOWER = 6
-
-
-def _produce(partition: int) -> dict[str, Any]:
-    records = build_batch([Record(value=b"misrouted")])
-    return {
-        "transactional_id": None,
-        "acks": -1,
-        "timeout_ms": 5000,
-        "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}],
-    }
-
-
-def _fetch(topic_id: uuid.UUID, partition: int) -> dict[str, Any]:
-    fetched = {
-        "partition": partition,
-        "current_leader_epoch": -1,
-        "fetch_offset": 0,
-        "last_fetched_epoch": -1,
-        "log_start_offset": -1,
-        "partition_max_bytes": 1 << 20,
-    }
-    return {
-        "replica_state": {"replica_id": -1, "replica_epoch": -1},
-        "max_wait_ms": 10_000,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [{"topic_id": topic_id, "partitions": [fetched]}],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
 
 
 def _answers(cluster: ProcessCluster[Any]) -> dict[str, Any]:
@@ -70,17 +37,9 @@ def _answers(cluster: ProcessCluster[Any]) -> dict[str, Any]:
         metadata = client.request(3, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
         (topic,) = metadata.topics
         epoch = next(p.leader_epoch for p in topic.partitions if p.partition_index == elsewhere)
-        produced = client.request(0, 12, _produce(elsewhere))
-        fetched = client.request(1, 16, _fetch(topic.topic_id, elsewhere))
-        listed = client.request(
-            2,
-            7,
-            {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [{"name": TOPIC, "partitions": [{"partition_index": elsewhere, "timestamp": -1}]}],
-            },
-        )
+        produced = client.request(0, 12, produce_body(TOPIC, elsewhere, build_batch([Record(value=b"misrouted")])))
+        fetched = client.request(1, 16, fetch_by_id_body(topic.topic_id, elsewhere, max_wait_ms=10_000))
+        listed = client.request(2, 7, list_offsets_body(TOPIC, elsewhere))
         ends = client.request(
             23,
             4,

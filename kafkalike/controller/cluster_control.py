@@ -375,7 +375,7 @@ class ClusterControlManager:
             raise ControllerApiError(
                 ErrorCode.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {broker_id} before registration"
             )
-        self.check_broker_epoch(image, broker_id, epoch)
+        check_broker_epoch(image, broker_id, epoch)
         if broker_id not in hb.brokers:  # registered in an image this manager was not activated on
             hb.register(broker_id, image.brokers[broker_id].fenced)
         current, following = hb.next_state(
@@ -417,27 +417,12 @@ class ClusterControlManager:
             return
         hb.track(request.broker_id, request.broker_epoch, now_ms)
         try:
-            self.check_broker_epoch(image, request.broker_id, request.broker_epoch)
+            check_broker_epoch(image, request.broker_id, request.broker_epoch)
         except ControllerApiError as e:
             log.info("expired heartbeat from broker %d ignored: %s", request.broker_id, e.error.message)
             return
         hb.touch(request.broker_id, image.brokers[request.broker_id].fenced, request.current_metadata_offset)
         log.error("heartbeat from broker %d timed out in the controller's queue", request.broker_id)
-
-    @staticmethod
-    def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
-        """STALE_BROKER_EPOCH unless ``broker_id`` is registered at ``broker_epoch`` (KIP-841/903
-        callers: AlterPartition, fetch-from-follower checks)."""
-        registration = image.brokers.get(broker_id)
-        if registration is None:
-            raise ControllerApiError(
-                ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}"
-            )
-        if registration.epoch != broker_epoch:
-            raise ControllerApiError(
-                ErrorCode.STALE_BROKER_EPOCH,
-                f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
-            )
 
     # -- session timeouts
 
@@ -556,3 +541,18 @@ class ClusterControlManager:
             self.partitions.updates(image, self.partitions.in_elr(image, broker_id), records, unclean=broker_id)
         else:
             self.partitions.updates(image, self.partitions.in_isr(image, broker_id), records, remove=broker_id)
+
+
+def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
+    """STALE_BROKER_EPOCH unless ``broker_id`` is registered at ``broker_epoch`` (KIP-841/903
+    callers: heartbeats, AllocateProducerIds, AlterPartition, fetch-from-follower checks)."""
+    registration = image.brokers.get(broker_id)
+    if registration is None:
+        raise ControllerApiError(
+            ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}"
+        )
+    if registration.epoch != broker_epoch:
+        raise ControllerApiError(
+            ErrorCode.STALE_BROKER_EPOCH,
+            f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
+        )

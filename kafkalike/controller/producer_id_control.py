@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafkalike.controller.api_error import ApiError, ControllerApiError
+from kafkalike.controller.cluster_control import check_broker_epoch
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import MetadataImage
 from kafkalike.protocol.errors import ErrorCode
@@ -29,19 +30,6 @@ class ProducerIdsBlock:
     first_id: int
     size: int
     error: ApiError = ApiError.NONE
-
-
-def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
-    broker = image.brokers.get(broker_id)
-    if broker is None:
-        raise ControllerApiError(
-            ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}"
-        )
-    if broker.epoch != broker_epoch:
-        raise ControllerApiError(
-            ErrorCode.STALE_BROKER_EPOCH,
-            f"Expected broker epoch {broker.epoch}, but got broker epoch {broker_epoch}",
-        )
 
 
 def allocate_producer_ids(

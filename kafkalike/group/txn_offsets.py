@@ -29,10 +29,9 @@ from kafkalike.group.classic import ClassicGroup
 from kafkalike.group.offsets import OffsetAndMetadata
 from kafkalike.group.records import CoordinatorRecord, OffsetRecord, RecordError, decode_record, offset_commit_record
 from kafkalike.group.state import GroupState
-from kafkalike.log import AppendOrigin, InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
-from kafkalike.log.coordinator_log import SyncTracker, log_batches
+from kafkalike.log import InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
+from kafkalike.log.coordinator_log import SyncTracker, append_coordinator_batch, log_batches
 from kafkalike.log.producer_state import CONTROL_COMMIT, parse_control_marker
-from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.records import Record, RecordBatchHeader, build_batch, decode_records
 
@@ -162,23 +161,14 @@ class LogTxnOffsetWriter:
             transactional=True,
         )
         try:
-            plog, epoch = self._log_for(partition)
-            if self._tracker is not None:
-                syncs = DeferredSyncs()
-                result = plog.append(
-                    bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
-                )
-                self._tracker.appended(partition, plog, result.first_offset, syncs)
-                return
-            plog.append(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-            plog.flush(now_ms)
+            append_coordinator_batch(self._log_for, partition, batch, now_ms, self._tracker)
         except InvalidProducerEpoch as exc:
             raise TxnWriteError(E.INVALID_PRODUCER_EPOCH, str(exc)) from exc
         except RecordBatchTooLarge as exc:
             raise TxnWriteError(E.INVALID_COMMIT_OFFSET_SIZE, str(exc)) from exc
         except (LogError, OSError) as exc:
             raise TxnWriteError(E.NOT_COORDINATOR, str(exc)) from exc
-        if self._on_append is not None:
+        if self._tracker is None and self._on_append is not None:  # a tracker calls its own once durable
             self._on_append(partition)
 
 

@@ -298,29 +298,25 @@ def rebuild_batch(header: RecordBatchHeader, records: list[Record], horizon: int
         max_ts = header.max_timestamp
     else:
         max_ts = max(header.base_timestamp + r.timestamp_delta for r in records)
-    out = build_batch(
-        rebased,
-        base_offset=header.base_offset,
-        compression=header.compression,
-        timestamp_type=1 if header.log_append_time else 0,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        transactional=header.is_transactional,
-        control=header.is_control,
-        partition_leader_epoch=header.partition_leader_epoch,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        last_offset_delta=header.last_offset_delta,
-    )
+    out = _batch_like(header, rebased, compression=header.compression, base_timestamp=base_ts, max_timestamp=max_ts)
     return out if horizon is None else _with_delete_horizon(out)
 
 
 def empty_batch(header: RecordBatchHeader) -> bytes:
     """A batch with the header's offsets and producer fields and no records (Kafka's writeEmptyHeader)."""
+    return _batch_like(
+        header, [], compression=0, base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp
+    )
+
+
+def _batch_like(
+    header: RecordBatchHeader, records: list[Record], *, compression: int, base_timestamp: int, max_timestamp: int
+) -> bytes:
+    """``records`` in a batch with ``header``'s offsets, producer fields, flags and leader epoch."""
     return build_batch(
-        [],
+        records,
         base_offset=header.base_offset,
+        compression=compression,
         timestamp_type=1 if header.log_append_time else 0,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
@@ -328,8 +324,8 @@ def empty_batch(header: RecordBatchHeader) -> bytes:
         transactional=header.is_transactional,
         control=header.is_control,
         partition_leader_epoch=header.partition_leader_epoch,
-        base_timestamp=header.max_timestamp,
-        max_timestamp=header.max_timestamp,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
         last_offset_delta=header.last_offset_delta,
     )
 

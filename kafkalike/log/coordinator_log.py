@@ -228,24 +228,37 @@ class CoordinatorLogStore:
             return
         batch = build_batch([Record(key=k, value=v) for k, v in records], base_timestamp=now_ms)
         try:
-            plog, epoch = self._log_for(partition)
-            if self.tracker is not None:
-                syncs = DeferredSyncs()
-                result = plog.append(
-                    bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
-                )
-                self.tracker.appended(partition, plog, result.first_offset, syncs)
-                return
-            # Durable before the coordinator answers; what fails is taken out of the log again.
-            plog.append_durably(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+            append_coordinator_batch(self._log_for, partition, batch, now_ms, self.tracker)
         except RecordBatchTooLarge as exc:
             raise StoreError(str(exc), too_large=True) from exc
         except (KafkaStorageError, OSError) as exc:
             raise StoreError(f"cannot append to partition {partition}: {exc}", storage=True) from exc
         except LogError as exc:
             raise StoreError(f"cannot append to partition {partition}: {exc}") from exc
-        if self._on_append is not None:
+        if self.tracker is None and self._on_append is not None:  # a tracker calls its own once durable
             self._on_append(partition)
+
+
+def append_coordinator_batch(
+    log_for: Callable[[int], tuple[PartitionLog, int]],
+    partition: int,
+    batch: bytes,
+    now_ms: int,
+    tracker: SyncTracker | None,
+) -> None:
+    """A coordinator's ``batch`` appended to the log ``log_for(partition)`` returns, at its
+    leader epoch. With a ``tracker``: in the log, its fsync left to the tracker. Without:
+    durable before returning, and what fails is taken out of the log again. Raises what the
+    log raises."""
+    plog, epoch = log_for(partition)
+    if tracker is not None:
+        syncs = DeferredSyncs()
+        result = plog.append(
+            bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR, syncs=syncs
+        )
+        tracker.appended(partition, plog, result.first_offset, syncs)
+    else:
+        plog.append_durably(bytearray(batch), leader_epoch=epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
 
 
 def log_batches(plog: PartitionLog) -> Iterator[tuple[bytes, int, RecordBatchHeader]]:

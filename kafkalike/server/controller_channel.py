@@ -33,6 +33,7 @@ from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.server.clock import Clock, SystemClock
+from kafkalike.server.frames import receive_frame
 from kafkalike.server.quorum.channel import NetworkFaults
 
 log = logging.getLogger("kafkalike.controller_channel")
@@ -41,7 +42,6 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
 CONNECT_TIMEOUT_S = 2.0
 RETRY_BACKOFF_MS = 50  # between attempts when the leader did not change meanwhile
 RETRY_BACKOFF_MAX_MS = 1000
-RECEIVE_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 NO_LEADER = -1
 _CORRELATION_ID = struct.Struct(">i")
@@ -168,7 +168,7 @@ class ControllerChannel:
             if stream is None:
                 return None
             await stream.send_all(encode_request(header, body))
-            received = await self._read_frame(stream)
+            received = await receive_frame(stream, self._splitter)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ProtocolError) as exc:
             log.info("node %d: controller %d at %s:%d: %s", self.node_id, leader_id, *address, exc)
             return None
@@ -205,16 +205,6 @@ class ControllerChannel:
         self._stream_peer = leader_id
         self._splitter = FrameSplitter(MAX_RESPONSE_BYTES)
         return self._stream
-
-    async def _read_frame(self, stream: trio.SocketStream) -> bytearray | None:
-        while True:
-            frame = self._splitter.take_frame()
-            if frame is not None:
-                return frame
-            data = await stream.receive_some(RECEIVE_BYTES)
-            if not data:
-                return None
-            self._splitter.feed(data)
 
     async def _close(self) -> None:
         stream, self._stream, self._stream_peer = self._stream, None, NO_LEADER

@@ -26,13 +26,13 @@ from kafkalike.protocol.api import RequestHeader, decode_response, encode_reques
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
+from kafkalike.server.frames import receive_frame
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.server.routing import NodeEndpoint
 
 log = logging.getLogger("kafkalike.inter_broker")
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
-RECEIVE_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 _CORRELATION_ID = struct.Struct(">i")
 
@@ -112,11 +112,9 @@ class InterBrokerClient:
         self._correlation_id += 1
         header = RequestHeader(api_key, version, self._correlation_id, self.client_id)
         await connection.stream.send_all(encode_request(header, body))
-        while (frame := connection.splitter.take_frame()) is None:
-            data = await connection.stream.receive_some(RECEIVE_BYTES)
-            if not data:
-                raise trio.BrokenResourceError("connection closed by the broker")
-            connection.splitter.feed(data)
+        frame = await receive_frame(connection.stream, connection.splitter)
+        if frame is None:
+            raise trio.BrokenResourceError("connection closed by the broker")
         (correlation_id,) = _CORRELATION_ID.unpack_from(frame, 0)
         if correlation_id != header.correlation_id:
             raise ProtocolError(f"answered #{correlation_id} to #{header.correlation_id}")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import trio
 
-from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_host import ControllerHost, NotActiveError, build_controller_host
-from kafkalike.server.quorum.server import QuorumServer, QuorumSettings
-from kafkalike.testing.quorum import CLUSTER_ID, CommitRecorder, InProcessQuorum
+from kafkalike.server.quorum.driver import QuorumDriver
+from kafkalike.server.quorum.server import QuorumServer
+from kafkalike.testing.quorum import CLUSTER_ID, InProcessQuorum
 
 
 class ControllerQuorum(InProcessQuorum):
@@ -36,65 +36,13 @@ class ControllerQuorum(InProcessQuorum):
         self.config = config or BrokerConfig()
         self.hosts: dict[int, ControllerHost] = {}
 
-    async def start(self, nursery: trio.Nursery, node_id: int) -> QuorumServer:
-        if self._config is None:
-            await self.bind()
-        assert self._config is not None
-        bound = self._bound.pop(node_id, None)
-        if bound is None:
-            bound = await trio.open_tcp_listeners(self.port(node_id), host="127.0.0.1")
-        settings = QuorumSettings(
-            node_id,
-            CLUSTER_ID,
-            self._config,
-            ("127.0.0.1", self.port(node_id)),
-            metadata_log_dir=None if self.base_dir is None else self.base_dir / f"node-{node_id}",
-        )
-        memory_log = None if self.base_dir is not None else self._memory_logs.setdefault(node_id, MemoryRaftLog())
-        recorder = CommitRecorder()
-        self._starts += 1
-        server = QuorumServer(
-            settings,
-            clock=self.clock,
-            faults=self.faults,
-            rng=random.Random(self.seed * 1000 + self._starts),
-            listener=recorder,
-            bound=bound,
-            memory_log=memory_log,
-        )
-        self.servers[node_id] = server
-        self.recorders[node_id] = recorder
-        scope = trio.CancelScope()
-        stopped = trio.Event()
-        self._scopes[node_id], self._stopped[node_id] = scope, stopped
-        seed = self.seed * 1000 + self._starts
-
-        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            try:
-                with scope:
-                    driver = await server.open()
-                    host = build_controller_host(
-                        driver,
-                        self.config,
-                        cluster_id=CLUSTER_ID,
-                        clock=self.clock,
-                        rng=random.Random(seed),
-                        voters=settings.config.endpoints,
-                    )
-                    driver.add_listener(host)
-                    server.apis = host
-                    self.hosts[node_id] = host
-                    async with trio.open_nursery() as inner:
-                        await inner.start(host.run)
-                        await inner.start(server.run)
-                        task_status.started()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await server.aclose()
-                stopped.set()
-
-        await nursery.start(run)
-        return server
+    async def _serve(
+        self, nursery: trio.Nursery, node_id: int, server: QuorumServer, driver: QuorumDriver, seed: int
+    ) -> None:
+        host = attach_controller_host(server, driver, self.config, clock=self.clock, rng=random.Random(seed))
+        self.hosts[node_id] = host
+        await nursery.start(host.run)
+        await super()._serve(nursery, node_id, server, driver, seed)
 
     async def active_host(self, among: set[int] | None = None) -> ControllerHost:
         """The active controller (of ``among``), once it has activated."""
@@ -106,3 +54,14 @@ class ControllerQuorum(InProcessQuorum):
             except NotActiveError:  # another election came first: look again
                 continue
             return host
+
+
+def attach_controller_host(
+    server: QuorumServer, driver: QuorumDriver, config: BrokerConfig, *, clock: Clock, rng: random.Random
+) -> ControllerHost:
+    """A controller host on ``driver``'s committed log, served on ``server``'s listener, as a
+    node with the controller role has it (the caller starts ``host.run`` before ``server.run``)."""
+    host = build_controller_host(driver, config, cluster_id=CLUSTER_ID, clock=clock, rng=rng, voters=server.voters)
+    driver.add_listener(host)
+    server.apis = host
+    return host

@@ -140,6 +140,13 @@ def _record_bytes(body: bytes) -> bytes:
     return bytes([len(body) << 1]) + body
 
 
+def _offsets_not_consecutive(codec: int) -> Callable[[int], bytes]:
+    """Three records whose offset deltas are 0, 2, 4, compressed with ``codec`` (0: not)."""
+    records = b"".join(encode_record(Record(value=b"v"), offset_delta=2 * i) for i in range(3))
+    payload = records if codec == 0 else compression.compress(codec, records)
+    return lambda now: with_payload(payload, 3, now, codec=codec)
+
+
 def _with_codec(codec: int) -> Callable[[int], bytes]:
     return lambda now: patched(valid_batch(now), 21, ">h", codec)
 
@@ -341,14 +348,7 @@ CASES: list[HostileCase] = [
     ),
     HostileCase(
         "compressed_offsets_not_consecutive",
-        lambda now: with_payload(
-            compression.compress(
-                compression.GZIP, b"".join(encode_record(Record(value=b"v"), offset_delta=2 * i) for i in range(3))
-            ),
-            3,
-            now,
-            codec=compression.GZIP,
-        ),
+        _offsets_not_consecutive(compression.GZIP),
         ErrorCode.UNKNOWN_SERVER_ERROR,
     ),
 ]
@@ -381,9 +381,7 @@ ACCEPTED: list[HostileCase] = [
     ),
     HostileCase(
         "uncompressed_offsets_not_consecutive",
-        lambda now: with_payload(
-            b"".join(encode_record(Record(value=b"v"), offset_delta=2 * i) for i in range(3)), 3, now
-        ),
+        _offsets_not_consecutive(0),
         ErrorCode.NONE,
     ),
     HostileCase(
@@ -400,14 +398,7 @@ ACCEPTED: list[HostileCase] = [
     ),
     HostileCase(
         "compressed_offsets_not_consecutive_recompressed",
-        lambda now: with_payload(
-            compression.compress(
-                compression.GZIP, b"".join(encode_record(Record(value=b"v"), offset_delta=2 * i) for i in range(3))
-            ),
-            3,
-            now,
-            codec=compression.GZIP,
-        ),
+        _offsets_not_consecutive(compression.GZIP),
         ErrorCode.NONE,
         configs={"compression.type": "zstd"},
     ),

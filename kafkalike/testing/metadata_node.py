@@ -20,9 +20,10 @@ from kafkalike.raft.config import QuorumConfig, VoterEndpoint, VoterKey
 from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_channel import ControllerChannel
-from kafkalike.server.controller_host import ControllerHost, ControllerRequestContext, build_controller_host
+from kafkalike.server.controller_host import ControllerHost, ControllerRequestContext
 from kafkalike.server.quorum.driver import CommitListener, QuorumDriver
 from kafkalike.server.quorum.server import QuorumServer, QuorumSettings
+from kafkalike.testing.controller_quorum import attach_controller_host
 from kafkalike.testing.quorum import CLUSTER_ID, FAST_TIMEOUTS
 
 
@@ -71,13 +72,9 @@ async def one_voter_controller(
     try:
         async with trio.open_nursery() as nursery:
             driver = await server.open()
-            host = build_controller_host(
-                driver, config, cluster_id=CLUSTER_ID, clock=clock, rng=random.Random(seed), voters=(endpoint,)
-            )
-            driver.add_listener(host)
+            host = attach_controller_host(server, driver, config, clock=clock, rng=random.Random(seed))
             for listener in listeners:
                 driver.add_listener(listener)
-            server.apis = host
             await nursery.start(host.run)
             await nursery.start(server.run)
             await driver.wait_for(lambda: driver.is_leader)  # the only voter: elected alone

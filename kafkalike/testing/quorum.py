@@ -6,13 +6,17 @@ cancels its task (a leader stops dead, as a killed process; nothing is resigned)
 log. ``faults`` is the one :class:`~kafkalike.server.quorum.channel.NetworkFaults` every member's
 channel and listener consult: ``faults.isolate(node_id)`` / ``faults.heal()``. Each member's
 committed batches are recorded by a :class:`CommitRecorder`.
+
+    async with quorum.running(deadline_s=20) as nursery:  # every member started, stopped on leaving
+        client = await quorum.client(node_id)  # a raw client of its CONTROLLER listener, closed on leaving
 """
 
 from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.server.quorum.driver import CommittedBatch, NotControllerError, QuorumDriver
 from kafkalike.server.quorum.server import QuorumServer, QuorumSettings
+from kafkalike.testing.wire_client import AsyncWireClient
 
 CLUSTER_ID = "quorum-test-cluster-0A"
 # Kafka's defaults divided by about three: elections well under a second, yet a leader keeps
@@ -89,6 +94,7 @@ class InProcessQuorum:
         self._config: QuorumConfig | None = None
         self._ports: dict[int, int] = {}
         self._starts = 0
+        self._clients: list[AsyncWireClient] = []
 
     async def bind(self) -> None:
         """Bind every node's port (before any starts: the voters' endpoints name them)."""
@@ -122,11 +128,12 @@ class InProcessQuorum:
         memory_log = None if self.base_dir is not None else self._memory_logs.setdefault(node_id, MemoryRaftLog())
         recorder = CommitRecorder()
         self._starts += 1
+        seed = self.seed * 1000 + self._starts
         server = QuorumServer(
             settings,
             clock=self.clock,
             faults=self.faults,
-            rng=random.Random(self.seed * 1000 + self._starts),
+            rng=random.Random(seed),
             listener=recorder,
             bound=bound,
             memory_log=memory_log,
@@ -140,9 +147,9 @@ class InProcessQuorum:
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             try:
                 with scope:
-                    await server.open()
+                    driver = await server.open()
                     async with trio.open_nursery() as inner:
-                        await inner.start(server.run)
+                        await self._serve(inner, node_id, server, driver, seed)
                         task_status.started()
             finally:
                 with trio.CancelScope(shield=True):
@@ -152,9 +159,39 @@ class InProcessQuorum:
         await nursery.start(run)
         return server
 
+    async def _serve(
+        self, nursery: trio.Nursery, node_id: int, server: QuorumServer, driver: QuorumDriver, seed: int
+    ) -> None:
+        """Start the member's tasks in ``nursery``, its log open; a kit that serves more on the
+        member's listener (``ControllerQuorum``) starts its own first. ``seed``: this start's."""
+        await nursery.start(server.run)
+
     async def start_all(self, nursery: trio.Nursery) -> None:
         for node_id in self.node_ids:
             await self.start(nursery, node_id)
+
+    @asynccontextmanager
+    async def running(self, *, deadline_s: float) -> AsyncIterator[trio.Nursery]:
+        """Every member started in a nursery (the one yielded, for ``start`` after a ``stop``);
+        on leaving, the clients are closed and every member is stopped. The whole block,
+        start-up included, fails with ``trio.TooSlowError`` after ``deadline_s``."""
+        with trio.fail_after(deadline_s):
+            async with trio.open_nursery() as nursery:
+                try:
+                    await self.start_all(nursery)
+                    yield nursery
+                finally:
+                    with trio.CancelScope(shield=True):
+                        for client in self._clients:
+                            await client.aclose()
+                    self._clients.clear()
+                nursery.cancel_scope.cancel()
+
+    async def client(self, node_id: int) -> AsyncWireClient:
+        """A raw protocol client of the member's CONTROLLER listener, closed when ``running`` ends."""
+        client = await AsyncWireClient.connect("127.0.0.1", self.port(node_id))
+        self._clients.append(client)
+        return client
 
     async def stop(self, node_id: int) -> None:
         """Cancel the member's task (no resignation: a crash as far as the others can tell)."""

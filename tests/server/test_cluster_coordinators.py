@@ -19,11 +19,11 @@ import trio
 from kafkalike.cli.storage_format import meta_properties_text
 from kafkalike.coordinator import NotActive
 from kafkalike.protocol.records import Record, build_batch
-from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.node.test_node_roles import CLUSTER, Nodes, _start_in_background
+from tests.server.test_cluster_nodes import start_combined_nodes
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -81,13 +81,7 @@ async def _run(tmp_path: Path, scenario: Callable[[Running], Any]) -> None:
     await nodes.bind()
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
-            for node_id in nodes.voter_ids:
-                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
-            await nodes.wait(lambda: nodes.started == set(nodes.voter_ids))
-            clients = {}
-            for node_id, node in nodes.nodes.items():
-                assert node.client_address is not None
-                clients[node_id] = await AsyncWireClient.connect("127.0.0.1", node.client_address[1])
+            clients = await start_combined_nodes(nursery, nodes)
             try:
                 await scenario(Running(nodes, clients))
             finally:
@@ -268,24 +262,15 @@ def test_internal_topics_are_made_with_one_replica_and_the_log_says_why(caplog: 
 class DiskNodes(CoordinatorNodes):
     """Nodes whose partitions are on disk, so a restarted one finds its coordinators' records."""
 
+    ephemeral = False
+
     async def start(self, nursery: trio.Nursery, node_id: int, roles: str) -> Node:
-        config = self.config(node_id, roles)
-        directory = Path(config.explicit["log.dirs"])
+        directory = Path(self.config(node_id, roles).explicit["log.dirs"])
         if not directory.exists():  # formatted once, as kafka-storage format does
             directory.mkdir(parents=True)
             text = meta_properties_text(CLUSTER, node_id, uuid.uuid4(), datetime.datetime.now(datetime.UTC))
             (directory / "meta.properties").write_text(text, encoding="utf-8")
-        node = Node(
-            config,
-            ephemeral=False,
-            faults=self.faults,
-            memory_log=self.logs.setdefault(node_id, MemoryRaftLog()),
-            controller_bound=self.bound.pop(node_id, None),
-        )
-        self.nodes[node_id] = node
-        await nursery.start(node.run)
-        self.started.add(node_id)
-        return node
+        return await super().start(nursery, node_id, roles)
 
 
 def _one_transaction(bootstrap: str, topic: str, partitions: int) -> None:
@@ -302,13 +287,7 @@ async def test_the_coordinators_broker_restarted_still_has_the_transactions_outc
     await nodes.bind()
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
-            for node_id in nodes.voter_ids:
-                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
-            await nodes.wait(lambda: nodes.started == set(nodes.voter_ids))
-            clients = {}
-            for node_id, node in nodes.nodes.items():
-                assert node.client_address is not None
-                clients[node_id] = await AsyncWireClient.connect("127.0.0.1", node.client_address[1])
+            clients = await start_combined_nodes(nursery, nodes)
             cluster = Running(nodes, clients)
             leaders = await cluster.create_topic("kept", 3)
             assert set(leaders.values()) == {1, 2, 3}

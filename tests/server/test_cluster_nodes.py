@@ -21,19 +21,26 @@ DEADLINE_S = 60
 ZERO = uuid.UUID(int=0)
 
 
+async def start_combined_nodes(nursery: trio.Nursery, nodes: Nodes) -> dict[int, AsyncWireClient]:
+    """Every voter started as a combined node in ``nursery``, once all reported started (a
+    combined node does once its broker is unfenced, which needs a leader: they start together);
+    a wire client to each node's broker, by node id, for the caller to close."""
+    for node_id in nodes.voter_ids:
+        await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
+    await nodes.wait(lambda: nodes.started == set(nodes.voter_ids))
+    clients = {}
+    for node_id, node in nodes.nodes.items():
+        assert node.client_address is not None
+        clients[node_id] = await AsyncWireClient.connect(*node.client_address)
+    return clients
+
+
 async def test_a_topic_created_anywhere_is_led_across_the_brokers(tmp_path: Path) -> None:
     nodes = Nodes(tmp_path, 3)
     await nodes.bind()
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
-            for node_id in nodes.voter_ids:
-                await nursery.start(_start_in_background, nodes, node_id, "broker,controller")
-            await nodes.wait(lambda: nodes.started == set(nodes.voter_ids))
-            ports = {}
-            for node_id, node in nodes.nodes.items():
-                assert node.client_address is not None
-                ports[node_id] = node.client_address[1]
-            clients = {i: await AsyncWireClient.connect("127.0.0.1", p) for i, p in ports.items()}
+            clients = await start_combined_nodes(nursery, nodes)
             try:
                 # Through a node that is not the active controller: forwarded.
                 (leader,) = nodes.leaders()

@@ -5,7 +5,10 @@ connections and for frames whose bytes have not arrived, max.connections, max.co
 from __future__ import annotations
 
 import logging
+import os
+import resource
 import select
+import selectors
 import struct
 import tracemalloc
 from pathlib import Path
@@ -27,6 +30,7 @@ from tests.server.test_zero_copy_paths import batches, create, produce_body
 API_VERSIONS = 18
 PRODUCE = 0
 METADATA = 3
+SELECT_FD_LIMIT = 1024  # FD_SETSIZE: select() takes no descriptor numbered this or above
 
 
 async def answers(client: AsyncWireClient) -> bool:
@@ -52,9 +56,37 @@ async def connect_from(source: str, port: int) -> AsyncWireClient:
 
 
 def has_data(stream: trio.abc.Stream) -> bool:
+    """Whether bytes (or the end) wait to be read, without reading them. A selector, not
+    select(), which cannot watch a descriptor numbered 1024 or above (a long run's sockets are)."""
     assert isinstance(stream, trio.SocketStream)
-    readable, _, _ = select.select([stream.socket.fileno()], [], [], 0)
-    return bool(readable)
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream.socket.fileno(), selectors.EVENT_READ)
+        return bool(selector.select(timeout=0))
+
+
+async def test_has_data_sees_a_socket_numbered_above_what_select_can_watch() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = SELECT_FD_LIMIT + 64
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"the descriptor limit ({hard}) is below {needed}: no socket can be numbered above 1024")
+    padding = []
+    try:
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        while not padding or padding[-1] < SELECT_FD_LIMIT:  # bounded by the descriptor limit
+            padding.append(os.open(os.devnull, os.O_RDONLY))
+        ours, theirs = trio.socket.socketpair()
+    finally:
+        for fd in padding:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    async with trio.SocketStream(ours) as stream, trio.SocketStream(theirs) as peer:
+        assert stream.socket.fileno() > SELECT_FD_LIMIT
+        with pytest.raises(ValueError):  # the negative control: select() refuses it
+            select.select([stream.socket.fileno()], [], [], 0)
+        assert not has_data(stream)
+        await peer.send_all(b"x")
+        assert has_data(stream)
 
 
 # -- memory ---------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.raft import messages as m
 from kafkalike.server.clock import Clock, SystemClock
+from kafkalike.server.frames import receive_frame
 
 log = logging.getLogger("kafkalike.quorum.channel")
 
@@ -37,7 +38,6 @@ RECONNECT_BACKOFF_MS = 50
 RECONNECT_BACKOFF_MAX_MS = 1000
 CONNECT_TIMEOUT_S = 2.0
 QUEUE_SIZE = 256
-RECEIVE_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 _CORRELATION_ID = struct.Struct(">i")
 
@@ -192,14 +192,7 @@ class _PeerConnection:
     async def _read(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
         splitter = FrameSplitter(MAX_RESPONSE_BYTES)
         try:
-            while True:
-                frame = splitter.take_frame()
-                if frame is None:
-                    data = await stream.receive_some(RECEIVE_BYTES)
-                    if not data:
-                        return
-                    splitter.feed(data)
-                    continue
+            while (frame := await receive_frame(stream, splitter)) is not None:
                 (correlation_id,) = _CORRELATION_ID.unpack_from(frame, 0)
                 request = self.pending.pop(correlation_id, None)
                 if request is None:

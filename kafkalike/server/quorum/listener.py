@@ -16,6 +16,7 @@ from kafkalike.protocol.api import RequestHeader, UnsupportedRequestError, decod
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
+from kafkalike.server.frames import receive_frame
 from kafkalike.server.quorum.handlers import (
     API_VERSIONS_KEY,
     HANDLERS,
@@ -25,7 +26,6 @@ from kafkalike.server.quorum.handlers import (
 )
 
 log = logging.getLogger("kafkalike.quorum.listener")
-RECEIVE_BYTES = 64 * 1024
 MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes' default
 
 
@@ -51,14 +51,7 @@ async def serve_controller_connection(ctx: ControllerContext, stream: trio.Socke
     splitter = FrameSplitter(MAX_REQUEST_BYTES)
     try:
         async with stream:
-            while True:
-                frame = splitter.take_frame()
-                if frame is None:
-                    data = await stream.receive_some(RECEIVE_BYTES)
-                    if not data:
-                        return
-                    splitter.feed(data)
-                    continue
+            while (frame := await receive_frame(stream, splitter)) is not None:
                 response = await _handle_frame(ctx, frame)
                 if response is not None:
                     await stream.send_all(response)

@@ -48,44 +48,41 @@ async def _until_fenced(quorum: ControllerQuorum, host: ControllerHost, broker_i
 
 async def test_heartbeats_follow_the_new_active_controller() -> None:
     quorum = ControllerQuorum(3, config=BrokerConfig(TIMINGS))
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await quorum.start_all(nursery)
-            first = await quorum.active_host()
-            old_leader = (await quorum.wait_for_leader()).node_id
-            survivor = next(n for n in quorum.voter_ids if n != old_leader)
-            source = quorum.driver(survivor)  # as a combined node's own driver: it outlives the leader
-            kept, kept_channel = _task(quorum, source, 100)
-            dropped, dropped_channel = _task(quorum, source, 101)
-            dropped_scope = trio.CancelScope()
+    async with quorum.running(deadline_s=DEADLINE_S) as nursery:
+        first = await quorum.active_host()
+        old_leader = (await quorum.wait_for_leader()).node_id
+        survivor = next(n for n in quorum.voter_ids if n != old_leader)
+        source = quorum.driver(survivor)  # as a combined node's own driver: it outlives the leader
+        kept, kept_channel = _task(quorum, source, 100)
+        dropped, dropped_channel = _task(quorum, source, 101)
+        dropped_scope = trio.CancelScope()
 
-            async def run_dropped() -> None:
-                with dropped_scope:
-                    await dropped.run()
+        async def run_dropped() -> None:
+            with dropped_scope:
+                await dropped.run()
 
-            await nursery.start(kept.run)
-            nursery.start_soon(run_dropped)
-            await kept.startup()
-            await dropped.startup()
-            assert kept.state == BrokerState.RUNNING
-            await _until_fenced(quorum, first, 100, False)
-            epoch = first.image.brokers[100].epoch
-            assert epoch == kept.broker_epoch
-            dropped_scope.cancel()  # broker 101 stops heartbeating (its process is gone)
-            await dropped_channel.aclose()
+        await nursery.start(kept.run)
+        nursery.start_soon(run_dropped)
+        await kept.startup()
+        await dropped.startup()
+        assert kept.state == BrokerState.RUNNING
+        await _until_fenced(quorum, first, 100, False)
+        epoch = first.image.brokers[100].epoch
+        assert epoch == kept.broker_epoch
+        dropped_scope.cancel()  # broker 101 stops heartbeating (its process is gone)
+        await dropped_channel.aclose()
 
-            await quorum.stop(old_leader)
-            survivors = set(quorum.voter_ids) - {old_leader}
-            new = await quorum.active_host(among=survivors)
-            sent_before = kept_channel.sent_over_network
-            await _until_fenced(quorum, new, 101, True)  # the new controller's session clock ran out for 101
-            # Three session timeouts after the failover broker 100 is still unfenced, at the same
-            # epoch: its heartbeats reached the new controller.
-            await trio.sleep(3 * SESSION_MS / 1000)
-            assert new.image.brokers[100].fenced is False
-            assert new.image.brokers[100].epoch == epoch
-            assert kept_channel.sent_over_network - sent_before >= 3 * SESSION_MS // HEARTBEAT_MS // 2
-            assert kept.state == BrokerState.RUNNING
-            assert await kept.controlled_shutdown(timeout_s=DEADLINE_S)  # the controller let it go
-            await kept_channel.aclose()
-            nursery.cancel_scope.cancel()
+        await quorum.stop(old_leader)
+        survivors = set(quorum.voter_ids) - {old_leader}
+        new = await quorum.active_host(among=survivors)
+        sent_before = kept_channel.sent_over_network
+        await _until_fenced(quorum, new, 101, True)  # the new controller's session clock ran out for 101
+        # Three session timeouts after the failover broker 100 is still unfenced, at the same
+        # epoch: its heartbeats reached the new controller.
+        await trio.sleep(3 * SESSION_MS / 1000)
+        assert new.image.brokers[100].fenced is False
+        assert new.image.brokers[100].epoch == epoch
+        assert kept_channel.sent_over_network - sent_before >= 3 * SESSION_MS // HEARTBEAT_MS // 2
+        assert kept.state == BrokerState.RUNNING
+        assert await kept.controlled_shutdown(timeout_s=DEADLINE_S)  # the controller let it go
+        await kept_channel.aclose()

@@ -66,67 +66,58 @@ class NoLeader:
 
 async def test_the_local_controller_is_asked_in_process() -> None:
     quorum = ControllerQuorum(1)
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await quorum.start_all(nursery)
-            host = await quorum.active_host()
-            channel = ControllerChannel(
-                1, quorum.driver(1), endpoints(quorum), local=host, local_context=ControllerRequestContext
-            )
-            await register_unfenced(channel, 1)
-            response = await channel.request(19, 7, create_topics("orders"))
-            (topic,) = response.topics
-            assert (topic.name, topic.error_code, topic.num_partitions) == ("orders", 0, 2)
-            assert host.image.topic("orders") is not None
-            assert (channel.answered_locally, channel.sent_over_network) == (3, 0)
-            nursery.cancel_scope.cancel()
+    async with quorum.running(deadline_s=DEADLINE_S):
+        host = await quorum.active_host()
+        channel = ControllerChannel(
+            1, quorum.driver(1), endpoints(quorum), local=host, local_context=ControllerRequestContext
+        )
+        await register_unfenced(channel, 1)
+        response = await channel.request(19, 7, create_topics("orders"))
+        (topic,) = response.topics
+        assert (topic.name, topic.error_code, topic.num_partitions) == ("orders", 0, 2)
+        assert host.image.topic("orders") is not None
+        assert (channel.answered_locally, channel.sent_over_network) == (3, 0)
 
 
 async def test_a_remote_controller_is_followed_through_its_failure() -> None:
     quorum = ControllerQuorum(3)
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await quorum.start_all(nursery)
-            first = await quorum.active_host()
-            follower = next(n for n in quorum.voter_ids if n != first.node_id)
-            # A broker-only node (id 100) follows the leader as the follower's driver sees it.
-            channel = ControllerChannel(100, quorum.driver(follower), endpoints(quorum))
-            await register_unfenced(channel, 100)
-            response = await channel.request(19, 7, create_topics("a"))
-            assert response.topics[0].error_code == 0
-            assert channel.sent_over_network == 3
+    async with quorum.running(deadline_s=DEADLINE_S):
+        first = await quorum.active_host()
+        follower = next(n for n in quorum.voter_ids if n != first.node_id)
+        # A broker-only node (id 100) follows the leader as the follower's driver sees it.
+        channel = ControllerChannel(100, quorum.driver(follower), endpoints(quorum))
+        await register_unfenced(channel, 100)
+        response = await channel.request(19, 7, create_topics("a"))
+        assert response.topics[0].error_code == 0
+        assert channel.sent_over_network == 3
 
-            await quorum.stop(first.node_id)
-            # Asked at once: the old leader refuses the connection, or is still named until a new
-            # one is elected; the channel waits for it and asks again.
-            response = await channel.request(19, 7, create_topics("b"))
-            assert response.topics[0].error_code == 0
-            assert channel.retries >= 1
-            second = await quorum.active_host({n for n in quorum.voter_ids if n != first.node_id})
-            assert second.image.topic("b") is not None
-            await channel.aclose()
-            nursery.cancel_scope.cancel()
+        await quorum.stop(first.node_id)
+        # Asked at once: the old leader refuses the connection, or is still named until a new
+        # one is elected; the channel waits for it and asks again.
+        response = await channel.request(19, 7, create_topics("b"))
+        assert response.topics[0].error_code == 0
+        assert channel.retries >= 1
+        second = await quorum.active_host({n for n in quorum.voter_ids if n != first.node_id})
+        assert second.image.topic("b") is not None
+        await channel.aclose()
 
 
 async def test_not_controller_sends_the_request_again_to_the_new_leader() -> None:
     quorum = ControllerQuorum(3)
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await quorum.start_all(nursery)
-            active = await quorum.active_host()
-            standby = next(n for n in quorum.voter_ids if n != active.node_id)
-            leader = PinnedLeader(wrong=standby, right=active.node_id)
-            other = ControllerChannel(101, quorum.driver(active.node_id), endpoints(quorum))
-            await register_unfenced(other, 101)
-            await other.aclose()
-            channel = ControllerChannel(100, leader, endpoints(quorum))
-            response = await channel.request(19, 7, create_topics("c"))
-            assert response.topics[0].error_code == 0
-            # The standby answered NOT_CONTROLLER first (the negative control: without the retry
-            # this request's answer would carry that error).
-            assert channel.retries == 1 and channel.sent_over_network == 2
-            await channel.aclose()
-            nursery.cancel_scope.cancel()
+    async with quorum.running(deadline_s=DEADLINE_S):
+        active = await quorum.active_host()
+        standby = next(n for n in quorum.voter_ids if n != active.node_id)
+        leader = PinnedLeader(wrong=standby, right=active.node_id)
+        other = ControllerChannel(101, quorum.driver(active.node_id), endpoints(quorum))
+        await register_unfenced(other, 101)
+        await other.aclose()
+        channel = ControllerChannel(100, leader, endpoints(quorum))
+        response = await channel.request(19, 7, create_topics("c"))
+        assert response.topics[0].error_code == 0
+        # The standby answered NOT_CONTROLLER first (the negative control: without the retry
+        # this request's answer would carry that error).
+        assert channel.retries == 1 and channel.sent_over_network == 2
+        await channel.aclose()
 
 
 async def test_no_controller_before_the_deadline_is_request_timed_out(

@@ -32,6 +32,8 @@ FAST = {
 class Nodes:
     """Node configs over controller ports bound up front (the voters' endpoints name them)."""
 
+    ephemeral = True  # partitions in memory
+
     def __init__(self, tmp_path: Path, voters: int, brokers_only: int = 0) -> None:
         self.tmp_path = tmp_path
         self.voter_ids = list(range(1, voters + 1))
@@ -71,7 +73,7 @@ class Nodes:
     async def start(self, nursery: trio.Nursery, node_id: int, roles: str) -> Node:
         node = Node(
             self.config(node_id, roles),
-            ephemeral=True,
+            ephemeral=self.ephemeral,
             faults=self.faults,
             memory_log=self.logs.setdefault(node_id, MemoryRaftLog()),
             controller_bound=self.bound.pop(node_id, None),

@@ -7,7 +7,6 @@ broker is fenced."""
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafkalike.controller.image import MetadataImage
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.server.node import Node
+from kafkalike.testing.request_bodies import fetch_by_id_body, list_offsets_body, produce_body
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.node.test_node_roles import Nodes, create_topic
 
@@ -31,40 +31,6 @@ PER_PARTITION = 10
 def _leaders(image: MetadataImage) -> dict[int, tuple[int, int]]:
     topic = image.topic(TOPIC)
     return {} if topic is None else {i: (p.leader, p.leader_epoch) for i, p in topic.partitions.items()}
-
-
-def _produce_body(partition: int) -> dict[str, Any]:
-    records = build_batch([Record(value=b"misrouted")])
-    return {
-        "transactional_id": None,
-        "acks": -1,
-        "timeout_ms": 5000,
-        "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}],
-    }
-
-
-def _fetch_body(topic_id: uuid.UUID, partition: int) -> dict[str, Any]:
-    """Fetch v16: the topic by id, a long poll that a misrouted partition ends at once."""
-    fetched = {
-        "partition": partition,
-        "current_leader_epoch": -1,
-        "fetch_offset": 0,
-        "last_fetched_epoch": -1,
-        "log_start_offset": -1,
-        "partition_max_bytes": 1 << 20,
-    }
-    return {
-        "replica_state": {"replica_id": -1, "replica_epoch": -1},
-        "max_wait_ms": 60_000,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [{"topic_id": topic_id, "partitions": [fetched]}],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
 
 
 def _produce_with_a_real_client(bootstrap: str) -> list[str]:
@@ -116,24 +82,19 @@ async def test_clients_are_routed_to_the_leader_of_each_partition(tmp_path: Path
 
             # Asked of broker 2, the partition broker 3 leads: the error and where to go instead.
             client = await AsyncWireClient.connect(*first.client_address)
-            answer = await client.request(0, 11, _produce_body(elsewhere))
+            answer = await client.request(
+                0, 11, produce_body(TOPIC, elsewhere, build_batch([Record(value=b"misrouted")]))
+            )
             entry = answer.responses[0].partition_responses[0]
             assert entry.error_code == NOT_LEADER_OR_FOLLOWER
             assert (entry.current_leader.leader_id, entry.current_leader.leader_epoch) == leaders[elsewhere]
             assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [(3, *second.client_address)]
-            listed = await client.request(
-                2,
-                7,
-                {
-                    "replica_id": -1,
-                    "isolation_level": 0,
-                    "topics": [{"name": TOPIC, "partitions": [{"partition_index": elsewhere, "timestamp": -1}]}],
-                },
-            )
+            listed = await client.request(2, 7, list_offsets_body(TOPIC, elsewhere))
             assert listed.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
             topic_image = first.broker.publisher.image.topic(TOPIC)
             assert topic_image is not None
-            fetched = await client.request(1, 16, _fetch_body(topic_image.topic_id, elsewhere))
+            # A long poll, which a misrouted partition ends at once.
+            fetched = await client.request(1, 16, fetch_by_id_body(topic_image.topic_id, elsewhere, max_wait_ms=60_000))
             entry = fetched.responses[0].partitions[0]
             assert entry.error_code == NOT_LEADER_OR_FOLLOWER
             assert (entry.current_leader.leader_id, entry.current_leader.leader_epoch) == leaders[elsewhere]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 from kafkalike.server.quorum.driver import QuorumDriver, _Step
 from kafkalike.testing.loop_blocking import LoopBlockingCalls
@@ -18,22 +17,19 @@ DEADLINE_S = 20
 
 async def elect_commit_fail_over_snapshot_catch_up(tmp_path: Path) -> None:
     quorum = InProcessQuorum(3, tmp_path)
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await quorum.start_all(nursery)
-            leader = await quorum.wait_for_leader()
-            lagging = next(i for i in quorum.node_ids if i != leader.node_id)
-            await quorum.stop(lagging)
-            last = await leader.append([b"a", b"b"])
-            await leader.wait_committed(last)
-            await leader.snapshot(last + 1, b"state")
-            await quorum.start(nursery, lagging)
-            await quorum.wait(lambda: len(quorum.recorders[lagging].snapshots) == 1)
-            await quorum.stop(leader.node_id)
-            new = await quorum.wait_for_leader()
-            last = await new.append([b"c"])
-            await new.wait_committed(last)
-            nursery.cancel_scope.cancel()
+    async with quorum.running(deadline_s=DEADLINE_S) as nursery:
+        leader = await quorum.wait_for_leader()
+        lagging = next(i for i in quorum.node_ids if i != leader.node_id)
+        await quorum.stop(lagging)
+        last = await leader.append([b"a", b"b"])
+        await leader.wait_committed(last)
+        await leader.snapshot(last + 1, b"state")
+        await quorum.start(nursery, lagging)
+        await quorum.wait(lambda: len(quorum.recorders[lagging].snapshots) == 1)
+        await quorum.stop(leader.node_id)
+        new = await quorum.wait_for_leader()
+        last = await new.append([b"c"])
+        await new.wait_committed(last)
 
 
 async def test_no_quorum_disk_call_runs_on_the_event_loop(tmp_path: Path) -> None:
