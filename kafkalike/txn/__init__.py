@@ -8,7 +8,7 @@ Kafka's record layout and comes back with ``replay``. The markers that end a tra
 adapter.
 """
 
-from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob
+from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob, ProducerIdUnavailable
 from kafkalike.txn.config import TxnConfig
 from kafkalike.txn.coordinator import TransactionCoordinator
 from kafkalike.txn.metadata import TopicPartition, TxnMetadata, TxnTransit
@@ -24,6 +24,7 @@ __all__ = [
     "ListedTxn",
     "LogTxnStore",
     "MarkerJob",
+    "ProducerIdUnavailable",
     "StoreError",
     "TopicPartition",
     "TransactionCoordinator",

@@ -16,7 +16,8 @@ Rules:
   back (``on_markers_written``). Once every partition has its marker, CompleteCommit /
   CompleteAbort is written. Until then the id answers CONCURRENT_TRANSACTIONS.
 - Producer ids come from the ``allocate_producer_id`` callable (the controller's persisted
-  blocks), so none is reused after a restart.
+  blocks), so none is reused after a restart; when it raises ProducerIdUnavailable (no block
+  has an id left yet) its code is InitProducerId's answer, as Kafka's coordinator answers.
 
 Only transactions v1 run here: the epoch changes on InitProducerId and when a producer is fenced
 (a new instance, or its transaction timed out), never on EndTxn.
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob
+from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob, ProducerIdUnavailable
 from kafkalike.txn.config import TxnConfig
 from kafkalike.txn.metadata import (
     NO_PRODUCER_EPOCH,
@@ -142,9 +143,11 @@ class TransactionCoordinator:
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         txn = self.txns.get(transactional_id)
         if txn is None:
-            txn = TxnMetadata(
-                transactional_id, self.allocate_producer_id(), timeout_ms=timeout_ms, last_update_ms=now_ms
-            )
+            try:
+                new_id = self.allocate_producer_id()
+            except ProducerIdUnavailable as exc:  # Kafka: the manager's error is the answer
+                return InitResult(exc.code)
+            txn = TxnMetadata(transactional_id, new_id, timeout_ms=timeout_ms, last_update_ms=now_ms)
             self.txns[transactional_id] = txn
         if txn.pending:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
@@ -158,8 +161,12 @@ class TransactionCoordinator:
             return InitResult(E.CONCURRENT_TRANSACTIONS if error is E.NONE else error)
         expected_epoch = None if expected is None else expected[1]
         if txn.epoch_exhausted and (expected_epoch is None or expected_epoch == txn.producer_epoch):
+            try:
+                new_id = self.allocate_producer_id()
+            except ProducerIdUnavailable as exc:
+                return InitResult(exc.code)
             transit: TxnTransit | None = txn.prepare_rotate_producer_id(
-                self.allocate_producer_id(), timeout_ms, now_ms, expected is not None
+                new_id, timeout_ms, now_ms, expected is not None
             )
         else:
             transit = txn.prepare_increment_epoch(timeout_ms, expected_epoch, now_ms)
