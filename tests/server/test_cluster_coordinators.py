@@ -30,6 +30,7 @@ kafka = pytest.importorskip("kafka")
 
 DEADLINE_S = 120
 ZERO = uuid.UUID(int=0)
+COORDINATOR_LOAD_IN_PROGRESS = 14
 INTERNAL = {"transaction.state.log.num.partitions": "6", "offsets.topic.num.partitions": "6"}
 
 
@@ -93,8 +94,7 @@ async def _run(tmp_path: Path, scenario: Callable[[Running], Any]) -> None:
             finally:
                 for client in clients.values():
                     await client.aclose()
-                for node in list(nodes.nodes.values()):
-                    await node.stop()
+                await nodes.stop_in_turn()
                 nursery.cancel_scope.cancel()
 
 
@@ -237,7 +237,7 @@ async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Pa
         await cluster.create_topic("single", 1)
         by_broker = {}
         for node_id in cluster.nodes.voter_ids:
-            init = [await cluster.clients[node_id].request(22, 4, _init_body()) for _ in range(5)]
+            init = [await init_producer_id(cluster.clients[node_id], _init_body()) for _ in range(5)]
             assert all(r.error_code == 0 for r in init), init
             by_broker[node_id] = [r.producer_id for r in init]
         every = [pid for ids in by_broker.values() for pid in ids]
@@ -247,6 +247,15 @@ async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Pa
         assert not (blocks[1] & blocks[2]) and not (blocks[1] & blocks[3]) and not (blocks[2] & blocks[3])
 
     await _run(tmp_path, scenario)
+
+
+async def init_producer_id(client: AsyncWireClient, body: dict[str, Any]) -> Any:
+    """InitProducerId v4, retried as a client retries COORDINATOR_LOAD_IN_PROGRESS: a broker's first
+    call finds no producer id block yet (Kafka's RPCProducerIdManager asks for one and answers that)."""
+    with trio.fail_after(30):
+        while (answer := await client.request(22, 4, body)).error_code == COORDINATOR_LOAD_IN_PROGRESS:
+            await trio.sleep(0.05)  # the client's retry backoff
+    return answer
 
 
 def _init_body() -> dict[str, Any]:
@@ -345,8 +354,7 @@ async def test_the_coordinators_broker_restarted_still_has_the_transactions_outc
             assert sorted(seen) == [(p, f"kept-{p}".encode()) for p in range(3)]
             for client in clients.values():
                 await client.aclose()
-            for node in list(nodes.nodes.values()):
-                await node.stop()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()
 
 
@@ -374,9 +382,8 @@ async def test_markers_for_a_broker_cut_off_wait_until_it_is_reachable(tmp_path:
         # Until every broker has __transaction_state its leaders cannot verify with the coordinator
         # (NOT_ENOUGH_REPLICAS, which a client retries): wait for it here instead.
         await cluster.wait_for_topic("__transaction_state")
-        init = await c[coordinator].request(
-            22,
-            4,
+        init = await init_producer_id(
+            c[coordinator],
             {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
         )
         assert init.error_code == 0

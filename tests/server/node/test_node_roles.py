@@ -88,6 +88,17 @@ class Nodes:
             for node in self.nodes.values():
                 nursery.start_soon(node.stop)
 
+    async def stop_in_turn(self) -> None:
+        """Each node stopped gracefully in turn, the active controller last, and the last one
+        killed: its controlled shutdown would wait for a quorum that no longer exists (five
+        minutes, as Kafka's broker waits), as ``Cluster.stop`` does."""
+        running = [n for n in self.nodes.values() if n.broker is not None or n.driver is not None]
+        running.sort(key=lambda n: n.driver is not None and n.driver.is_leader)
+        for node in running[:-1]:
+            await node.stop()
+        if running:
+            await running[-1].kill()
+
     def leaders(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.driver is not None and n.driver.is_leader]
 
