@@ -35,7 +35,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +66,9 @@ from kafkalike.txn import (
     TopicPartition,
     TransactionCoordinator,
     TxnConfig,
-    read_records,
+    TxnLogScan,
 )
+from kafkalike.txn.records import LoadedTxn
 from kafkalike.txn.state import TxnState
 
 if TYPE_CHECKING:
@@ -331,11 +332,17 @@ class TxnService:
             self.config, self._store, self.broker.controller.allocate_producer_id, coordinator_epoch=leader_epoch
         )
 
-    def replay(self, shard: TransactionCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
-        """The partition's records, then every transaction found half-way given its markers."""
-        for key, value in read_records(plog):
-            shard.replay(key, value)
-            yield 1
+    def scan(self, partition: int) -> TxnLogScan:
+        return TxnLogScan()
+
+    def apply(
+        self, shard: TransactionCoordinator, partition: int, records: Sequence[LoadedTxn | None], now_ms: int
+    ) -> None:
+        for loaded in records:
+            shard.replay_decoded(loaded)
+
+    def loaded(self, shard: TransactionCoordinator, partition: int, finished: None, now_ms: int) -> None:
+        """Every transaction found half-way completed given its markers."""
         shard.on_loaded(now_ms)
 
     def unloaded(self, shard: TransactionCoordinator, partition: int) -> None:

@@ -14,7 +14,7 @@ from kafkalike.txn.coordinator import TransactionCoordinator
 from kafkalike.txn.metadata import TopicPartition, TxnMetadata, TxnTransit
 from kafkalike.txn.records import TRANSACTION_STATE_TOPIC, partition_for
 from kafkalike.txn.state import TxnState
-from kafkalike.txn.store import LogTxnStore, StoreError, TxnStore, read_records
+from kafkalike.txn.store import LogTxnStore, StoreError, TxnLogScan, TxnStore, read_records
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
@@ -29,6 +29,7 @@ __all__ = [
     "TopicPartition",
     "TransactionCoordinator",
     "TxnConfig",
+    "TxnLogScan",
     "TxnMetadata",
     "TxnState",
     "TxnStore",

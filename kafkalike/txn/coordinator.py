@@ -42,7 +42,15 @@ from kafkalike.txn.metadata import (
     from_record,
     is_epoch_exhausted,
 )
-from kafkalike.txn.records import RecordError, TxnRecord, decode_record, partition_for, state_record, tombstone
+from kafkalike.txn.records import (
+    LoadedTxn,
+    RecordError,
+    TxnRecord,
+    decode_record,
+    partition_for,
+    state_record,
+    tombstone,
+)
 from kafkalike.txn.state import TxnState
 from kafkalike.txn.store import StoreError, TxnStore
 
@@ -464,6 +472,10 @@ class TransactionCoordinator:
         except RecordError as exc:
             log.warning("skipping an unreadable record in the transaction state topic: %s", exc)
             return
+        self.replay_decoded(loaded)
+
+    def replay_decoded(self, loaded: LoadedTxn | None) -> None:
+        """``replay`` of a record already decoded (``decode_record``, where the log was read)."""
         if loaded is None:
             return
         if loaded.transit is None:

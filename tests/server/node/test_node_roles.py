@@ -81,13 +81,6 @@ class Nodes:
         self.started.add(node_id)
         return node
 
-    async def stop_all(self) -> None:
-        """Every node stopped gracefully at once (as SIGTERM to every process): each broker's
-        controlled shutdown finds the active controller still there."""
-        async with trio.open_nursery() as nursery:
-            for node in self.nodes.values():
-                nursery.start_soon(node.stop)
-
     async def stop_in_turn(self) -> None:
         """Each node stopped gracefully in turn, the active controller last, and the last one
         killed: its controlled shutdown would wait for a quorum that no longer exists (five
@@ -171,7 +164,7 @@ async def test_three_combined_nodes_elect_one_leader_and_replay_the_same_image(t
             # Every node's broker serves clients, and the controller host replays the same log.
             assert all(n.broker is not None and n.client_address is not None for n in nodes.nodes.values())
             assert leader.controller.image.topic("orders") == topic
-            await nodes.stop_all()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()
     assert all(n.driver is None and n.broker is None for n in nodes.nodes.values())
 
@@ -271,7 +264,7 @@ async def test_a_node_stopped_or_killed_starts_again_and_replays_the_log_into_a_
             await nursery.start(follower.run)
             await nodes.wait(lambda: follower.metadata_offset >= end)
             assert follower.image.image.topic("while-away") == leader.image.image.topic("while-away") is not None
-            await nodes.stop_all()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()
 
 
