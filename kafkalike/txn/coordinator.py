@@ -60,7 +60,7 @@ S = TxnState
 
 # Marker errors after which the partition no longer waits for its marker: written, the
 # partition is gone, or a newer producer epoch / coordinator already ended it there.
-_MARKER_DONE = frozenset(
+MARKER_DONE = frozenset(
     {
         E.NONE,
         E.UNKNOWN_TOPIC_OR_PARTITION,
@@ -334,7 +334,7 @@ class TransactionCoordinator:
         retry = []
         for tp in job.partitions:
             error = errors.get(tp, E.REQUEST_TIMED_OUT)
-            if error in _MARKER_DONE:
+            if error in MARKER_DONE:
                 if error is not E.NONE:
                     log.info("marker of %s for %s-%d not needed: %s", txn.transactional_id, *tp, error.name)
                 txn.remove_partition(tp)
