@@ -158,17 +158,20 @@ class MarkerChannel:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The senders (one per destination, started on first use) and the re-routing of the
         unknown-destination queue at every metadata change."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for destination in list(self._destinations):
-                if destination != UNKNOWN:
-                    nursery.start_soon(self._sender, destination)
-            task_status.started()
-            while True:
-                await self._metadata_changed()
-                self._reroute_unknown()
-                for queue in self._destinations.values():
-                    queue.arrived.set()  # a sender backing off tries again with the new metadata
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for destination in list(self._destinations):
+                    if destination != UNKNOWN:
+                        nursery.start_soon(self._sender, destination)
+                task_status.started()
+                while True:
+                    await self._metadata_changed()
+                    self._reroute_unknown()
+                    for queue in self._destinations.values():
+                        queue.arrived.set()  # a sender backing off tries again with the new metadata
+        finally:
+            self._nursery = None  # queued from now on, sent by the next run (if any)
 
     def _reroute_unknown(self) -> None:
         unknown = self._destinations.get(UNKNOWN)
