@@ -453,6 +453,12 @@ class GroupCoordinator:
         except RecordError as exc:
             log.warning("skipping an unreadable record in the offsets topic: %s", exc)
             return
+        self.replay_decoded(key, value, record, now_ms)
+
+    def replay_decoded(
+        self, key: bytes | None, value: bytes | None, record: OffsetRecord | GroupRecord | None, now_ms: int
+    ) -> None:
+        """``replay`` of a record already decoded (``decode_record``, where the log was read)."""
         if isinstance(record, OffsetRecord):
             if record.offset is None:
                 self.offsets.remove(record.group_id, record.topic, record.partition)

@@ -12,9 +12,10 @@ A plain OffsetCommit of the same partition written after a pending transactional
 in Kafka (which compares record offsets): the pending entry is then marked superseded and is
 not applied at commit.
 
-At start-up the committed-offsets replay skips transactional batches (``read_records``);
-``replay_transactional_offsets`` then walks each partition once more, in log order, and applies
-what committed transactions left, keeps what open ones hold pending, and drops what aborted.
+At a load, ``OffsetsLogScan`` reads a partition once, in log order (on a worker thread: it is
+pure): the plain records come out decoded as it goes, in order, and once every batch was fed,
+what committed transactions left (applied after the plain records), what open ones hold pending,
+and nothing of what aborted (``apply_transactional_offsets``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from typing import TYPE_CHECKING
 from kafkalike.group.api import CommitPartition, FetchedOffset, FetchResult
 from kafkalike.group.classic import ClassicGroup
 from kafkalike.group.offsets import OffsetAndMetadata
-from kafkalike.group.records import CoordinatorRecord, OffsetRecord, RecordError, decode_record, offset_commit_record
+from kafkalike.group.records import (
+    CoordinatorRecord,
+    GroupRecord,
+    OffsetRecord,
+    RecordError,
+    decode_record,
+    offset_commit_record,
+)
 from kafkalike.group.state import GroupState
 from kafkalike.log import InvalidProducerEpoch, LogError, PartitionLog, RecordBatchTooLarge
 from kafkalike.log.coordinator_log import SyncTracker, append_coordinator_batch, log_batches
@@ -279,8 +287,8 @@ def complete_transaction(
 
 def _offset_records(
     blob: bytes, pos: int, header: RecordBatchHeader
-) -> Iterator[tuple[int, OffsetKey, CoordinatorRecord]]:
-    """(record offset, key, record) of the OffsetCommit records in one batch."""
+) -> Iterator[tuple[int, OffsetKey, CoordinatorRecord, OffsetRecord]]:
+    """(record offset, key, record, decoded) of the OffsetCommit records in one batch."""
     try:
         records = decode_records(blob, pos, header)
     except ProtocolError as exc:
@@ -293,37 +301,110 @@ def _offset_records(
             continue
         if isinstance(decoded, OffsetRecord) and record.key is not None:
             key = (decoded.group_id, decoded.topic, decoded.partition)
-            yield record.offset(header), key, (record.key, record.value)
+            yield record.offset(header), key, (record.key, record.value), decoded
 
 
-def replay_transactional_offsets(coordinator: GroupCoordinator, plog: PartitionLog, now_ms: int) -> int:
-    """Second pass over one ``__consumer_offsets`` partition (after the plain replay): apply the
-    offsets of committed transactions unless a later plain commit replaced them, keep those of
-    open transactions pending. Returns how many transactional records were found."""
-    last_plain: dict[OffsetKey, int] = {}
-    committed: dict[OffsetKey, tuple[int, CoordinatorRecord]] = {}
-    open_txns: dict[int, dict[OffsetKey, tuple[int, CoordinatorRecord]]] = {}
-    found = 0
-    for blob, pos, header in log_batches(plog):
+@dataclass(frozen=True, slots=True)
+class PlainRecord:
+    """A record of a plain batch as the scan decoded it; ``record`` None: another record type
+    (KIP-848 groups' records), decoded by the coordinator when applied."""
+
+    key: bytes
+    value: bytes | None
+    record: OffsetRecord | GroupRecord | None
+
+
+@dataclass(frozen=True)
+class TransactionalOffsets:
+    """What transactional batches left in a partition, known once all of it was read: the
+    committed offsets no later plain commit replaced, and the open transactions' offsets."""
+
+    committed: tuple[tuple[CoordinatorRecord, OffsetRecord], ...]
+    pending: tuple[tuple[int, OffsetKey, CoordinatorRecord, bool], ...]  # producer id, key, record, superseded
+    found: int  # transactional records seen
+
+
+class OffsetsLogScan:
+    """One ``__consumer_offsets`` partition read back for a load, batch by batch in log order
+    (``feed``: the plain records, decoded), then ``finish`` (what transactions left). Touches no
+    coordinator, so it runs on a worker thread."""
+
+    def __init__(self) -> None:
+        self._last_plain: dict[OffsetKey, int] = {}
+        self._committed: dict[OffsetKey, tuple[int, CoordinatorRecord, OffsetRecord]] = {}
+        self._open: dict[int, dict[OffsetKey, tuple[int, CoordinatorRecord, OffsetRecord]]] = {}
+        self._found = 0
+
+    def feed(self, blob: bytes, pos: int, header: RecordBatchHeader) -> list[PlainRecord]:
         pid = header.producer_id
         if header.is_control:
             marker = parse_control_marker(blob, pos, header) if pid >= 0 else None
-            entries = open_txns.pop(pid, {}) if marker is not None else {}
+            entries = self._open.pop(pid, {}) if marker is not None else {}
             if marker is not None and marker.control_type == CONTROL_COMMIT:
-                for key, (offset, record) in entries.items():
-                    if offset > committed.get(key, (-1, record))[0]:
-                        committed[key] = (offset, record)
-        elif header.is_transactional and pid >= 0:
-            for offset, key, record in _offset_records(blob, pos, header):
-                open_txns.setdefault(pid, {})[key] = (offset, record)
-                found += 1
-        else:
-            for offset, key, _ in _offset_records(blob, pos, header):
-                last_plain[key] = offset
-    for key, (offset, (k, v)) in committed.items():
-        if offset > last_plain.get(key, -1):
-            coordinator.replay(k, v, now_ms)
-    for pid, entries in open_txns.items():
-        for key, (offset, record) in entries.items():
-            coordinator.txn_offsets.add(pid, key, record, superseded=last_plain.get(key, -1) > offset)
-    return found
+                for key, entry in entries.items():
+                    if entry[0] > self._committed.get(key, (-1,))[0]:
+                        self._committed[key] = entry
+            return []
+        if header.is_transactional:
+            for offset, key, record, decoded in _offset_records(blob, pos, header):
+                if pid >= 0:
+                    self._open.setdefault(pid, {})[key] = (offset, record, decoded)
+                    self._found += 1
+                else:
+                    self._last_plain[key] = offset
+            return []
+        return self._plain(blob, pos, header)
+
+    def _plain(self, blob: bytes, pos: int, header: RecordBatchHeader) -> list[PlainRecord]:
+        try:
+            records = decode_records(blob, pos, header)
+        except ProtocolError as exc:
+            log.warning("skipping an unreadable batch at offset %d: %s", header.base_offset, exc)
+            return []
+        plain: list[PlainRecord] = []
+        for record in records:
+            if record.key is None:
+                continue
+            try:
+                decoded = decode_record(record.key, record.value)
+            except RecordError as exc:
+                log.warning("skipping an unreadable record in the offsets topic: %s", exc)
+                continue
+            if isinstance(decoded, OffsetRecord):
+                self._last_plain[(decoded.group_id, decoded.topic, decoded.partition)] = record.offset(header)
+            plain.append(PlainRecord(record.key, record.value, decoded))
+        return plain
+
+    def finish(self) -> TransactionalOffsets:
+        last_plain = self._last_plain
+        committed = tuple(
+            (record, decoded)
+            for key, (offset, record, decoded) in self._committed.items()
+            if offset > last_plain.get(key, -1)
+        )
+        pending = tuple(
+            (pid, key, record, last_plain.get(key, -1) > offset)
+            for pid, entries in self._open.items()
+            for key, (offset, record, _) in entries.items()
+        )
+        return TransactionalOffsets(committed, pending, self._found)
+
+
+def apply_transactional_offsets(coordinator: GroupCoordinator, found: TransactionalOffsets, now_ms: int) -> None:
+    """After the plain records: committed transactions' offsets applied, open ones' held pending."""
+    for (record_key, record_value), decoded in found.committed:
+        coordinator.replay_decoded(record_key, record_value, decoded, now_ms)
+    for pid, key, record, superseded in found.pending:
+        coordinator.txn_offsets.add(pid, key, record, superseded=superseded)
+
+
+def replay_transactional_offsets(coordinator: GroupCoordinator, plog: PartitionLog, now_ms: int) -> int:
+    """A pass over one ``__consumer_offsets`` partition after its plain records were replayed
+    (``read_records``): what transactions left applied, at once. Returns how many transactional
+    records were found."""
+    scan = OffsetsLogScan()
+    for blob, pos, header in log_batches(plog):
+        scan.feed(blob, pos, header)
+    found = scan.finish()
+    apply_transactional_offsets(coordinator, found, now_ms)
+    return found.found

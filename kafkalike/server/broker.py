@@ -773,6 +773,8 @@ class Broker:
             nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
             nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
             nursery.start_soon(self._keep_running, "topic auto-creation", self._auto_creator)
+            if self.cluster is not None:
+                nursery.start_soon(self._keep_running, "producer id blocks", self.cluster.run_producer_ids)
             nursery.start_soon(serve_listeners, self, listeners)
             task_status.started((host, bound_port))
 

@@ -34,7 +34,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
 from kafkalike.server.metadata_publisher import MetadataPublisher
-from kafkalike.server.producer_ids import ProducerIdBlock, ProducerIdBlocks
+from kafkalike.server.producer_ids import ProducerIdManager
 
 log = logging.getLogger("kafkalike.cluster_metadata")
 
@@ -132,8 +132,8 @@ class ClusterController:
         self.publisher = publisher
         self.clock = clock
         self.broker_epoch = -1  # set by the broker's registration
-        self.producer_ids = ProducerIdBlocks()
-        self._producer_id_request = trio.Lock()  # one AllocateProducerIds in flight
+        self.producer_ids = ProducerIdManager()
+        self._producer_id_wanted = trio.Event()  # ``producer_ids`` asked for a block
         self._view: ImageTopics | None = None
 
     @property
@@ -287,35 +287,39 @@ class ClusterController:
         return True
 
     async def reserve_producer_id(self) -> None:
-        """An id left for ``allocate_producer_id``: a block asked of the controller when none is
-        left, or ahead of need once the current block is 90% used (``producer_ids``). Raises
-        ControllerError only when no id is left and no block could be had."""
-        if not self.producer_ids.wants_block():
-            return
-        async with self._producer_id_request:
-            if not self.producer_ids.wants_block():
-                return  # fetched by another call meanwhile
-            try:
-                response = await self._checked(
-                    self._request(
-                        ALLOCATE_PRODUCER_IDS, 0, {"broker_id": self.node_id, "broker_epoch": self.broker_epoch}, None
-                    )
-                )
-                if response.error_code:
-                    raise ControllerError(ErrorCode(response.error_code), "the controller gave no producer ids")
-            except ControllerError as exc:
-                if self.producer_ids.has_id():  # a prefetch that failed: asked again by the next call
-                    log.info("node %d: no next producer id block yet: %s", self.node_id, exc.message)
-                    return
-                raise
-            self.producer_ids.add(ProducerIdBlock(response.producer_id_start, response.producer_id_len))
+        """Nothing to wait for: ``allocate_producer_id`` never waits for the controller."""
 
     def allocate_producer_id(self) -> int:
-        """The next id of the blocks ``reserve_producer_id`` made sure of."""
-        taken = self.producer_ids.take()
-        if taken is None:
-            raise ControllerError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "no producer id block yet")
-        return taken
+        """The next producer id (``producer_ids``); NoProducerId (COORDINATOR_LOAD_IN_PROGRESS)
+        while no block has an id left, a block being asked for in the background meanwhile."""
+        try:
+            return self.producer_ids.generate(self._now_ms())
+        finally:
+            if self.producer_ids.request_wanted:
+                self._producer_id_wanted.set()
+
+    def _now_ms(self) -> int:
+        return int(self.clock.monotonic_s() * 1000)
+
+    async def run_producer_ids(self) -> None:
+        """Sends the AllocateProducerIds requests ``producer_ids`` asks for, one at a time, for
+        as long as the broker serves (Kafka's RPCProducerIdManager over its controller channel)."""
+        manager = self.producer_ids
+        while True:
+            await self._producer_id_wanted.wait()
+            self._producer_id_wanted = trio.Event()
+            if not manager.take_request():
+                continue
+            body = {"broker_id": self.node_id, "broker_epoch": self.broker_epoch}
+            try:
+                response = await self._request(ALLOCATE_PRODUCER_IDS, 0, body, None)
+            except ControllerUnavailable as exc:
+                log.info("node %d: no producer id block: %s", self.node_id, exc)
+                manager.on_no_answer()
+                continue
+            manager.on_response(
+                ErrorCode(response.error_code), response.producer_id_start, response.producer_id_len, self._now_ms()
+            )
 
     async def _checked(self, call: Any) -> Any:
         """A request's response, or ControllerError (REQUEST_TIMED_OUT) when no controller answered."""

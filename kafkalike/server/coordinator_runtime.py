@@ -5,8 +5,10 @@ Rules:
 
 - One shard per partition of the coordinator's internal topic (``kafkalike.coordinator``):
   ``load`` replays that partition's log into a new shard at once (start-up, a new topic, a
-  reload), ``schedule_load`` has the loader task replay it in steps while the shard answers
-  COORDINATOR_LOAD_IN_PROGRESS (leadership arriving); ``unload`` drops it: its parked requests
+  reload), ``schedule_load`` has the loader task replay it in the background while the shard
+  answers COORDINATOR_LOAD_IN_PROGRESS (leadership arriving): the log is read and decoded on a
+  worker thread (the coordinator's ``LogScan``), a chunk at a time, and only the shard updates
+  run on the event loop, in log order, in steps; ``unload`` drops it: its parked requests
   and its appends still waiting are answered NOT_COORDINATOR, its timers stop with it. A key
   whose partition has no shard here is answered NOT_COORDINATOR.
 - Shards are only touched in synchronous code between awaits, by handlers and by one timer
@@ -28,23 +30,39 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
 from kafkalike.controller.metadata import TopicImage
 from kafkalike.coordinator import NotActive, Shard, ShardSlot, ShardTable
-from kafkalike.log import PartitionLog
-from kafkalike.log.coordinator_log import Appended, StoreError, partition_for
+from kafkalike.log import LogError, PartitionLog
+from kafkalike.log.coordinator_log import READ_CHUNK_BYTES, Appended, StoreError, partition_for
+from kafkalike.log.partition_log import FileRange
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.records import RecordBatchHeader, iter_batches
 from kafkalike.replica import AppliedChanges, Partition, ReplicaManager
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
 log = logging.getLogger("kafkalike.coordinator")
-LOAD_STEP_RECORDS = 1000  # records replayed between two turns of the event loop while loading
+LOAD_STEP_RECORDS = 1000  # records applied between two turns of the event loop while loading
+_UNFINISHED = object()  # the scan's ``finish`` not taken yet
 S = TypeVar("S", bound=Shard)
 R = TypeVar("R")
+
+
+class LogScan(Protocol):
+    """A partition's log read back for a load, batch by batch in log order. It touches no shard
+    (the records it gives are applied on the event loop), so it runs on a worker thread."""
+
+    def feed(self, blob: bytes, pos: int, header: RecordBatchHeader) -> Sequence[Any]:
+        """The decoded records of one batch to apply, in order."""
+        ...
+
+    def finish(self) -> Any:
+        """Once every batch was fed: what only the whole log tells (handed to ``loaded``)."""
+        ...
 
 
 class ShardKind(Protocol[S]):
@@ -54,9 +72,16 @@ class ShardKind(Protocol[S]):
 
     def new_shard(self, partition: int, leader_epoch: int) -> S: ...
 
-    def replay(self, shard: S, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
-        """The partition's log replayed into a new shard, yielding how many records each step
-        read; once exhausted, its sessions and timers started."""
+    def scan(self, partition: int) -> LogScan:
+        """A new reader of the partition's log for a load."""
+        ...
+
+    def apply(self, shard: S, partition: int, records: Sequence[Any], now_ms: int) -> None:
+        """Records the scan decoded, in log order, into the loading shard (on the event loop)."""
+        ...
+
+    def loaded(self, shard: S, partition: int, finished: Any, now_ms: int) -> None:
+        """The whole log applied: what the scan's ``finish`` gave, then sessions and timers started."""
         ...
 
     def unloaded(self, shard: S, partition: int) -> None:
@@ -70,6 +95,45 @@ class ShardKind(Protocol[S]):
     async def polled(self, slots: Sequence[ShardSlot[S]]) -> None:
         """After the timer task polled these shards."""
         ...
+
+
+class _Load:
+    """One partition's log being read back into a shard: the offsets still to read, bounded by
+    the log end when the load began (what is appended later is the shard's own writing)."""
+
+    def __init__(self, plog: PartitionLog, scan: LogScan) -> None:
+        self.plog = plog
+        self.scan = scan
+        self.offset = plog.log_start_offset
+        self.end = plog.log_end_offset
+        self.records = 0
+
+    def next_ranges(self) -> list[FileRange] | None:
+        """Where the next chunk's batches lie (an index lookup, on the loop); None at the end."""
+        if self.offset >= self.end:
+            return None
+        try:
+            ranges = self.plog.read(self.offset, READ_CHUNK_BYTES, min_one_batch=True).ranges
+        except LogError as exc:
+            log.warning("reading a coordinator log back from offset %d stopped: %s", self.offset, exc)
+            return None
+        return ranges or None
+
+    def advance(self, next_offset: int | None) -> None:
+        # Nothing readable at ``offset``: stop rather than loop.
+        self.offset = self.end if next_offset is None or next_offset <= self.offset else next_offset
+
+
+def _read_chunk(scan: LogScan, ranges: Sequence[FileRange]) -> tuple[list[Any], int | None]:
+    """The chunk's bytes read and its batches decoded (on a worker thread): the records to apply
+    and the offset after its last batch."""
+    blob = b"".join(r.read() for r in ranges)
+    records: list[Any] = []
+    next_offset = None
+    for pos, header in iter_batches(blob):
+        records.extend(scan.feed(blob, pos, header))
+        next_offset = header.last_offset + 1
+    return records, next_offset
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -157,27 +221,39 @@ class CoordinatorRuntime(Generic[S]):
         """The partition's log replayed into the slot's shard at once, on the event loop (at
         start-up, after a topic is made, after a failed write); then it serves. False when the
         partition is not led here any more, or the slot was unloaded or replaced."""
-        replay = self._replay(slot)
-        records = 0 if replay is None else sum(replay)
-        return self._activate(slot, records)
+        load = self._begin_replay(slot)
+        if load is None:
+            return False
+        while (ranges := load.next_ranges()) is not None:
+            records, next_offset = _read_chunk(load.scan, ranges)
+            load.advance(next_offset)
+            self._apply(slot, load, records)
+        return self._activate(slot, load)
 
     async def finish_load_in_steps(self, slot: ShardSlot[S]) -> bool:
-        """``finish_load``, letting other work run every LOAD_STEP_RECORDS records (the shard
-        answers COORDINATOR_LOAD_IN_PROGRESS meanwhile); given up once the slot is not current."""
-        replay = self._replay(slot)
-        records = since_checkpoint = 0
-        for records_in_step in replay or ():
-            records += records_in_step
-            since_checkpoint += records_in_step
-            if since_checkpoint >= LOAD_STEP_RECORDS:
-                since_checkpoint = 0
-                await trio.lowlevel.checkpoint()
+        """``finish_load`` in the background (Kafka loads on a thread of its own): each chunk of
+        the log read and decoded on a worker thread, its records applied on the event loop in
+        order, LOAD_STEP_RECORDS at a time, other work running in between (the shard answers
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile); given up once the slot is not current."""
+        load = self._begin_replay(slot)
+        if load is None:
+            return False
+        while (ranges := load.next_ranges()) is not None:
+            records, next_offset = await trio.to_thread.run_sync(_read_chunk, load.scan, ranges)
+            load.advance(next_offset)
+            for start in range(0, len(records), LOAD_STEP_RECORDS):
                 if not self.shards.is_current(slot):
                     log.info("loading %s-%d given up: unloaded meanwhile", self.topic, slot.partition)
                     return False
-        return self._activate(slot, records)
+                self._apply(slot, load, records[start : start + LOAD_STEP_RECORDS])
+                await trio.lowlevel.checkpoint()
+            if not self.shards.is_current(slot):
+                log.info("loading %s-%d given up: unloaded meanwhile", self.topic, slot.partition)
+                return False
+        finished = await trio.to_thread.run_sync(load.scan.finish)
+        return self._activate(slot, load, finished)
 
-    def _replay(self, slot: ShardSlot[S]) -> Iterator[int] | None:
+    def _begin_replay(self, slot: ShardSlot[S]) -> _Load | None:
         if not self.shards.is_current(slot):
             return None
         led = self.led_here(slot.partition)
@@ -185,15 +261,24 @@ class CoordinatorRuntime(Generic[S]):
             self.shards.unload(slot.partition)
             return None
         self._load_started_ms[slot.partition] = self._wall_ms()
-        return self.kind.replay(slot.shard, slot.partition, led.log, self._load_started_ms[slot.partition])
+        return _Load(led.log, self.kind.scan(slot.partition))
 
-    def _activate(self, slot: ShardSlot[S], records: int) -> bool:
+    def _apply(self, slot: ShardSlot[S], load: _Load, records: Sequence[Any]) -> None:
+        self.kind.apply(slot.shard, slot.partition, records, self._load_started_ms[slot.partition])
+        load.records += len(records)
+
+    def _activate(self, slot: ShardSlot[S], load: _Load, finished: Any = _UNFINISHED) -> bool:
         started_ms = self._load_started_ms.pop(slot.partition, None)
-        if started_ms is None or not self.shards.activate(slot):
+        if started_ms is None or not self.shards.is_current(slot):
             return False
-        if records:
+        if finished is _UNFINISHED:
+            finished = load.scan.finish()
+        self.kind.loaded(slot.shard, slot.partition, finished, started_ms)
+        if not self.shards.activate(slot):
+            return False
+        if load.records:
             elapsed_ms = self._wall_ms() - started_ms
-            log.info("loaded %s-%d: %d record(s) in %d ms", self.topic, slot.partition, records, elapsed_ms)
+            log.info("loaded %s-%d: %d record(s) in %d ms", self.topic, slot.partition, load.records, elapsed_ms)
         self.wake()
         loaded, self.loaded = self.loaded, trio.Event()
         loaded.set()

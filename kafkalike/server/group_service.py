@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -48,17 +48,19 @@ from kafkalike.group import (
     Pending,
     SyncRequest,
     SyncResult,
-    read_records,
 )
 from kafkalike.group.consumer_api import ConsumerHeartbeatRequest, ConsumerHeartbeatResult, DescribedConsumerGroup
 from kafkalike.group.consumer_membership import ConsumerGroupConfig
 from kafkalike.group.txn_offsets import (
     LogTxnOffsetWriter,
+    OffsetsLogScan,
+    PlainRecord,
+    TransactionalOffsets,
     TxnCommitRequest,
     TxnWriteError,
+    apply_transactional_offsets,
     commit_transactional_offsets,
     complete_transaction,
-    replay_transactional_offsets,
 )
 from kafkalike.log import PartitionLog
 from kafkalike.log.coordinator_log import Appended
@@ -163,12 +165,16 @@ class GroupService:
             topics=lambda: self.broker.controller.image.topics,
         )
 
-    def replay(self, shard: GroupCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
+    def scan(self, partition: int) -> OffsetsLogScan:
+        return OffsetsLogScan()
+
+    def apply(self, shard: GroupCoordinator, partition: int, records: Sequence[PlainRecord], now_ms: int) -> None:
+        for r in records:
+            shard.replay_decoded(r.key, r.value, r.record, now_ms)
+
+    def loaded(self, shard: GroupCoordinator, partition: int, finished: TransactionalOffsets, now_ms: int) -> None:
         """Plain records first, then what transactions left (``txn_offsets``), then sessions."""
-        for _, (key, value) in read_records(plog):
-            shard.replay(key, value, now_ms)
-            yield 1
-        yield replay_transactional_offsets(shard, plog, now_ms)
+        apply_transactional_offsets(shard, finished, now_ms)
         shard.on_loaded(now_ms)
 
     def unloaded(self, shard: GroupCoordinator, partition: int) -> None:

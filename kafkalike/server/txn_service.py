@@ -7,11 +7,13 @@ Rules:
   path, timers, the reload after a failed fsync); a transactional id whose partition has no
   shard here is answered NOT_COORDINATOR, one still loading COORDINATOR_LOAD_IN_PROGRESS. A
   shard's coordinator epoch is its partition's leader epoch, as in Kafka.
-- After every shard call the timer task is woken: it writes the markers the call asked
-  for, through ``write_markers`` (the same function the WriteTxnMarkers handler serves, so a
-  marker takes the path it would take from a coordinator on another broker). As in Kafka, EndTxn
-  is answered once PrepareCommit / PrepareAbort is durable, and the markers follow; the id
-  answers CONCURRENT_TRANSACTIONS until they are all written.
+- After every shard call the timer task is woken: it hands the markers the call asked for to
+  the marker channel (``txn_markers``, Kafka's TransactionMarkerChannelManager), which queues
+  them per destination broker and sends each broker everything queued for it in one
+  WriteTxnMarkers (this broker's own partitions through ``write_markers``, the function the
+  WriteTxnMarkers handler serves); failed ones are routed again when the metadata changes. As
+  in Kafka, EndTxn is answered once PrepareCommit / PrepareAbort is durable, and the markers
+  follow; the id answers CONCURRENT_TRANSACTIONS until they are all written.
 - The timer task sleeps until a shard's next deadline (timed-out transactions, transactional
   id expiry, retries) or until woken, then polls the shards and writes their markers.
 - The records go to ``__transaction_state``, created on first use with
@@ -35,7 +37,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +58,7 @@ from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_to
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
 from kafkalike.server.listener_config import BrokerListeners
+from kafkalike.server.txn_markers import MarkerChannel
 from kafkalike.txn import (
     TRANSACTION_STATE_TOPIC,
     DescribedTxn,
@@ -66,8 +69,9 @@ from kafkalike.txn import (
     TopicPartition,
     TransactionCoordinator,
     TxnConfig,
-    read_records,
+    TxnLogScan,
 )
+from kafkalike.txn.records import LoadedTxn
 from kafkalike.txn.state import TxnState
 
 if TYPE_CHECKING:
@@ -288,9 +292,20 @@ class TxnService:
         self._config: TxnConfig | None = None
         self._inter_broker: InterBrokerClient | None = None
         self._store = LogTxnStore(self.runtime.log_for, on_append=self.runtime.on_durable, tracker=self.syncs.tracker)
-        # Replaced after each answer to a job's markers reached the coordinator, so a waiter
-        # (a test looking at a transaction half-way) wakes once per answer without missing one.
+        # Replaced after each attempt at delivering markers (an answer, or none), so a waiter
+        # (a test looking at a transaction half-way) wakes once per attempt without missing one.
         self.markers_answered = trio.Event()
+        self.markers = MarkerChannel(
+            broker.node_id,
+            route=self._route,
+            write_local=lambda entries: write_markers(self.broker, entries),
+            send=self._send_remote_markers,
+            report=self._report_markers,
+            wanted=self._markers_wanted,
+            metadata_changed=self._metadata_changed,
+            entry=_entry_for,
+            answered=self._note_markers_answered,
+        )
 
     @property
     def syncs(self) -> CoordinatorSyncs:
@@ -331,11 +346,17 @@ class TxnService:
             self.config, self._store, self.broker.controller.allocate_producer_id, coordinator_epoch=leader_epoch
         )
 
-    def replay(self, shard: TransactionCoordinator, partition: int, plog: PartitionLog, now_ms: int) -> Iterator[int]:
-        """The partition's records, then every transaction found half-way given its markers."""
-        for key, value in read_records(plog):
-            shard.replay(key, value)
-            yield 1
+    def scan(self, partition: int) -> TxnLogScan:
+        return TxnLogScan()
+
+    def apply(
+        self, shard: TransactionCoordinator, partition: int, records: Sequence[LoadedTxn | None], now_ms: int
+    ) -> None:
+        for loaded in records:
+            shard.replay_decoded(loaded)
+
+    def loaded(self, shard: TransactionCoordinator, partition: int, finished: None, now_ms: int) -> None:
+        """Every transaction found half-way completed given its markers."""
         shard.on_loaded(now_ms)
 
     def unloaded(self, shard: TransactionCoordinator, partition: int) -> None:
@@ -390,7 +411,7 @@ class TxnService:
         unanswered, so the shard retries them from the timer task."""
         for job in shard.take_marker_jobs():
             entry = _entry(job)
-            local, _ = self._split_by_leader(entry.partitions)
+            local = [tp for tp in entry.partitions if self._route(tp) == self.broker.node_id]
             if local:
                 (errors,) = write_markers_at_once(self.broker, [replace(entry, partitions=tuple(local))])
             else:
@@ -400,14 +421,17 @@ class TxnService:
     # -- markers to partitions led by other brokers ------------------------------------------
 
     @property
+    def _listener(self) -> str:
+        return _inter_broker_listener(self.broker.config)
+
+    @property
     def inter_broker(self) -> InterBrokerClient | None:
         """The client to other brokers, on a broker in a cluster (made on first use)."""
         cluster = self.broker.cluster
         if cluster is None:
             return None
         if self._inter_broker is None:
-            config = self.broker.config
-            listener = _inter_broker_listener(config)
+            listener = self._listener
             routing = self.broker.routing
             self._inter_broker = InterBrokerClient(
                 self.broker.node_id,
@@ -417,56 +441,36 @@ class TxnService:
             )
         return self._inter_broker
 
-    def _split_by_leader(
-        self, partitions: Iterable[TopicPartition]
-    ) -> tuple[list[TopicPartition], dict[int | None, list[TopicPartition]]]:
-        """The partitions this broker hosts (written here), and the others by their leader in
-        the metadata (None: unknown to the metadata, a deleted topic's; -1: no leader now)."""
-        local: list[TopicPartition] = []
-        remote: dict[int | None, list[TopicPartition]] = {}
-        routing = self.broker.routing
-        for tp in partitions:
-            if self.inter_broker is None or tp in self.broker.replicas:
-                local.append(tp)
-                continue
-            leader = routing.leader_of(*tp)
-            remote.setdefault(None if leader is None else leader[0], []).append(tp)
-        return local, remote
+    def _route(self, tp: TopicPartition) -> int | None:
+        """Where a marker of ``tp`` goes: this broker when it hosts the partition (or is a single
+        node), else its leader in the metadata (-1: none now, or one without a live endpoint;
+        None: the metadata does not have it, a deleted topic's)."""
+        if self.inter_broker is None or tp in self.broker.replicas:
+            return self.broker.node_id
+        leader = self.broker.routing.leader_of(*tp)
+        if leader is None:
+            return None
+        if leader[0] < 0 or self.broker.routing.alive_endpoint(leader[0], self._listener) is None:
+            return -1
+        return leader[0]
 
-    async def _write_markers_anywhere(self, entry: MarkerEntry) -> dict[TopicPartition, ErrorCode]:
-        """The marker written to each of its partitions: here for those hosted here, by a
-        WriteTxnMarkers request to the leader for the others (Kafka's
-        TransactionMarkerChannelManager). A partition the metadata does not know any more (its
-        topic deleted) is answered UNKNOWN_TOPIC_OR_PARTITION, which the shard drops from the
-        transaction; one without a leader, or whose leader cannot be reached, is retried."""
-        local, remote = self._split_by_leader(entry.partitions)
-        errors: dict[TopicPartition, ErrorCode] = {}
-        if local:
-            (errors,) = await write_markers(self.broker, [replace(entry, partitions=tuple(local))])
-        for leader, tps in remote.items():
-            if leader is None:
-                log.info("marker of producer %d: %s gone from the metadata, dropped", entry.producer_id, tps)
-                errors.update(dict.fromkeys(tps, E.UNKNOWN_TOPIC_OR_PARTITION))
-            elif leader < 0:
-                errors.update(dict.fromkeys(tps, E.NOT_LEADER_OR_FOLLOWER))
+    async def _metadata_changed(self) -> None:
+        seen = self.broker.publisher.image
+        await self.broker.publisher.wait_until(lambda image: image is not seen)
 
-        async def send(leader: int, tps: list[TopicPartition]) -> None:
-            errors.update(await self._send_remote_markers(leader, replace(entry, partitions=tuple(tps))))
-
-        async with trio.open_nursery() as nursery:
-            for leader, tps in remote.items():
-                if leader is not None and leader >= 0:
-                    nursery.start_soon(send, leader, tps)
-        return errors
-
-    async def _send_remote_markers(self, leader: int, entry: MarkerEntry) -> dict[TopicPartition, ErrorCode]:
+    async def _send_remote_markers(
+        self, leader: int, entries: Sequence[MarkerEntry]
+    ) -> list[dict[TopicPartition, ErrorCode]] | None:
+        """One WriteTxnMarkers to ``leader`` with every entry; the errors per entry, or None when
+        the leader could not be reached (Kafka's disconnection)."""
         client = self.inter_broker
         assert client is not None
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in entry.partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        body = {
-            "markers": [
+        markers = []
+        for entry in entries:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in entry.partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            markers.append(
                 {
                     "producer_id": entry.producer_id,
                     "producer_epoch": entry.producer_epoch,
@@ -474,21 +478,24 @@ class TxnService:
                     "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
                     "coordinator_epoch": entry.coordinator_epoch,
                 }
-            ]
-        }
+            )
         try:
-            response = await client.request(leader, WRITE_TXN_MARKERS, 1, body)
+            response = await client.request(leader, WRITE_TXN_MARKERS, 1, {"markers": markers})
         except BrokerUnreachable as exc:
-            log.info("markers of producer %d to broker %d not sent: %s", entry.producer_id, leader, exc)
-            return dict.fromkeys(entry.partitions, E.REQUEST_TIMED_OUT)
-        errors: dict[TopicPartition, ErrorCode] = {}
+            log.info("markers to broker %d not sent: %s", leader, exc)
+            return None
+        # Kafka answers per producer id (errorsByProducerId), in no particular order.
+        by_producer: dict[int, dict[TopicPartition, ErrorCode]] = {}
         for marker in response.markers:
+            errors = by_producer.setdefault(marker.producer_id, {})
             for topic in marker.topics:
                 for p in topic.partitions:
-                    errors[(topic.name, p.partition_index)] = self._remote_error(
-                        (topic.name, p.partition_index), ErrorCode(p.error_code)
-                    )
-        return errors
+                    tp = (topic.name, p.partition_index)
+                    errors[tp] = self._remote_error(tp, ErrorCode(p.error_code))
+        return [
+            {tp: by_producer.get(e.producer_id, {}).get(tp, E.REQUEST_TIMED_OUT) for tp in e.partitions}
+            for e in entries
+        ]
 
     def _remote_error(self, tp: TopicPartition, error: ErrorCode) -> ErrorCode:
         """A leader that does not host a partition the metadata still has is behind on its
@@ -497,26 +504,35 @@ class TxnService:
             return E.NOT_LEADER_OR_FOLLOWER
         return error
 
+    def _markers_wanted(self, slot: ShardSlot[TransactionCoordinator], job: MarkerJob) -> bool:
+        """The job's shard still loaded and its transaction still the one preparing."""
+        if not self.runtime.shards.is_current(slot):
+            return False
+        txn = slot.shard.txns.get(job.transactional_id)
+        current = txn is not None and (txn.producer_id, txn.producer_epoch) == (job.producer_id, job.producer_epoch)
+        return txn is not None and current and txn.state.is_preparing
+
+    def _report_markers(
+        self, slot: ShardSlot[TransactionCoordinator], job: MarkerJob, errors: dict[TopicPartition, ErrorCode]
+    ) -> None:
+        slot.shard.on_markers_written(job, errors, self.broker.clock.wall_ms())
+        slot.touched = True  # its next deadline may have moved
+        self.runtime.wake()
+
+    def _note_markers_answered(self) -> None:
+        answered, self.markers_answered = self.markers_answered, trio.Event()
+        answered.set()
+
     async def _send_markers(self, slot: ShardSlot[TransactionCoordinator]) -> None:
-        """Each of the shard's jobs, once the PrepareCommit / PrepareAbort before it is
-        committed; a job whose record was cut, or whose shard was unloaded, is dropped."""
+        """Each of the shard's jobs handed to the marker channel once the PrepareCommit /
+        PrepareAbort before it is committed; a job whose record was cut, or whose shard was
+        unloaded, is dropped."""
         shard = slot.shard
         for job in shard.take_marker_jobs():
             prepared = self.runtime.pending([slot.partition])
-            if not await self.runtime.committed(prepared) or not self.runtime.shards.is_current(slot):
-                continue
-            txn = shard.txns.get(job.transactional_id)
-            current = txn is not None and (txn.producer_id, txn.producer_epoch) == (job.producer_id, job.producer_epoch)
-            if txn is None or not current or not txn.state.is_preparing:
+            if not await self.runtime.committed(prepared) or not self._markers_wanted(slot, job):
                 continue  # cut by a reload meanwhile: what it found preparing has jobs of its own
-            errors = await self._write_markers_anywhere(_entry(job))
-            if not self.runtime.shards.is_current(slot):
-                continue  # unloaded meanwhile: the next shard of the partition writes them again
-            shard.on_markers_written(job, errors, self.broker.clock.wall_ms())
-            slot.touched = True  # its next deadline may have moved
-            self.runtime.wake()
-            answered, self.markers_answered = self.markers_answered, trio.Event()
-            answered.set()
+            self.markers.add(slot, job)
 
     # -- the calls handlers make ------------------------------------------------------------
 
@@ -655,7 +671,10 @@ class TxnService:
         self.runtime.on_replica_changes(changes)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        await self.runtime.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.markers.run)
+            await nursery.start(self.runtime.run)
+            task_status.started()
 
     async def aclose(self) -> None:
         """The connections to other brokers closed."""
@@ -664,8 +683,12 @@ class TxnService:
 
 
 def _entry(job: MarkerJob) -> MarkerEntry:
+    return _entry_for(job, job.partitions)
+
+
+def _entry_for(job: MarkerJob, partitions: frozenset[TopicPartition]) -> MarkerEntry:
     return MarkerEntry(
-        job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(job.partitions))
+        job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, tuple(sorted(partitions))
     )
 
 

@@ -10,6 +10,14 @@ is running a trio loop, with the stack of its caller. Calls on worker threads (`
 broker is meant to make, and are not recorded. Path calls count only under ``roots`` (when
 given), so the test's own imports and logging are left out; descriptor calls always count.
 ``check`` fails with every recorded call not allowed by a caller on its stack.
+
+    with LongSteps(threshold_s=0.2) as steps:
+        ...  # inside the trio run
+    steps.check()
+
+``LongSteps`` is the other half: a trio instrument that times every task step (the code a task
+runs between two awaits) and records each one longer than ``threshold_s``, so work done in one go
+on the loop (decoding a whole log, say) shows even when it makes no file-system call.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import FrameType
@@ -175,3 +184,51 @@ class LoopBlockingCalls:
         if found:
             listing = "\n\n".join(call.describe() for call in found)
             raise AssertionError(f"{len(found)} blocking file-system call(s) on the event loop:\n\n{listing}")
+
+
+@dataclass(frozen=True)
+class LongStep:
+    """One task step that kept the loop for ``seconds``."""
+
+    task: str
+    seconds: float
+
+
+class LongSteps(trio.abc.Instrument):
+    """Task steps longer than ``threshold_s`` on the trio run it is entered in (see the module docstring)."""
+
+    def __init__(self, threshold_s: float) -> None:
+        self.threshold_s = threshold_s
+        self.steps: list[LongStep] = []
+        self.longest_s = 0.0
+        self._began: dict[trio.lowlevel.Task, float] = {}
+
+    def __enter__(self) -> LongSteps:
+        trio.lowlevel.add_instrument(self)
+        self.before_task_step(trio.lowlevel.current_task())  # the step running now counts from here
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        trio.lowlevel.remove_instrument(self)
+
+    # Real time, not the run's clock: how long the loop was held is the point (trio's clock
+    # may be a MockClock that jumps).
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._began[task] = time.perf_counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        began = self._began.pop(task, None)
+        if began is None:
+            return
+        seconds = time.perf_counter() - began
+        self.longest_s = max(self.longest_s, seconds)
+        if seconds > self.threshold_s:
+            self.steps.append(LongStep(task.name, seconds))
+
+    def check(self) -> None:
+        """Raise AssertionError listing every step longer than the threshold."""
+        if self.steps:
+            listing = "\n".join(f"{s.seconds * 1000:.0f} ms in {s.task}" for s in self.steps)
+            raise AssertionError(
+                f"{len(self.steps)} task step(s) held the event loop over {self.threshold_s * 1000:.0f} ms:\n{listing}"
+            )

@@ -8,13 +8,13 @@ Kafka's record layout and comes back with ``replay``. The markers that end a tra
 adapter.
 """
 
-from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob
+from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob, ProducerIdUnavailable
 from kafkalike.txn.config import TxnConfig
 from kafkalike.txn.coordinator import TransactionCoordinator
 from kafkalike.txn.metadata import TopicPartition, TxnMetadata, TxnTransit
 from kafkalike.txn.records import TRANSACTION_STATE_TOPIC, partition_for
 from kafkalike.txn.state import TxnState
-from kafkalike.txn.store import LogTxnStore, StoreError, TxnStore, read_records
+from kafkalike.txn.store import LogTxnStore, StoreError, TxnLogScan, TxnStore, read_records
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
@@ -24,10 +24,12 @@ __all__ = [
     "ListedTxn",
     "LogTxnStore",
     "MarkerJob",
+    "ProducerIdUnavailable",
     "StoreError",
     "TopicPartition",
     "TransactionCoordinator",
     "TxnConfig",
+    "TxnLogScan",
     "TxnMetadata",
     "TxnState",
     "TxnStore",

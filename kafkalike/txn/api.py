@@ -13,6 +13,13 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.txn.metadata import TopicPartition
 
 
+class ProducerIdUnavailable(Exception):
+    """What ``allocate_producer_id`` raises when no id can be handed out now; ``code`` is the
+    answer InitProducerId gives (COORDINATOR_LOAD_IN_PROGRESS while a block is on its way)."""
+
+    code: ErrorCode
+
+
 @dataclass(frozen=True)
 class InitResult:
     error: ErrorCode

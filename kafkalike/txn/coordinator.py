@@ -16,7 +16,8 @@ Rules:
   back (``on_markers_written``). Once every partition has its marker, CompleteCommit /
   CompleteAbort is written. Until then the id answers CONCURRENT_TRANSACTIONS.
 - Producer ids come from the ``allocate_producer_id`` callable (the controller's persisted
-  blocks), so none is reused after a restart.
+  blocks), so none is reused after a restart; when it raises ProducerIdUnavailable (no block
+  has an id left yet) its code is InitProducerId's answer, as Kafka's coordinator answers.
 
 Only transactions v1 run here: the epoch changes on InitProducerId and when a producer is fenced
 (a new instance, or its transaction timed out), never on EndTxn.
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob
+from kafkalike.txn.api import DescribedTxn, InitResult, ListedTxn, ListResult, MarkerJob, ProducerIdUnavailable
 from kafkalike.txn.config import TxnConfig
 from kafkalike.txn.metadata import (
     NO_PRODUCER_EPOCH,
@@ -41,7 +42,15 @@ from kafkalike.txn.metadata import (
     from_record,
     is_epoch_exhausted,
 )
-from kafkalike.txn.records import RecordError, TxnRecord, decode_record, partition_for, state_record, tombstone
+from kafkalike.txn.records import (
+    LoadedTxn,
+    RecordError,
+    TxnRecord,
+    decode_record,
+    partition_for,
+    state_record,
+    tombstone,
+)
 from kafkalike.txn.state import TxnState
 from kafkalike.txn.store import StoreError, TxnStore
 
@@ -51,7 +60,7 @@ S = TxnState
 
 # Marker errors after which the partition no longer waits for its marker: written, the
 # partition is gone, or a newer producer epoch / coordinator already ended it there.
-_MARKER_DONE = frozenset(
+MARKER_DONE = frozenset(
     {
         E.NONE,
         E.UNKNOWN_TOPIC_OR_PARTITION,
@@ -142,9 +151,11 @@ class TransactionCoordinator:
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         txn = self.txns.get(transactional_id)
         if txn is None:
-            txn = TxnMetadata(
-                transactional_id, self.allocate_producer_id(), timeout_ms=timeout_ms, last_update_ms=now_ms
-            )
+            try:
+                new_id = self.allocate_producer_id()
+            except ProducerIdUnavailable as exc:  # Kafka: the manager's error is the answer
+                return InitResult(exc.code)
+            txn = TxnMetadata(transactional_id, new_id, timeout_ms=timeout_ms, last_update_ms=now_ms)
             self.txns[transactional_id] = txn
         if txn.pending:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
@@ -158,8 +169,12 @@ class TransactionCoordinator:
             return InitResult(E.CONCURRENT_TRANSACTIONS if error is E.NONE else error)
         expected_epoch = None if expected is None else expected[1]
         if txn.epoch_exhausted and (expected_epoch is None or expected_epoch == txn.producer_epoch):
+            try:
+                new_id = self.allocate_producer_id()
+            except ProducerIdUnavailable as exc:
+                return InitResult(exc.code)
             transit: TxnTransit | None = txn.prepare_rotate_producer_id(
-                self.allocate_producer_id(), timeout_ms, now_ms, expected is not None
+                new_id, timeout_ms, now_ms, expected is not None
             )
         else:
             transit = txn.prepare_increment_epoch(timeout_ms, expected_epoch, now_ms)
@@ -319,7 +334,7 @@ class TransactionCoordinator:
         retry = []
         for tp in job.partitions:
             error = errors.get(tp, E.REQUEST_TIMED_OUT)
-            if error in _MARKER_DONE:
+            if error in MARKER_DONE:
                 if error is not E.NONE:
                     log.info("marker of %s for %s-%d not needed: %s", txn.transactional_id, *tp, error.name)
                 txn.remove_partition(tp)
@@ -457,6 +472,10 @@ class TransactionCoordinator:
         except RecordError as exc:
             log.warning("skipping an unreadable record in the transaction state topic: %s", exc)
             return
+        self.replay_decoded(loaded)
+
+    def replay_decoded(self, loaded: LoadedTxn | None) -> None:
+        """``replay`` of a record already decoded (``decode_record``, where the log was read)."""
         if loaded is None:
             return
         if loaded.transit is None:

@@ -11,6 +11,7 @@ import math
 import random
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from kafkalike.protocol.api import RequestHeader, decode_request, decode_respons
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker_lifecycle_task import (
+    DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_S,
     REQUEST_VERSIONS,
     BrokerLifecycleFailed,
     BrokerLifecycleTask,
@@ -30,6 +32,7 @@ from kafkalike.server.broker_lifecycle_task import (
 )
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_channel import ControllerUnavailable
+from kafkalike.server.node import Node
 from kafkalike.testing.clock import TrioClock
 
 REGISTRATION, HEARTBEAT = 62, 63
@@ -215,6 +218,49 @@ async def test_a_controlled_shutdown_cut_short_by_the_caller_still_stops_the_hea
             sent = len(controllers.sent)
             await trio.sleep(30)
             assert len(controllers.sent) == sent and task.state == BrokerState.SHUTTING_DOWN
+
+
+def _node_with(task: BrokerLifecycleTask) -> Any:
+    """What ``Node._shut_down`` reads of a node: its broker (the task's controlled shutdown) and no quorum driver."""
+    return SimpleNamespace(broker=SimpleNamespace(controlled_shutdown=task.controlled_shutdown), driver=None)
+
+
+async def test_a_nodes_graceful_stop_waits_for_an_approval_that_comes_late(autojump_clock: MockClock) -> None:
+    """Kafka's BrokerServer.shutdown() waits for the controller's answer up to its five-minute
+    deadline; the node puts no shorter bound of its own on it (it used to give up after 5 s)."""
+    controllers = StandInControllers(caught_up_offset=0, approve_shutdown_after=20)  # ~38 s of heartbeats
+    task = _task(controllers, [0])
+    with trio.fail_after(BOUND_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(task.run)
+            await task.startup()
+            began = trio.current_time()
+            await Node._shut_down(_node_with(task))
+            assert task.shutdown_approved and controllers.shutdown_asks == 20
+            assert 30 < trio.current_time() - began < 60
+
+
+async def test_a_nodes_graceful_stop_without_an_approval_ends_at_kafkas_deadline(
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No approval (no quorum to give it): heartbeats asking to shut down go on until the
+    five-minute deadline, then Kafka's error line, and nothing more is sent."""
+    controllers = StandInControllers(caught_up_offset=0, approve_shutdown_after=None)
+    task = _task(controllers, [0])
+    with trio.fail_after(BOUND_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(task.run)
+            await task.startup()
+            began = trio.current_time()
+            await Node._shut_down(_node_with(task))
+            assert trio.current_time() - began == pytest.approx(DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_S)
+            assert not task.shutdown_approved and task.state == BrokerState.SHUTTING_DOWN
+            asks = [b for b in controllers.heartbeats() if b.body.want_shut_down]
+            assert asks[-1].at_ms - asks[0].at_ms > 290_000  # still asking long after 5 s
+            assert "timed out waiting for the controller to approve controlled shutdown" in caplog.text
+            sent = len(controllers.sent)
+            await trio.sleep(30)
+            assert len(controllers.sent) == sent
 
 
 async def test_a_controller_that_stops_mid_heartbeat_is_replaced_by_the_new_one(autojump_clock: MockClock) -> None:

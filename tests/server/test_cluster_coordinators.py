@@ -23,6 +23,7 @@ from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.node.test_node_roles import CLUSTER, Nodes, _start_in_background
+from tests.server.test_broker_basics import _fetch_body
 from tests.server.test_cluster_nodes import start_combined_nodes
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -30,6 +31,7 @@ kafka = pytest.importorskip("kafka")
 
 DEADLINE_S = 120
 ZERO = uuid.UUID(int=0)
+COORDINATOR_LOAD_IN_PROGRESS = 14
 INTERNAL = {"transaction.state.log.num.partitions": "6", "offsets.topic.num.partitions": "6"}
 
 
@@ -87,8 +89,7 @@ async def _run(tmp_path: Path, scenario: Callable[[Running], Any]) -> None:
             finally:
                 for client in clients.values():
                     await client.aclose()
-                for node in list(nodes.nodes.values()):
-                    await node.stop()
+                await nodes.stop_in_turn()
                 nursery.cancel_scope.cancel()
 
 
@@ -231,7 +232,7 @@ async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Pa
         await cluster.create_topic("single", 1)
         by_broker = {}
         for node_id in cluster.nodes.voter_ids:
-            init = [await cluster.clients[node_id].request(22, 4, _init_body()) for _ in range(5)]
+            init = [await init_producer_id(cluster.clients[node_id], _init_body()) for _ in range(5)]
             assert all(r.error_code == 0 for r in init), init
             by_broker[node_id] = [r.producer_id for r in init]
         every = [pid for ids in by_broker.values() for pid in ids]
@@ -241,6 +242,15 @@ async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Pa
         assert not (blocks[1] & blocks[2]) and not (blocks[1] & blocks[3]) and not (blocks[2] & blocks[3])
 
     await _run(tmp_path, scenario)
+
+
+async def init_producer_id(client: AsyncWireClient, body: dict[str, Any]) -> Any:
+    """InitProducerId v4, retried as a client retries COORDINATOR_LOAD_IN_PROGRESS: a broker's first
+    call finds no producer id block yet (Kafka's RPCProducerIdManager asks for one and answers that)."""
+    with trio.fail_after(30):
+        while (answer := await client.request(22, 4, body)).error_code == COORDINATOR_LOAD_IN_PROGRESS:
+            await trio.sleep(0.05)  # the client's retry backoff
+    return answer
 
 
 def _init_body() -> dict[str, Any]:
@@ -324,8 +334,7 @@ async def test_the_coordinators_broker_restarted_still_has_the_transactions_outc
             assert sorted(seen) == [(p, f"kept-{p}".encode()) for p in range(3)]
             for client in clients.values():
                 await client.aclose()
-            for node in list(nodes.nodes.values()):
-                await node.stop()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()
 
 
@@ -353,9 +362,8 @@ async def test_markers_for_a_broker_cut_off_wait_until_it_is_reachable(tmp_path:
         # Until every broker has __transaction_state its leaders cannot verify with the coordinator
         # (NOT_ENOUGH_REPLICAS, which a client retries): wait for it here instead.
         await cluster.wait_for_topic("__transaction_state")
-        init = await c[coordinator].request(
-            22,
-            4,
+        init = await init_producer_id(
+            c[coordinator],
             {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
         )
         assert init.error_code == 0
@@ -405,5 +413,97 @@ async def test_markers_for_a_broker_cut_off_wait_until_it_is_reachable(tmp_path:
             cluster.nodes.faults.heal()
             while broker.txn.describe([txn_id])[0].state != "CompleteCommit":
                 await broker.txn.markers_answered.wait()
+
+    await _run(tmp_path, scenario)
+
+
+async def _open_transaction(
+    cluster: Running, coordinator: int, txn_id: str, topic: str, partition: int, leader: int
+) -> tuple[int, int]:
+    """InitProducerId, AddPartitionsToTxn and one transactional batch on ``topic``-``partition``."""
+    c = cluster.clients
+    body = {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    init = await init_producer_id(c[coordinator], body)
+    assert init.error_code == 0, init
+    added = await c[coordinator].request(
+        24,
+        3,
+        {
+            "v3_and_below_transactional_id": txn_id,
+            "v3_and_below_producer_id": init.producer_id,
+            "v3_and_below_producer_epoch": init.producer_epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [partition]}],
+        },
+    )
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    batch = build_batch(
+        [Record(value=txn_id.encode())],
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        base_sequence=0,
+        transactional=True,
+        base_timestamp=0,
+    )
+    produce = {
+        "transactional_id": txn_id,
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+    produced = await c[leader].request(0, 11, produce)
+    assert produced.responses[0].partition_responses[0].error_code == 0
+    return int(init.producer_id), int(init.producer_epoch)
+
+
+async def test_markers_of_many_transactions_go_to_a_broker_in_one_request_as_soon_as_it_heals(tmp_path: Path) -> None:
+    """Kafka's TransactionMarkerChannelManager: one queue per destination broker, one
+    WriteTxnMarkers with everything queued for it. N transactions ended while their partition's
+    leader is cut off all wait in its queue (retried at the reconnect backoff, not per marker);
+    healed, they go in one request, and every transaction completes."""
+    transactions = 8
+
+    async def scenario(cluster: Running) -> None:
+        leaders = await cluster.create_topic("batched", 3)
+        error, coordinator = await cluster.coordinator("batched-0", 1)  # makes __transaction_state
+        assert error == 0
+        await cluster.wait_for_topic("__transaction_state")  # so that the leaders can verify with it
+        partition, far = next((p, b) for p, b in leaders.items() if b != coordinator)
+        ids: list[str] = []
+        for n in range(200):  # transactional ids coordinated by the same broker
+            if len(ids) == transactions:
+                break
+            error, node = await cluster.coordinator(f"batched-{n}", 1)
+            if error == 0 and node == coordinator:
+                ids.append(f"batched-{n}")
+        assert len(ids) == transactions
+        producers = {t: await _open_transaction(cluster, coordinator, t, "batched", partition, far) for t in ids}
+        broker = cluster.nodes.nodes[coordinator].broker
+        assert broker is not None
+        channel = broker.txn.markers
+        cluster.nodes.faults.isolate(far)
+        for txn_id, (pid, epoch) in producers.items():
+            ended = await cluster.clients[coordinator].request(
+                26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+            )
+            assert ended.error_code == 0
+        with trio.fail_after(20):  # every transaction's marker waits for the cut-off broker
+            while channel.queued(far) < transactions:
+                await channel.changed.wait()
+        assert channel.stats(far) == (0, 0)  # nothing reached it
+        assert all(t.state == "PrepareCommit" for t in broker.txn.describe(ids))
+        cluster.nodes.faults.heal()
+        healed = trio.current_time()
+        with trio.fail_after(20):
+            while any(t.state != "CompleteCommit" for t in broker.txn.describe(ids)):
+                await broker.txn.markers_answered.wait()
+        took_s = trio.current_time() - healed
+        requests, markers = channel.stats(far)
+        assert markers == transactions and requests < transactions, (requests, markers)
+        assert took_s < 5, took_s  # at the next attempt: the reconnect backoff is at most 1 s
+        fetched = await cluster.clients[far].request(
+            1, 12, {**_fetch_body("batched", partition, 0), "isolation_level": 1}
+        )
+        answer = fetched.responses[0].partitions[0]
+        assert answer.last_stable_offset == answer.high_watermark  # every transaction ended there
 
     await _run(tmp_path, scenario)

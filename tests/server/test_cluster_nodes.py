@@ -94,6 +94,5 @@ async def test_a_topic_created_anywhere_is_led_across_the_brokers(tmp_path: Path
             finally:
                 for client in clients.values():
                     await client.aclose()
-            for node in list(nodes.nodes.values()):
-                await node.stop()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()

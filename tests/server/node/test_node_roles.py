@@ -83,12 +83,16 @@ class Nodes:
         self.started.add(node_id)
         return node
 
-    async def stop_all(self) -> None:
-        """Every node stopped gracefully at once (as SIGTERM to every process): each broker's
-        controlled shutdown finds the active controller still there."""
-        async with trio.open_nursery() as nursery:
-            for node in self.nodes.values():
-                nursery.start_soon(node.stop)
+    async def stop_in_turn(self) -> None:
+        """Each node stopped gracefully in turn, the active controller last, and the last one
+        killed: its controlled shutdown would wait for a quorum that no longer exists (five
+        minutes, as Kafka's broker waits), as ``Cluster.stop`` does."""
+        running = [n for n in self.nodes.values() if n.broker is not None or n.driver is not None]
+        running.sort(key=lambda n: n.driver is not None and n.driver.is_leader)
+        for node in running[:-1]:
+            await node.stop()
+        if running:
+            await running[-1].kill()
 
     def leaders(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.driver is not None and n.driver.is_leader]
@@ -162,7 +166,7 @@ async def test_three_combined_nodes_elect_one_leader_and_replay_the_same_image(t
             # Every node's broker serves clients, and the controller host replays the same log.
             assert all(n.broker is not None and n.client_address is not None for n in nodes.nodes.values())
             assert leader.controller.image.topic("orders") == topic
-            await nodes.stop_all()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()
     assert all(n.driver is None and n.broker is None for n in nodes.nodes.values())
 
@@ -262,7 +266,7 @@ async def test_a_node_stopped_or_killed_starts_again_and_replays_the_log_into_a_
             await nursery.start(follower.run)
             await nodes.wait(lambda: follower.metadata_offset >= end)
             assert follower.image.image.topic("while-away") == leader.image.image.topic("while-away") is not None
-            await nodes.stop_all()
+            await nodes.stop_in_turn()
             nursery.cancel_scope.cancel()
 
 
