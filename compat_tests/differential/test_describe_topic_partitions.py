@@ -4,13 +4,18 @@ every topic from a cursor on. Topic order is compared as it comes (compare.py so
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from compat_tests.differential.compare import plain
-from compat_tests.differential.conftest import Pair, assert_same
+from compat_tests.differential.conftest import AK_LIB, Pair, assert_same
+from kafkalike.testing.apache_kafka import java_executable
+from kafkalike.testing.broker import InProcessBroker
 
 pytestmark = pytest.mark.differential
 
@@ -125,3 +130,68 @@ def test_every_topic_from_a_cursor(pair: Pair, topics: list[str]) -> None:
     ak, kl = pair.both(75, 0, body([], 3, (first[:-1], 0)))
     assert order(ak)[:1] == order(kl)[:1] == [(first, [0, 1, 2])]
     assert plain(ak.topics[0]).keys() == plain(kl.topics[0]).keys()
+
+
+def kafka_topics(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            java_executable(),
+            "-Xmx256m",
+            "-cp",
+            str(Path(AK_LIB) / "*"),
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            bootstrap,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def without_ids(output: str) -> str:
+    """The tool's output without topic ids and without the Configs column: Kafka 4.4 with ELR on
+    records min.insync.replicas as a cluster-wide dynamic config (KIP-966) and lists it for every
+    topic; that is DescribeConfigs' business, not this API's."""
+    return re.sub(r"Configs: [^\n]*", "Configs: <configs>", re.sub(r"TopicId: \S+", "TopicId: <id>", output))
+
+
+def partition_lines(output: str) -> list[str]:
+    """The tool's partition lines (topic, partition, leader, replicas, ISR, ELR), sorted: it
+    prints topics in the order of a hash map."""
+    return sorted(line.strip() for line in output.splitlines() if "\tPartition: " in line)
+
+
+def test_kafka_topics_describe_prints_the_same(pair: Pair, topics: list[str]) -> None:
+    """Kafka's tool describes through the Java AdminClient, which pages with DescribeTopicPartitions."""
+    outputs = []
+    for side in (pair.ak, pair.kl):
+        done = kafka_topics(
+            f"{side.host}:{side.port}", "--describe", "--topic", "dtp-.*", "--partition-size-limit-per-response", "4"
+        )
+        assert done.returncode == 0, (side.name, done.stderr)
+        outputs.append(without_ids(done.stdout))
+    assert sorted(outputs[0].splitlines()) == sorted(outputs[1].splitlines())
+    for topic, (_, partitions) in zip(topics, LAYOUT, strict=True):
+        assert outputs[1].count(f"Topic: {topic}\tPartition:") == partitions
+
+
+def test_the_admin_client_pages_with_describe_topic_partitions() -> None:
+    """The tool's requests reach kafkalike as DescribeTopicPartitions, one page per 4 partitions."""
+    seen: list[Any] = []
+
+    def count(header: Any, request: Any) -> None:
+        seen.append((request.response_partition_limit, request.cursor))
+        return None  # handled as usual
+
+    with InProcessBroker(seed_topics={"wide": 10, "narrow": 1}) as kafka:
+        kafka.faults.intercept(75, count)
+        done = kafka_topics(kafka.bootstrap_servers, "--describe", "--partition-size-limit-per-response", "4")
+    assert done.returncode == 0, done.stderr
+    assert [line.split("\t")[:2] for line in partition_lines(done.stdout)] == sorted(
+        [["Topic: narrow", "Partition: 0"], *[["Topic: wide", f"Partition: {i}"] for i in range(10)]]
+    )
+    assert len(seen) >= 3 and all(limit == 4 for limit, _ in seen)
+    assert [(c.topic_name, c.partition_index) for _, c in seen if c is not None][:2] == [("wide", 3), ("wide", 7)]
