@@ -16,6 +16,7 @@ from compat_tests.differential.compare import plain
 from compat_tests.differential.conftest import AK_LIB, Pair, assert_same
 from kafkalike.testing.apache_kafka import java_executable
 from kafkalike.testing.broker import InProcessBroker
+from kafkalike.testing.process_cluster import COMBINED_ROLES, KafkalikeCluster
 
 pytestmark = pytest.mark.differential
 
@@ -195,3 +196,21 @@ def test_the_admin_client_pages_with_describe_topic_partitions() -> None:
     )
     assert len(seen) >= 3 and all(limit == 4 for limit, _ in seen)
     assert [(c.topic_name, c.partition_index) for _, c in seen if c is not None][:2] == [("wide", 3), ("wide", 7)]
+
+
+def test_kafka_topics_describe_through_a_cluster_broker(tmp_path: Path) -> None:
+    """Three combined nodes: the tool, given one broker, sees each partition's own leader."""
+    with KafkalikeCluster(3, tmp_path, roles=COMBINED_ROLES) as cluster:
+        bootstrap = cluster.node(cluster.node_ids[0]).bootstrap
+        made = kafka_topics(bootstrap, "--create", "--topic", "spread", "--partitions", "6")
+        assert made.returncode == 0, made.stderr
+        done = kafka_topics(bootstrap, "--describe", "--topic", "spread", "--partition-size-limit-per-response", "4")
+        assert done.returncode == 0, done.stderr
+        rows = [
+            {k.strip(): v.strip() for k, _, v in (f.partition(":") for f in line.split("\t"))}
+            for line in partition_lines(done.stdout)
+        ]
+        assert sorted(int(r["Partition"]) for r in rows) == list(range(6))
+        leaders = {int(r["Leader"]) for r in rows}
+        assert leaders <= set(cluster.node_ids) and len(leaders) > 1
+        assert all(r["Replicas"] == r["Isr"] == r["Leader"] for r in rows)
