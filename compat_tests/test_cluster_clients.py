@@ -201,8 +201,9 @@ def test_a_group_coordinated_by_another_broker_resumes_from_its_commits(cluster:
 def test_transactions_coordinated_by_another_broker_commit_and_abort(cluster: KafkalikeCluster) -> None:
     topic = "txn-spread"
     spread_topic(cluster, topic)
-    # The first InitProducerId creates __transaction_state (kafkalike's FindCoordinator does not
-    # create it yet, and names the broker asked until it exists); then the ids spread over the brokers.
+    # The first transactional producer has __transaction_state made (its first FindCoordinator
+    # asks for it and is answered COORDINATOR_NOT_AVAILABLE, as by Kafka); then the ids spread
+    # over the brokers.
     first = Producer({"bootstrap.servers": first_node(cluster), "transactional.id": "txn-first"})
     first.init_transactions(TIMEOUT_S)
     transactional_id, _ = key_coordinated_elsewhere(cluster, "txn", TRANSACTION_KEY)

@@ -15,13 +15,16 @@ import pytest
 
 from compat_tests.differential.conftest import AK_LIB
 from kafkalike.testing.apache_kafka import java_executable
+from kafkalike.testing.process import BrokerProcess
 from kafkalike.testing.process_cluster import COMBINED_ROLES, CONTROLLER_ROLE, KafkalikeCluster
 
 pytestmark = pytest.mark.differential
 WAIT_S = 30.0
 
 
-def metadata_quorum(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+def metadata_quorum(
+    bootstrap: str, *args: str, via: str = "--bootstrap-controller"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             java_executable(),
@@ -29,7 +32,7 @@ def metadata_quorum(bootstrap: str, *args: str) -> subprocess.CompletedProcess[s
             "-cp",
             str(Path(AK_LIB) / "*"),
             "org.apache.kafka.tools.MetadataQuorumCommand",
-            "--bootstrap-controller",
+            via,
             bootstrap,
             "describe",
             *args,
@@ -106,3 +109,41 @@ def test_kafka_metadata_quorum_describes_a_kafkalike_quorum(tmp_path: Path, role
         assert after.returncode == 0, after.stderr
         fields = status_fields(after.stdout)
         assert (int(fields["LeaderId"]), int(fields["LeaderEpoch"])) == (second.leader_id, second.leader_epoch)
+
+
+def test_through_any_broker_of_a_cluster(tmp_path: Path) -> None:
+    """``--bootstrap-server``: each broker forwards DescribeQuorum to the active controller (its
+    own, in process, or another node's over the network), and every one shows the same quorum."""
+    with KafkalikeCluster(3, tmp_path, roles=COMBINED_ROLES) as cluster:
+        first = cluster.leader_after(0, timeout_s=WAIT_S)
+        for node_id in cluster.node_ids:
+            status = metadata_quorum(cluster.node(node_id).bootstrap, "--status", via="--bootstrap-server")
+            assert status.returncode == 0, status.stderr
+            fields = status_fields(status.stdout)
+            assert fields["ClusterId"] == cluster.cluster_id
+            assert int(fields["LeaderId"]) == first.leader_id
+            assert int(fields["LeaderEpoch"]) >= first.leader_epoch
+            voters = re.findall(r'\{"id": (\d+), (?:"directoryId": \S+, )?"endpoints": \["CONTROLLER://', status.stdout)
+            assert sorted(map(int, voters)) == sorted(cluster.node_ids)
+            replication = metadata_quorum(cluster.node(node_id).bootstrap, "--replication", via="--bootstrap-server")
+            assert replication.returncode == 0, replication.stderr
+            rows = replication_rows(replication.stdout)
+            assert sorted(int(r[0]) for r in rows) == sorted(cluster.node_ids)
+            assert [r[6] for r in rows].count("Leader") == 1
+
+
+def test_through_the_single_node(tmp_path: Path) -> None:
+    node = BrokerProcess(tmp_path / "single")
+    node.start()
+    try:
+        status = metadata_quorum(node.bootstrap, "--status", via="--bootstrap-server")
+        assert status.returncode == 0, status.stderr
+        fields = status_fields(status.stdout)
+        assert (fields["LeaderId"], fields["CurrentObservers"], fields["MaxFollowerLag"]) == ("1", "[]", "0")
+        assert int(fields["HighWatermark"]) >= 0 and int(fields["LeaderEpoch"]) >= 1
+        replication = metadata_quorum(node.bootstrap, "--replication", via="--bootstrap-server")
+        assert replication.returncode == 0, replication.stderr
+        (row,) = replication_rows(replication.stdout)
+        assert (row[0], row[3], row[6]) == ("1", "0", "Leader")
+    finally:
+        node.stop()

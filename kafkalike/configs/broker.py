@@ -40,6 +40,13 @@ BROKER = (
         at_least(0),
     ),
     ConfigKey(
+        "max.request.partition.size.limit",
+        ConfigType.INT,
+        "2000",
+        "The maximum number of partitions can be served in one request.",
+        at_least(1),
+    ),
+    ConfigKey(
         "broker.rack",
         ConfigType.STRING,
         None,

@@ -80,6 +80,7 @@ METADATA_BATCH_BYTES = 8 * 1024 * 1024
 # Metadata requests whose auto-creations may wait for the creator task; beyond it the names are
 # answered as unknown and not created (the client asks again).
 AUTO_CREATE_QUEUE = 64
+INTERNAL_CREATE_QUEUE = 4  # __consumer_offsets and __transaction_state, each at most once on its way
 
 
 def _new_cluster_id() -> str:
@@ -193,6 +194,12 @@ class Broker:
         self._auto_create_pending: set[str] = set()
         self._auto_create_done = trio.Event()  # replaced after each auto-creation request is handled
         self._auto_create_send, self._auto_create_receive = trio.open_memory_channel[list[str]](AUTO_CREATE_QUEUE)
+        # Internal topics asked for by FindCoordinator, made in the background (one at a time).
+        self._internal_pending: set[str] = set()
+        self._internal_done = trio.Event()  # replaced after each internal topic is made or refused
+        self._internal_send, self._internal_receive = trio.open_memory_channel[
+            tuple[str, Callable[[], Awaitable[None]]]
+        ](INTERNAL_CREATE_QUEUE)
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -737,6 +744,37 @@ class Broker:
                 self._auto_create_done.set()
                 self._auto_create_done = trio.Event()
 
+    def request_internal_topic(self, name: str, create: Callable[[], Awaitable[None]]) -> None:
+        """Have ``create`` make the internal topic ``name`` in the background, as Kafka's broker
+        asks its controller for ``__consumer_offsets`` / ``__transaction_state`` when
+        FindCoordinator first needs one (and answers COORDINATOR_NOT_AVAILABLE meanwhile). Asked
+        once while on its way; asked again by the next FindCoordinator if it failed."""
+        if name in self._internal_pending:
+            return
+        try:
+            self._internal_send.send_nowait((name, create))
+        except trio.WouldBlock:
+            return
+        self._internal_pending.add(name)
+
+    async def _internal_topic_creator(self) -> None:
+        async for name, create in self._internal_receive:
+            try:
+                await create()
+            except (ControllerError, OSError) as exc:
+                log.warning("cannot create %s: %s", name, getattr(exc, "message", None) or exc)
+            except Exception as exc:  # this task outlives any one request's failure
+                log.error("creating %s failed: %r", name, exc)
+            finally:
+                self._internal_pending.discard(name)
+                self._internal_done.set()
+                self._internal_done = trio.Event()
+
+    async def wait_internal_topics(self) -> None:
+        """Until every internal topic asked for so far has been made or refused."""
+        while self._internal_pending:
+            await self._internal_done.wait()
+
     async def wait_auto_creations(self) -> None:
         """Until every auto-creation asked for so far has been made or refused."""
         while self._auto_create_pending:
@@ -775,6 +813,7 @@ class Broker:
             nursery.start_soon(self._keep_running, "topic auto-creation", self._auto_creator)
             if self.cluster is not None:
                 nursery.start_soon(self._keep_running, "producer id blocks", self.cluster.run_producer_ids)
+            nursery.start_soon(self._keep_running, "internal topic creation", self._internal_topic_creator)
             nursery.start_soon(serve_listeners, self, listeners)
             task_status.started((host, bound_port))
 

@@ -35,11 +35,13 @@ from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.producer_ids import ProducerIdManager
+from kafkalike.server.quorum.describe import timed_out
 
 log = logging.getLogger("kafkalike.cluster_metadata")
 
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 33, 37, 44
 ALLOCATE_PRODUCER_IDS = 67
+DESCRIBE_QUORUM = 55
 CONFIG_SET, CONFIG_DELETE = 0, 1
 DEFAULT_TIMEOUT_MS = 30_000
 ZERO_UUID = uuid.UUID(int=0)
@@ -191,6 +193,14 @@ class ClusterController:
         else:
             await self._caught_up(deadline)
         return response
+
+    async def describe_quorum(self, version: int, request: Message) -> Any:
+        """A client's DescribeQuorum, passed on to the active controller as it came, as Kafka's
+        broker forwards it; REQUEST_TIMED_OUT when no controller answered in time."""
+        try:
+            return await self.channel.request(DESCRIBE_QUORUM, version, request)
+        except ControllerUnavailable:
+            return timed_out()
 
     async def _caught_up(self, deadline_s: float) -> None:
         """Until the image holds what the quorum had committed when the controller answered."""

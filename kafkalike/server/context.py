@@ -148,6 +148,12 @@ class ControllerFacade:
         assert self._broker.cluster is not None
         return await self._broker.cluster.forward(api_key, version, request)
 
+    async def forward_to_quorum(self, api_key: int, version: int, request: Any) -> Any:
+        """A client's DescribeQuorum answered by the active controller (nothing to wait for in
+        this broker's metadata)."""
+        assert self._broker.cluster is not None
+        return await self._broker.cluster.describe_quorum(version, request)
+
     def may_auto_create(self, name: str) -> bool:
         return self._broker.may_auto_create(name)
 

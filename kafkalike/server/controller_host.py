@@ -60,6 +60,7 @@ from kafkalike.raft.config import VoterEndpoint
 from kafkalike.raft.log import OffsetAndEpoch
 from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
+from kafkalike.server.quorum.describe import describe_quorum_answer, voter_nodes
 from kafkalike.server.quorum.driver import CommittedBatch, NotControllerError, QuorumDriver
 
 log = logging.getLogger("kafkalike.controller.host")
@@ -68,6 +69,7 @@ R = TypeVar("R")
 # How long a request that reaches a leader not yet active (still replaying up to its epoch's
 # start) waits for it before NOT_CONTROLLER; a brand new leader usually gets there in one round.
 DEFAULT_ACTIVATION_WAIT_MS = 2000
+DESCRIBE_QUORUM = 55
 DEFAULT_HEARTBEAT_INTERVAL_MS = declared_int("broker.heartbeat.interval.ms")
 # Sessions fenced in one go at most before other events get a turn (the manager fences one per
 # call and asks to be called again while there was one).
@@ -463,8 +465,14 @@ class ControllerHost:
     # -- the APIs -----------------------------------------------------------------------------
 
     async def handle(self, api_key: int, version: int, body: Message, context: ControllerRequestContext) -> Any:
-        """The response body for one request to a controller API (see :mod:`.controller_apis`)."""
+        """The response body for one request to a controller API (see :mod:`.controller_apis`),
+        or DescribeQuorum forwarded in process by this node's broker."""
         from kafkalike.server.controller_apis import handle_controller_request
+
+        if api_key == DESCRIBE_QUORUM:
+            return await describe_quorum_answer(
+                body, self.driver.describe, voter_nodes(self.voters, self.listener_name)
+            )
 
         return await handle_controller_request(self, api_key, version, body, context)
 

@@ -215,6 +215,14 @@ class GroupService:
             log.info("created %s", OFFSETS_TOPIC)
         self.runtime.load_led_partitions()
 
+    def request_offsets_topic(self) -> bool:
+        """Whether ``__consumer_offsets`` is in this broker's metadata; if not, it is asked for
+        in the background (FindCoordinator's first answer is COORDINATOR_NOT_AVAILABLE)."""
+        if self.runtime.topic_exists():
+            return True
+        self.broker.request_internal_topic(OFFSETS_TOPIC, self.ensure_offsets_topic)
+        return False
+
     async def ready(self) -> None:
         """Before a call that may write: the topic exists (a failure to make it surfaces as the
         call's NOT_COORDINATOR: no shard)."""

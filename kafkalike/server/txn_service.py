@@ -328,13 +328,13 @@ class TxnService:
             return self.broker.node_id if self.broker.cluster is None else None
         return self.runtime.leader_of(transactional_id)
 
-    async def locate(self, transactional_id: str) -> int | None:
-        """FindCoordinator's answer for the id. On a broker in a cluster ``__transaction_state``
-        is made first (as ``__consumer_offsets`` is for a group), so that the answer is the
-        leader of the id's partition rather than the broker asked."""
-        if self.broker.cluster is not None and not self.runtime.topic_exists():
-            await self._ensure_state_topic()
-        return self.coordinator_node(transactional_id)
+    def request_state_topic(self) -> bool:
+        """Whether ``__transaction_state`` is in this broker's metadata; if not, it is asked for
+        in the background (FindCoordinator's first answer is COORDINATOR_NOT_AVAILABLE)."""
+        if self.runtime.topic_exists():
+            return True
+        self.broker.request_internal_topic(TRANSACTION_STATE_TOPIC, self._ensure_state_topic)
+        return False
 
     # -- the runtime's ShardKind ------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -73,3 +74,23 @@ async def trio_clock() -> TrioClock:
     if not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
         raise pytest.UsageError("a test with trio_clock takes autojump_clock too (trio's MockClock)")
     return TrioClock()
+
+
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+def _unavailable(answer: Any) -> bool:
+    if answer.get("coordinators"):  # v4+ (older versions decode it empty)
+        return any(c.error_code == COORDINATOR_NOT_AVAILABLE for c in answer.coordinators)
+    return bool(answer.error_code == COORDINATOR_NOT_AVAILABLE)
+
+
+async def find_coordinator(broker: Broker, client: AsyncWireClient, version: int, body: dict[str, Any]) -> Any:
+    """FindCoordinator as a client asks it: while the key's internal topic does not exist the
+    broker answers COORDINATOR_NOT_AVAILABLE and makes the topic in the background (as Kafka's
+    does); asked again once it has."""
+    answer = await client.request(10, version, body)
+    if _unavailable(answer):
+        await broker.wait_internal_topics()
+        answer = await client.request(10, version, body)
+    return answer

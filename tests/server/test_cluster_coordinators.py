@@ -32,6 +32,7 @@ kafka = pytest.importorskip("kafka")
 DEADLINE_S = 120
 ZERO = uuid.UUID(int=0)
 COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
 INTERNAL = {"transaction.state.log.num.partitions": "6", "offsets.topic.num.partitions": "6"}
 
 
@@ -73,8 +74,13 @@ class Running:
             assert await node.broker.publisher.wait_until(lambda i: i.topic(name) is not None)
 
     async def coordinator(self, key: str, key_type: int) -> tuple[int, int]:
-        """(error, node id) of FindCoordinator v3 asked of broker 1."""
+        """(error, node id) of FindCoordinator v3 asked of broker 1; asked again once broker 1
+        has made the internal topic that its first answer (COORDINATOR_NOT_AVAILABLE) asked for."""
         answer = await self.clients[1].request(10, 3, {"key": key, "key_type": key_type})
+        broker = self.nodes.nodes[1].broker
+        if answer.error_code == COORDINATOR_NOT_AVAILABLE and broker is not None:
+            await broker.wait_internal_topics()
+            answer = await self.clients[1].request(10, 3, {"key": key, "key_type": key_type})
         return answer.error_code, answer.node_id
 
 
@@ -202,7 +208,10 @@ def _consume_in_group(bootstrap: str, topic: str, group: str, values: list[bytes
 async def test_a_group_whose_coordinator_is_on_another_broker_consumes_and_commits(tmp_path: Path) -> None:
     async def scenario(cluster: Running) -> None:
         leaders = await cluster.create_topic("single", 1)
-        assert (await cluster.coordinator("probe", 0))[0] == 0  # __consumer_offsets made on first use
+        # As Kafka's: the first lookup asks for __consumer_offsets and finds no coordinator yet.
+        first = await cluster.clients[1].request(10, 3, {"key": "probe", "key_type": 0})
+        assert (first.error_code, first.node_id, first.host, first.port) == (COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+        assert (await cluster.coordinator("probe", 0))[0] == 0  # found once the topic is made
         await cluster.wait_for_topic("__consumer_offsets")
         # A group coordinated by another broker than the partition's leader.
         for i in range(100):

@@ -480,15 +480,18 @@ async def test_a_failed_metadata_fsync_applies_nothing_and_an_internal_topic_beh
             await writer.send(CREATE_TOPICS, 7, _create_body("meta"))
             nursery.start_soon(refused.receive, writer, CREATE_TOPICS, 7)
             await gate.wait_entered()
-            # FindCoordinator makes __consumer_offsets: a metadata operation that waits its turn,
-            # so the cut of the refused one cannot take it.
+            # FindCoordinator asks for __consumer_offsets in the background and answers at once;
+            # the topic is a metadata operation that waits its turn, so the cut of the refused
+            # one cannot take it.
             await finder.send(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
             nursery.start_soon(found.receive, finder, FIND_COORDINATOR, 3)
             await others_are_answered(other)
+            assert (await found.get()).error_code == E.COORDINATOR_NOT_AVAILABLE
             assert OFFSETS_TOPIC not in running.broker.controller.image.topics
             gate.release.set()
             assert (await refused.get()).topics[0].error_code == E.KAFKA_STORAGE_ERROR
-            assert (await found.get()).error_code == 0
+        await running.broker.wait_internal_topics()
+        assert (await finder.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})).error_code == 0
         assert await meta_topic(other) == (E.UNKNOWN_TOPIC_OR_PARTITION, 0)
         assert OFFSETS_TOPIC in running.broker.controller.image.topics
         assert running.broker.metadata_end_offset > end_before

@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.broker import Broker
+from kafkalike.server.config import BrokerConfig
+from kafkalike.server.controller_channel import ControllerChannel
+from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import RunningBroker, make_config
 from tests.server.test_broker_basics import _create
+from tests.server.test_cluster_broker import DEADLINE_S, NoLeader, cluster_broker, new_topic
 
 METADATA = "__cluster_metadata"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -88,3 +93,46 @@ async def test_each_start_after_metadata_was_written_leads_a_new_epoch(tmp_path:
             nursery.cancel_scope.cancel()
         broker.close()
     assert epochs == [1, 2]
+
+
+async def test_a_cluster_broker_forwards_it_to_the_active_controller(tmp_path: Path) -> None:
+    """Answered by the controller (here reached in process, as a combined node's broker reaches its
+    own): the quorum's real epoch and high watermark, the voter's CONTROLLER endpoint."""
+    with trio.fail_after(DEADLINE_S):
+        async with cluster_broker(tmp_path) as running:
+            client = running.client
+            await client.request(19, 7, {"topics": [new_topic("moves-it", 1)], "timeout_ms": 5000})
+            response = await client.request(55, 2, _body())
+            driver = running.node.driver
+            (partition,) = response.topics[0].partitions
+            assert (response.error_code, partition.error_code, partition.leader_id) == (0, 0, 1)
+            assert partition.leader_epoch == driver.epoch
+            assert 0 < partition.high_watermark <= (driver.high_watermark or 0)
+            assert [v.replica_id for v in partition.current_voters] == [1]
+            assert [(n.node_id, [(x.name, x.port) for x in n.listeners]) for n in response.nodes] == [
+                (1, [("CONTROLLER", running.node.port)])
+            ]
+            # The same shaping as on the controller listener: anything else is unknown.
+            other = await client.request(55, 2, _body(partitions=(1,)))
+            assert other.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_a_cluster_broker_without_a_controller_answers_request_timed_out(
+    tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    broker = Broker(config, ephemeral=True, own_metadata_log=False, clock=trio_clock)
+    broker.attach_controller(
+        ControllerChannel(1, NoLeader(), {}, clock=trio_clock, request_timeout_ms=4000), lambda: None
+    )
+    broker.open()
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
+        client = await AsyncWireClient.connect(host, port)
+        start = trio.current_time()
+        response = await client.request(55, 2, _body())
+        assert trio.current_time() - start == pytest.approx(4.0)
+        assert (response.error_code, response.error_message) == (ErrorCode.REQUEST_TIMED_OUT, "The request timed out.")
+        assert (response.topics, response.nodes) == ([], [])
+        await client.aclose()
+        nursery.cancel_scope.cancel()

@@ -8,7 +8,7 @@ from pathlib import Path
 from kafkalike.group import OFFSETS_TOPIC
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.txn import TRANSACTION_STATE_TOPIC
-from tests.server.conftest import serving
+from tests.server.conftest import find_coordinator, serving
 from tests.server.test_transactions import Producer
 
 FIND_COORDINATOR = 10
@@ -19,7 +19,7 @@ async def test_internal_topics_take_their_segment_bytes_from_the_broker_settings
     sizes = {"offsets_topic_segment_bytes": "2097152", "transaction_state_log_segment_bytes": "3145728"}
     async with serving(tmp_path, **ONE_PARTITION, **sizes) as running:
         client = await running.client()
-        found = await client.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        found = await find_coordinator(running.broker, client, 4, {"key_type": 0, "coordinator_keys": ["g"]})
         assert found.coordinators[0].error_code == 0
         assert (await Producer(client, "tx").init()).error_code == 0  # the first write makes its topic
         topics = running.broker.controller.image.topics
@@ -30,7 +30,7 @@ async def test_internal_topics_take_their_segment_bytes_from_the_broker_settings
 async def test_internal_topics_default_to_the_declared_segment_bytes(tmp_path: Path) -> None:
     async with serving(tmp_path, **ONE_PARTITION) as running:
         client = await running.client()
-        found = await client.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        found = await find_coordinator(running.broker, client, 4, {"key_type": 0, "coordinator_keys": ["g"]})
         assert found.coordinators[0].error_code == 0
         assert (await Producer(client, "tx").init()).error_code == 0
         topics = running.broker.controller.image.topics

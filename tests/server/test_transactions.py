@@ -16,7 +16,7 @@ from kafkalike.protocol.errors import ErrorCode as E
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.testing.wire_client import AsyncWireClient
 from kafkalike.txn import TRANSACTION_STATE_TOPIC
-from tests.server.conftest import RunningBroker
+from tests.server.conftest import RunningBroker, find_coordinator
 from tests.server.conftest import serving as serving_with
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
@@ -187,7 +187,7 @@ async def test_commit_and_abort_as_read_committed_and_read_uncommitted_see_them(
     async with serving(tmp_path) as running:
         client = await running.client()
         await _create(client, "t")
-        found = await client.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
+        found = await find_coordinator(running.broker, client, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
         assert found.coordinators[0].error_code == E.NONE
         p = Producer(client, "tx")
         assert (await p.init()).error_code == E.NONE

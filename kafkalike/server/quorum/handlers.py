@@ -21,6 +21,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import VoterEndpoint
 from kafkalike.server.quorum.channel import NetworkFaults
+from kafkalike.server.quorum.describe import describe_quorum_answer, voter_nodes
 from kafkalike.server.quorum.driver import QuorumDriver
 
 API_VERSIONS_KEY = 18
@@ -28,7 +29,6 @@ DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 CONTROLLER_ENDPOINT = 2
 NOT_REQUESTED = -(2**31)
-UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
 class ControllerApis(Protocol):
@@ -109,50 +109,7 @@ async def handle_raft_request(ctx: ControllerContext, header: RequestHeader, bod
 
 
 async def handle_describe_quorum(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
-    if not _names_the_metadata_partition(body):
-        return _unknown_partitions(body)
-    answer = await ctx.driver.describe()
-    answer["nodes"] = [
-        {"node_id": v.key.node_id, "listeners": [{"name": ctx.listener_name, "host": v.host, "port": v.port}]}
-        for v in ctx.voters
-    ]
-    return answer
-
-
-def _names_the_metadata_partition(request: Message) -> bool:
-    """Kafka's KafkaRaftClient.hasValidTopicPartition: one topic, one partition, exactly ours."""
-    if len(request.topics) != 1:
-        return False
-    (topic,) = request.topics
-    return (
-        topic.topic_name == m.METADATA_TOPIC
-        and len(topic.partitions) == 1
-        and topic.partitions[0].partition_index == m.METADATA_PARTITION
-    )
-
-
-def _unknown_partitions(request: Message) -> Mapping[str, Any]:
-    """Kafka's DescribeQuorumRequest.getPartitionLevelErrorResponse."""
-    topics = [
-        {
-            "topic_name": topic.topic_name,
-            "partitions": [
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    "error_message": UNKNOWN_PARTITION_MESSAGE,
-                    "leader_id": 0,
-                    "leader_epoch": 0,
-                    "high_watermark": 0,
-                    "current_voters": [],
-                    "observers": [],
-                }
-                for p in topic.partitions
-            ],
-        }
-        for topic in request.topics
-    ]
-    return {"error_code": ErrorCode.NONE, "error_message": "", "topics": topics, "nodes": []}
+    return await describe_quorum_answer(body, ctx.driver.describe, voter_nodes(ctx.voters, ctx.listener_name))
 
 
 async def handle_describe_cluster(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
