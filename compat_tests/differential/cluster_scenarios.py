@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalike.protocol.records import Record, build_batch
+from kafkalike.testing.controller_requests import registration
 from kafkalike.testing.process_cluster import NodeProcess, ProcessCluster, wait_until
 from kafkalike.testing.request_bodies import fetch_by_id_body, list_offsets_body, produce_body
 from kafkalike.testing.wire_client import WireClient
@@ -27,6 +28,7 @@ NO_LEADER = -1
 WAIT_S = 60.0
 REQUEST_TIMEOUT_S = 10.0
 API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_CREATE_TOPICS = 0, 1, 2, 3, 19
+API_BROKER_REGISTRATION = 62
 NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, TOPIC_ALREADY_EXISTS = 6, 5, 36
 
 
@@ -333,4 +335,27 @@ def killed_broker_restarted(cluster: Cluster, topic: str, session_timeout_ms: in
             ),
         },
         {"fenced_s": fenced_s, "leads_again_s": leads_again_s},
+    )
+
+
+def registration_within_a_session(cluster: Cluster) -> Outcome:
+    """What a broker restarted within its old session meets (a new incarnation id, its old
+    registration's session still valid): a BrokerRegistration for a running broker's id with
+    another incarnation id, sent to the active controller, is DUPLICATE_BROKER_REGISTRATION, and
+    the running broker stays registered and listed."""
+    controller = cluster.active_controller()
+    victim = next(b for b in cluster.broker_ids if b != controller)
+    address = cluster.node(controller).address
+    body = registration(
+        victim, cluster.cluster_id, port=cluster.node(victim).address.client_port, incarnation=uuid.uuid4()
+    )
+    with WireClient(address.host, address.controller_port, timeout_s=REQUEST_TIMEOUT_S) as client:
+        answer = client.request(API_BROKER_REGISTRATION, 4, body)
+    listed = victim in cluster.metadata_brokers(via=controller)
+    return Outcome(
+        {
+            "error": int(answer.error_code),
+            "broker epoch": int(answer.broker_epoch),
+            "the running broker still listed": listed,
+        }
     )

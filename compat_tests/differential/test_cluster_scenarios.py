@@ -83,3 +83,7 @@ def test_the_active_controller_killed_a_new_one_takes_creates(clusters: dict[str
 
 def test_a_killed_broker_restarted_leads_its_partitions_again(clusters: dict[str, ProcessCluster[Any]]) -> None:
     run_both(clusters, lambda c: scenarios.killed_broker_restarted(c, "restarted", SESSION_TIMEOUT_MS))
+
+
+def test_a_second_registration_within_the_session_is_a_duplicate(clusters: dict[str, ProcessCluster[Any]]) -> None:
+    run_both(clusters, scenarios.registration_within_a_session)

@@ -247,7 +247,9 @@ class ClusterControlManager:
         same_incarnation = existing is not None and existing.incarnation_id == req.incarnation_id
         if existing is not None and not same_incarnation and hb.has_valid_session(broker_id, existing.epoch, now_ms):
             raise ControllerApiError(
-                ErrorCode.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
+                ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                "Another broker is registered with that broker id. If the broker was recently restarted this "
+                "should self-resolve once the heartbeat manager expires the broker's session.",  # Kafka 4.4's
             )
         if req.get("is_migrating_zk_broker"):
             raise ControllerApiError(

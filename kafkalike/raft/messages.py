@@ -29,7 +29,7 @@ VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 FETCH_SNAPSHOT = 59
-API_VERSIONS = {FETCH: 17, VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
+API_VERSIONS = {FETCH: 18, VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
 API_NAMES = {
     FETCH: "Fetch",
     VOTE: "Vote",
@@ -173,7 +173,9 @@ def fetch_request(
     last_fetched_epoch: int,
     max_wait_ms: int,
     max_bytes: int,
+    high_watermark: int | None = None,
 ) -> dict[str, Any]:
+    """``high_watermark``: the one the sender knows (v18, KIP-1166), None when it knows none."""
     return {
         "cluster_id": cluster_id,
         "replica_state": {"replica_id": replica.node_id, "replica_epoch": -1},
@@ -195,6 +197,7 @@ def fetch_request(
                         "log_start_offset": -1,
                         "partition_max_bytes": max_bytes,
                         "replica_directory_id": replica.directory_id,
+                        "high_watermark": -1 if high_watermark is None else high_watermark,
                     }
                 ],
             }
@@ -202,6 +205,16 @@ def fetch_request(
         "forgotten_topics_data": [],
         "rack_id": "",
     }
+
+
+# What a Fetch before v18 stands for as the sender's high watermark (the field's default): it
+# knows every one, so a leader never answers it early for a new high watermark.
+UNKNOWN_HIGH_WATERMARK = 2**63 - 1
+
+
+def fetch_high_watermark(partition: Any) -> int:
+    """The high watermark a fetch's sender knows (KIP-1166)."""
+    return int(partition.get("high_watermark", UNKNOWN_HIGH_WATERMARK))
 
 
 def fetch_response(

@@ -93,6 +93,7 @@ class _ParkedFetch:
     request: m.RaftMessage
     fetch_offset: int
     deadline_ms: int
+    known_high_watermark: int  # what its sender knew (KIP-1166)
 
 
 class RaftNode:
@@ -226,7 +227,7 @@ class RaftNode:
         batch = data_batch(values, base_offset=self.log.end_offset, epoch=state.epoch, timestamp_ms=now_ms)
         last = self.log.append(batch).last_offset
         self._request_flush()
-        self._complete_parked_fetches(now_ms, only_due=False)
+        self._complete_parked_fetches(now_ms, only_due=False, below=self.log.end_offset)
         return last
 
     def resign(self, now_ms: int) -> None:
@@ -493,6 +494,7 @@ class RaftNode:
             self.log.last_fetched_epoch(),
             self.config.fetch_max_wait_ms,
             self.config.fetch_max_bytes,
+            self.high_watermark,
         )
         self._send_request(destination, m.FETCH, body, now_ms)
 
@@ -623,6 +625,7 @@ class RaftNode:
         if replica_id == self.node_id:
             self._respond(request, self._fetch_error(ErrorCode.INVALID_REQUEST))
             return
+        self._parked.pop(request.source, None)  # a newer fetch from the same node replaces it
         snapshot = rules.snapshot_for_fetch(self.log, fetch_offset, last_epoch)
         if snapshot is not None:
             self._respond(request, self._fetch_answer(fetch_offset, None, snapshot))
@@ -633,10 +636,20 @@ class RaftNode:
             if self._update_high_watermark(state):
                 self._complete_parked_fetches(now_ms, only_due=False, except_source=request.source)
         response = self._fetch_answer(fetch_offset, diverging)
-        if diverging is not None or response["responses"][0]["partitions"][0]["records"] or body["max_wait_ms"] == 0:
+        known = m.fetch_high_watermark(p)
+        answered = response["responses"][0]["partitions"][0]
+        # As Kafka 4.4's handleFetchRequest (KIP-1166): answer at once when there is something to
+        # send, including a high watermark the follower does not know yet (this very fetch may have
+        # moved it), so that followers and observers learn of a commit within one round trip.
+        if (
+            diverging is not None
+            or answered["records"]
+            or body["max_wait_ms"] == 0
+            or known < answered["high_watermark"]
+        ):
             self._respond(request, response)
             return
-        self._parked[request.source] = _ParkedFetch(request, fetch_offset, now_ms + body["max_wait_ms"])
+        self._parked[request.source] = _ParkedFetch(request, fetch_offset, now_ms + body["max_wait_ms"], known)
 
     def _leader_only_error(self, request_epoch: int) -> ErrorCode:
         """Kafka's validateLeaderOnlyRequest."""
@@ -697,13 +710,22 @@ class RaftNode:
         snapshot = (snapshot_id.offset, snapshot_id.epoch)
         return m.fetch_snapshot_response(ErrorCode.NONE, self.epoch, self.node_id, snapshot, len(data), position, chunk)
 
-    def _complete_parked_fetches(self, now_ms: int, *, only_due: bool, except_source: int | None = None) -> None:
-        """Answer parked fetches that are due, or (on new data or a new high watermark) all of them."""
+    def _complete_parked_fetches(
+        self, now_ms: int, *, only_due: bool, except_source: int | None = None, below: int | None = None
+    ) -> None:
+        """Answer parked fetches that are due; or, as Kafka's fetch purgatory, on new records those
+        that asked for an offset ``below`` the new log end, and on a new high watermark all of them."""
         for source, parked in list(self._parked.items()):
             if source == except_source or (only_due and parked.deadline_ms > now_ms):
                 continue
+            if below is not None and parked.fetch_offset >= below:
+                continue
             del self._parked[source]
             self._respond(parked.request, self._fetch_answer(parked.fetch_offset, None))
+
+    def parked_fetches(self) -> dict[int, int]:
+        """The fetches this leader holds back, by sender: the high watermark each sender knows."""
+        return {source: parked.known_high_watermark for source, parked in self._parked.items()}
 
     def _update_high_watermark(self, leader: Leader) -> bool:
         if not leader.update_high_watermark(self.log.durable_end_offset, self.config.majority):
@@ -820,7 +842,11 @@ class RaftNode:
             self._request_flush()
         high_watermark = p["high_watermark"]
         if high_watermark >= 0:
-            self.high_watermark = high_watermark
+            # Kafka's updateFollowerHighWatermark: no further than this log reaches (what the next
+            # fetch reports as known, so the leader answers it at once while it is ahead).
+            known = min(high_watermark, self.log.end_offset)
+            if self.high_watermark is None or known > self.high_watermark:
+                self.high_watermark = known
 
     def _truncate_diverging(self, epoch: int, end_offset: int) -> None:
         offset = rules.truncation_offset(self.log, epoch, end_offset)

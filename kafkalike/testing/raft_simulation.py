@@ -16,7 +16,10 @@ append to whoever leads, and invariants checked after every event:
   ends; **a leader never loads a snapshot** (only followers download them);
 - **durable before sending**: no message leaves a node with an epoch its disk does not hold, and a
   granted (real) vote leaves only once the disk has recorded it;
-- **one vote per epoch**: a node's disk never records two different votes in one epoch.
+- **one vote per epoch**: a node's disk never records two different votes in one epoch;
+- **high watermark pushed**: a leader never holds back a fetch whose sender knows an older high
+  watermark than its own (KIP-1166), so every follower and observer with a fetch in flight learns
+  of a commit within one round trip.
 
 A run is a function of its seed alone: every random choice comes from one ``random.Random(seed)``
 (nodes get their own, derived from it), and the event queue breaks time ties by insertion order. A
@@ -38,7 +41,7 @@ from kafkalike.raft import messages as m
 from kafkalike.raft.config import QuorumConfig, VoterKey
 from kafkalike.raft.log import LogBatch, MemoryRaftLog, OffsetAndEpoch, RaftLog
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
-from kafkalike.raft.state import QuorumStateRecord, Role
+from kafkalike.raft.state import Leader, QuorumStateRecord, Role
 
 NodeFactory = Callable[..., RaftNode]
 MAX_EVENTS_PER_RUN = 2_000_000
@@ -503,6 +506,14 @@ class Invariants:
         if node.epoch < self.epoch_seen.get(node_id, 0):
             self.sim.fail(f"monotonic epoch: node {node_id} went from {self.epoch_seen[node_id]} to {node.epoch}")
         self.epoch_seen[node_id] = node.epoch
+        state = node.state
+        if isinstance(state, Leader) and state.high_watermark is not None:
+            for source, known in node.parked_fetches().items():
+                if known < state.high_watermark:
+                    self.sim.fail(
+                        f"high watermark pushed: leader {node_id} holds the fetch of node {source}, which knows "
+                        f"high watermark {known}, while its own is {state.high_watermark}"
+                    )
         hw = node.high_watermark
         if hw is not None:
             if hw < self.high_watermark_seen.get(node_id, 0):

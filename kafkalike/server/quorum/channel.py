@@ -2,8 +2,11 @@
 
 A request from the node goes out on its destination's connection with a request header (client id
 ``raft-client-N``, the node's correlation id) and the node's body at ``messages.API_VERSIONS``,
-the bytes Kafka's KafkaRaftClient sends; the response is decoded by the correlation id it answers
-and handed back as a :class:`~kafkalike.raft.messages.RaftMessage`. A connection is opened when
+the bytes Kafka's KafkaRaftClient sends, or at the peer's highest version when that is lower: as
+Kafka's NetworkClient, each connection first asks ApiVersions (so that a peer of an older release,
+say a Kafka 4.0 voter without Fetch v18, is sent what it reads; a version's new fields are left
+out). The response is decoded by the correlation id it answers and handed back as a
+:class:`~kafkalike.raft.messages.RaftMessage`. A connection is opened when
 the first request for its peer comes, and again after it breaks, with Kafka's reconnect backoff
 (``reconnect.backoff.ms`` 50 doubling up to ``reconnect.backoff.max.ms`` 1000). A request that
 cannot be sent (no connection, or the connection broke before its answer) is answered at once
@@ -25,8 +28,8 @@ from collections.abc import Callable, Mapping
 
 import trio
 
-from kafkalike.protocol.api import RequestHeader, decode_response, encode_request
-from kafkalike.protocol.errors import ErrorCode, ProtocolError
+from kafkalike.protocol.api import API_VERSIONS_KEY, RequestHeader, decode_response, encode_request
+from kafkalike.protocol.errors import DecodeError, ErrorCode, ProtocolError
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.raft import messages as m
 from kafkalike.server.clock import Clock, SystemClock
@@ -40,6 +43,10 @@ CONNECT_TIMEOUT_S = 2.0
 QUEUE_SIZE = 256
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 _CORRELATION_ID = struct.Struct(">i")
+API_VERSIONS_VERSION = 3
+API_VERSIONS_TIMEOUT_S = 5.0
+# The correlation id of a connection's ApiVersions; the node's own ids are positive.
+API_VERSIONS_CORRELATION_ID = 0
 
 
 class NetworkFaults:
@@ -127,7 +134,8 @@ class _PeerConnection:
         self.peer_id = peer_id
         self.address = address
         self.queue_send, self.queue = trio.open_memory_channel[m.RaftMessage](QUEUE_SIZE)
-        self.pending: dict[int, m.RaftMessage] = {}
+        self.pending: dict[int, tuple[m.RaftMessage, int]] = {}  # with the version it was sent at
+        self.versions: dict[int, int] = dict(m.API_VERSIONS)  # what this connection's peer reads
         self.backoff_ms = RECONNECT_BACKOFF_MS
         self.retry_at_s = 0.0
         self.client_id = f"raft-client-{channels.node_id}"
@@ -144,7 +152,9 @@ class _PeerConnection:
                 continue
             try:
                 async with stream, trio.open_nursery() as nursery:
-                    nursery.start_soon(self._read, stream, nursery.cancel_scope)
+                    splitter = FrameSplitter(MAX_RESPONSE_BYTES)
+                    await self._negotiate(stream, splitter)
+                    nursery.start_soon(self._read, stream, splitter, nursery.cancel_scope)
                     await self._write(stream, first)
                     nursery.cancel_scope.cancel()
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ProtocolError) as exc:
@@ -177,27 +187,52 @@ class _PeerConnection:
         self.backoff_ms = RECONNECT_BACKOFF_MS
         return stream
 
+    async def _negotiate(self, stream: trio.SocketStream, splitter: FrameSplitter) -> None:
+        """ApiVersions first: send each API at the highest version both ends have (ours when the
+        peer names none, or does not answer in time)."""
+        header = RequestHeader(API_VERSIONS_KEY, API_VERSIONS_VERSION, API_VERSIONS_CORRELATION_ID, self.client_id)
+        await stream.send_all(
+            encode_request(header, {"client_software_name": "kafkalike", "client_software_version": "0"})
+        )
+        with trio.move_on_after(API_VERSIONS_TIMEOUT_S):
+            while (frame := splitter.take_frame()) is None:
+                data = await stream.receive_some(RECEIVE_BYTES)
+                if not data:
+                    raise trio.BrokenResourceError("closed before answering ApiVersions")
+                splitter.feed(data)
+            try:
+                _, body = decode_response(API_VERSIONS_KEY, API_VERSIONS_VERSION, frame)
+            except DecodeError as exc:
+                raise ProtocolError(f"ApiVersions answer from node {self.peer_id}: {exc}") from exc
+            if body.error_code != ErrorCode.NONE:
+                return
+            theirs = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+            for api_key, ours in m.API_VERSIONS.items():
+                low, high = theirs.get(api_key, (0, ours))
+                self.versions[api_key] = max(low, min(ours, high))
+
     async def _write(self, stream: trio.SocketStream, first: m.RaftMessage) -> None:
         message = first
         while True:
-            header = RequestHeader(message.api_key, message.api_version, message.correlation_id, self.client_id)
+            version = self.versions[message.api_key]
+            header = RequestHeader(message.api_key, version, message.correlation_id, self.client_id)
             frame = encode_request(header, message.body)
-            self.pending[message.correlation_id] = message
+            self.pending[message.correlation_id] = (message, version)
             try:
                 await stream.send_all(frame)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             message = await self.queue.receive()
 
-    async def _read(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
-        splitter = FrameSplitter(MAX_RESPONSE_BYTES)
+    async def _read(self, stream: trio.SocketStream, splitter: FrameSplitter, scope: trio.CancelScope) -> None:
         try:
             while (frame := await receive_frame(stream, splitter)) is not None:
                 (correlation_id,) = _CORRELATION_ID.unpack_from(frame, 0)
-                request = self.pending.pop(correlation_id, None)
-                if request is None:
+                sent = self.pending.pop(correlation_id, None)
+                if sent is None:
                     raise ProtocolError(f"response #{correlation_id} from node {self.peer_id} answers no request")
-                _, body = decode_response(request.api_key, request.api_version, frame)
+                request, version = sent
+                _, body = decode_response(request.api_key, version, frame)
                 self.channels.received(
                     m.RaftMessage(self.peer_id, request.source, request.api_key, correlation_id, body, True)
                 )
@@ -208,5 +243,5 @@ class _PeerConnection:
 
     def _fail_pending(self) -> None:
         pending, self.pending = self.pending, {}
-        for request in pending.values():
+        for request, _ in pending.values():
             self.channels._answer(error_answer(request, ErrorCode.BROKER_NOT_AVAILABLE))

@@ -141,7 +141,7 @@ async def handle_describe_cluster(ctx: ControllerContext, header: RequestHeader,
 
 
 HANDLERS: dict[int, ControllerHandler] = {
-    m.FETCH: ControllerHandler(4, 17, handle_raft_request),  # from v4 (KIP-896)
+    m.FETCH: ControllerHandler(4, 18, handle_raft_request),  # from v4 (KIP-896); v18: KIP-1166
     API_VERSIONS_KEY: ControllerHandler(0, 4, handle_api_versions),
     m.VOTE: ControllerHandler(0, 2, handle_raft_request),
     m.BEGIN_QUORUM_EPOCH: ControllerHandler(0, 1, handle_raft_request),

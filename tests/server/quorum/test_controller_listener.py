@@ -30,7 +30,7 @@ async def test_api_versions_lists_the_controller_apis_only() -> None:
             served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             assert response.error_code == 0
             assert served == {
-                1: (4, 17),
+                1: (4, 18),  # v18 since Kafka 4.1 (KIP-1166)
                 18: (0, 4),
                 52: (0, 2),
                 53: (0, 1),

@@ -1,12 +1,13 @@
 """The peer channel alone: Kafka's request bytes to a listening peer and the answer back by
-correlation id; a peer that is down answered at once with BROKER_NOT_AVAILABLE (and tried again
+correlation id; each connection asks ApiVersions first and sends a peer of an older release the
+versions it reads; a peer that is down answered at once with BROKER_NOT_AVAILABLE (and tried again
 after a doubling reconnect backoff); a peer that comes up is reached; isolate/heal."""
 
 from __future__ import annotations
 
 import trio
 
-from kafkalike.protocol.api import decode_request, encode_response
+from kafkalike.protocol.api import API_VERSIONS_KEY, decode_request, encode_response
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.framing import FrameSplitter
 from kafkalike.raft import messages as m
@@ -21,8 +22,21 @@ def vote(correlation_id: int) -> m.RaftMessage:
     return m.RaftMessage(1, 2, m.VOTE, correlation_id, body)
 
 
-async def answer_votes(listener: trio.SocketListener, seen: list[tuple[str | None, int]]) -> None:
-    """A peer that grants every vote, recording each request's client id and correlation id."""
+def fetch(correlation_id: int) -> m.RaftMessage:
+    body = m.fetch_request("c", VoterKey(1), 3, 10, 2, 0, 1024, high_watermark=7)
+    return m.RaftMessage(1, 2, m.FETCH, correlation_id, body)
+
+
+async def answer_votes(
+    listener: trio.SocketListener,
+    seen: list[tuple[str | None, int]],
+    versions: dict[int, int] | None = None,
+    requests: list[tuple[int, int, object]] | None = None,
+) -> None:
+    """A peer that answers ApiVersions (each quorum API up to ``versions``, by default ours), grants
+    every vote and answers every fetch empty, recording each quorum request's client id and
+    correlation id (and in ``requests`` its api key, version and body)."""
+    table = {**m.API_VERSIONS, **(versions or {})}
     async with listener:
         stream = await listener.accept()
     splitter = FrameSplitter()
@@ -33,10 +47,20 @@ async def answer_votes(listener: trio.SocketListener, seen: list[tuple[str | Non
                 return
             splitter.feed(data)
             while (frame := splitter.take_frame()) is not None:
-                header, _ = decode_request(frame)
-                seen.append((header.client_id, header.correlation_id))
-                body = m.vote_response(ErrorCode.NONE, 3, -1, True)
-                await stream.send_all(encode_response(m.VOTE, header.api_version, header.correlation_id, body))
+                header, request = decode_request(frame)
+                if header.api_key == API_VERSIONS_KEY:
+                    keys = [{"api_key": k, "min_version": 0, "max_version": v} for k, v in sorted(table.items())]
+                    body: dict = {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
+                elif header.api_key == m.FETCH:
+                    body = m.fetch_response(ErrorCode.NONE, 3, 2, 5, 0)
+                else:
+                    body = m.vote_response(ErrorCode.NONE, 3, -1, True)
+                if header.api_key != API_VERSIONS_KEY:
+                    seen.append((header.client_id, header.correlation_id))
+                    if requests is not None:
+                        requests.append((header.api_key, header.api_version, request))
+                frame_out = encode_response(header.api_key, header.api_version, header.correlation_id, body)
+                await stream.send_all(frame_out)
 
 
 async def test_a_request_goes_out_with_kafkas_header_and_its_answer_comes_back() -> None:
@@ -104,6 +128,46 @@ async def test_a_peer_that_is_down_is_answered_at_once_and_reached_once_it_is_up
                 correlation_id += 1
             assert received[-1].body["error_code"] == ErrorCode.NONE
             nursery.cancel_scope.cancel()
+
+
+async def exchange(messages: list[m.RaftMessage], versions: dict[int, int]) -> list[tuple[int, int, object]]:
+    """Send ``messages`` to a peer that reads the quorum APIs up to ``versions``: what it got."""
+    received: list[m.RaftMessage] = []
+    requests: list[tuple[int, int, object]] = []
+    done = trio.Event()
+
+    def deliver(message: m.RaftMessage) -> None:
+        received.append(message)
+        if len(received) == len(messages):
+            done.set()
+
+    with trio.fail_after(DEADLINE_S):
+        listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+        port = listener.socket.getsockname()[1]
+        channels = PeerChannels(1, {2: ("127.0.0.1", port)}, deliver=deliver)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer_votes, listener, [], versions, requests)
+            await nursery.start(channels.run)
+            for message in messages:
+                channels.send(message)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+    assert all(r.body.get("error_code", 0) == ErrorCode.NONE for r in received)
+    assert m.partition_of(received[-1].body)["high_watermark"] == 5
+    return requests
+
+
+async def test_fetch_goes_at_v18_with_the_known_high_watermark() -> None:
+    ((api_key, version, body),) = await exchange([fetch(4)], {})
+    assert (api_key, version) == (m.FETCH, 18)
+    assert m.partition_of(body)["high_watermark"] == 7  # type: ignore[arg-type]
+
+
+async def test_a_peer_without_fetch_v18_is_sent_v17() -> None:
+    """As a Kafka 4.0 voter: it reads Fetch up to v17, which has no high watermark field."""
+    ((api_key, version, body),) = await exchange([fetch(4)], {m.FETCH: 17})
+    assert (api_key, version) == (m.FETCH, 17)
+    assert m.fetch_high_watermark(m.partition_of(body)) == m.UNKNOWN_HIGH_WATERMARK  # type: ignore[arg-type]
 
 
 def test_isolation_cuts_a_node_off_both_ways_until_healed() -> None:

@@ -131,9 +131,18 @@ class Harness:
         return self.deliver(leader, m.END_QUORUM_EPOCH, body)
 
     def fetch(
-        self, replica: int, epoch: int, offset: int, last_epoch: int, max_wait_ms: int = 0
+        self,
+        replica: int,
+        epoch: int,
+        offset: int,
+        last_epoch: int,
+        max_wait_ms: int = 0,
+        high_watermark: int | None = m.UNKNOWN_HIGH_WATERMARK,
     ) -> list[m.RaftMessage]:
-        body = m.fetch_request(CLUSTER, VoterKey(replica), epoch, offset, last_epoch, max_wait_ms, 1 << 20)
+        """``high_watermark``: what the sender knows; by default none is news to it (as before v18)."""
+        body = m.fetch_request(
+            CLUSTER, VoterKey(replica), epoch, offset, last_epoch, max_wait_ms, 1 << 20, high_watermark
+        )
         return self.deliver(replica, m.FETCH, body)
 
 

@@ -4,11 +4,12 @@ rules, fetch timeout, resignation, check quorum and observers."""
 from __future__ import annotations
 
 import pytest
-from rafttest_harness import Harness, elect, fetch_ok, fill_log, only, partition
+from rafttest_harness import CLUSTER, Harness, elect, fetch_ok, fill_log, only, partition
 
 from kafkalike.protocol.api import encode_response
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
+from kafkalike.raft.config import VoterKey
 from kafkalike.raft.describe import describe_quorum
 from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.raft.node import NotLeaderError
@@ -141,6 +142,71 @@ def test_follower_learns_the_high_watermark_and_appends() -> None:
     assert h.collect() == []  # no next fetch until the appended records are durable
     nxt = partition(only(h.flush(), m.FETCH, 3))
     assert (nxt["fetch_offset"], nxt["last_fetched_epoch"]) == (2, 1)
+
+
+# -- the high watermark pushed (KIP-1166, as Kafka 4.4) ---------------------------------------------
+
+
+def test_fetch_from_a_follower_behind_the_high_watermark_is_answered_at_once() -> None:
+    h = leader_over([], quorum_epoch=0)
+    fetch_answer(h, 2, 1, 1)  # the high watermark moves to 1
+    p = partition(only(h.fetch(3, 1, 1, 1, max_wait_ms=500, high_watermark=0), m.FETCH, 3))
+    assert not p["records"]
+    assert p["high_watermark"] == 1
+    assert h.fetch(3, 1, 1, 1, max_wait_ms=500, high_watermark=1) == []  # nothing new: parked
+
+
+def test_the_fetch_that_moves_the_high_watermark_learns_it_at_once() -> None:
+    h = leader_over([], quorum_epoch=0)
+    assert h.node.high_watermark is None
+    p = partition(only(h.fetch(2, 1, 1, 1, max_wait_ms=500, high_watermark=None), m.FETCH, 2))
+    assert h.node.high_watermark == 1
+    assert p["high_watermark"] == 1
+
+
+def test_a_new_high_watermark_completes_every_parked_fetch() -> None:
+    h = leader_over([], quorum_epoch=0)
+    fetch_answer(h, 2, 1, 1)
+    h.node.append([b"a"], h.now)
+    h.flush()
+    # Observers 4 and 5 have everything and know high watermark 1: parked (they count for nothing).
+    assert h.fetch(4, 1, 2, 1, max_wait_ms=500, high_watermark=1) == []
+    assert h.fetch(5, 1, 2, 1, max_wait_ms=500, high_watermark=1) == []
+    assert h.node.parked_fetches() == {4: 1, 5: 1}
+    # Voter 2 reports offset 2 on disk: the high watermark moves to 2, and everyone hears at once.
+    sent = h.fetch(2, 1, 2, 1, max_wait_ms=500, high_watermark=1)
+    assert sorted(x.destination for x in sent if x.api_key == m.FETCH) == [2, 4, 5]
+    assert {partition(x)["high_watermark"] for x in sent} == {2}
+    assert h.node.parked_fetches() == {}
+
+
+def test_new_records_complete_only_fetches_below_the_new_end() -> None:
+    h = leader_over([], quorum_epoch=0)
+    fetch_answer(h, 2, 1, 1)
+    assert h.fetch(3, 1, 1, 1, max_wait_ms=500, high_watermark=1) == []
+    h.node.append([b"a"], h.now)
+    p = partition(only(h.collect(), m.FETCH, 3))
+    assert [*record_values(bytes(p["records"]))] == [b"a"]
+
+
+def test_follower_keeps_the_high_watermark_within_its_log_and_reports_it() -> None:
+    h = Harness()
+    h.begin_epoch(3, 1)
+    fetch = only(h.persist(), m.FETCH, 3)
+    assert partition(fetch)["high_watermark"] == -1  # knows none yet
+    records = data_batch([b"a", b"b"], base_offset=0, epoch=1, timestamp_ms=0)
+    h.respond(fetch, fetch_ok(1, 3, 5, records))  # the leader's is past what it sent
+    assert h.node.high_watermark == 2
+    nxt = partition(only(h.flush(), m.FETCH, 3))
+    assert (nxt["fetch_offset"], nxt["high_watermark"]) == (2, 2)
+
+
+def test_a_fetch_before_v18_is_never_answered_early_for_the_high_watermark() -> None:
+    h = leader_over([], quorum_epoch=0)
+    fetch_answer(h, 2, 1, 1)
+    body = m.fetch_request(CLUSTER, VoterKey(3), 1, 1, 1, 500, 1 << 20)
+    del body["topics"][0]["partitions"][0]["high_watermark"]  # as a v17 request decodes
+    assert h.deliver(3, m.FETCH, body) == []
 
 
 # -- the follower: truncation ---------------------------------------------------------------------

@@ -141,6 +141,14 @@ class ServesACorruptSnapshot(RaftNode):
         return response
 
 
+class KeepsFetchesParkedOnANewHighWatermark(RaftNode):
+    """Answers parked fetches on new records and at their deadline, not when the high watermark moves."""
+
+    def _complete_parked_fetches(self, now_ms, *, only_due, except_source=None, below=None):  # type: ignore[no-untyped-def]
+        if only_due or below is not None:
+            super()._complete_parked_fetches(now_ms, only_due=only_due, except_source=except_source, below=below)
+
+
 ONE_VOTE = frozenset({Invariants.ONE_VOTE_PER_EPOCH})
 
 
@@ -157,6 +165,7 @@ ONE_VOTE = frozenset({Invariants.ONE_VOTE_PER_EPOCH})
         (LosesItsSnapshot, "follower_behind_the_log_start", frozenset(), "snapshot at log start"),
         (LeaderLoadsItsSnapshot, "follower_behind_the_log_start", frozenset(), "leader never loads a snapshot"),
         (ServesACorruptSnapshot, "follower_behind_the_log_start", frozenset(), "consistent committed data"),
+        (KeepsFetchesParkedOnANewHighWatermark, "leader_killed", frozenset(), "high watermark pushed"),
     ],
 )
 def test_negative_control_is_caught(
