@@ -81,6 +81,8 @@ def client_endpoints(config_listeners: BrokerListeners, host: str, port: int) ->
     found = [e for e in config_listeners.listeners if e.name not in config_listeners.controller_names]
     if not found:
         return [ListenerEndpoint("PLAINTEXT", host, port, "PLAINTEXT")]
+    if host == WILDCARD_BIND_HOST and not found[0].host:
+        host = ""  # NAME://:port, which parse_listener reads as 0.0.0.0: still blank, so advertised by name
     return [dataclasses.replace(found[0], host=host, port=port), *found[1:]]
 
 
