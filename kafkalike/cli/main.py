@@ -56,13 +56,37 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     config = BrokerConfig.load(args.config, args.override)
     if args.test_profile:
         config.explicit = {**TEST_PROFILE, **config.explicit}
+    # Both set the address of the first client listener and keep every other listener.
     if args.listen:
-        config.explicit["listeners"] = f"PLAINTEXT://{args.listen}"
+        config.explicit["listeners"] = _first_client_at(config, "listeners", args.listen)
     if args.advertised:
-        config.explicit["advertised.listeners"] = f"PLAINTEXT://{args.advertised}"
+        config.explicit["advertised.listeners"] = _first_client_at(config, "advertised.listeners", args.advertised)
     if args.data_dir:
         config.explicit["log.dirs"] = str(args.data_dir)
     return config
+
+
+def _first_client_at(config: BrokerConfig, name: str, address: str) -> str:
+    """``name`` (``listeners``, or ``advertised.listeners``: else the client ones of
+    ``listeners``) with the first client listener of ``listeners`` at ``address`` (PLAINTEXT
+    when ``listeners`` has none)."""
+    first = (client_listeners(config) or ["PLAINTEXT://"])[0]
+    listener = first.split("://", 1)[0].strip().upper() if "://" in first else "PLAINTEXT"
+    if name == "listeners" or config.get(name) is None:
+        entries = client_listeners(config) if name != "listeners" else _entries(config.get("listeners"))
+    else:
+        entries = _entries(config.get(name))
+    wanted = f"{listener}://{address}"
+    replaced = [wanted if _name_of(e) == listener else e for e in entries]
+    return ",".join(replaced if wanted in replaced else [wanted, *entries])
+
+
+def _entries(text: str | None) -> list[str]:
+    return [e.strip() for e in (text or "").split(",") if e.strip()]
+
+
+def _name_of(entry: str) -> str:
+    return entry.split("://", 1)[0].strip().upper() if "://" in entry else ""
 
 
 def parse_seed_topics(text: str | None) -> list[tuple[str, int]]:

@@ -45,7 +45,6 @@ from kafkalike.server.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     is_topic_config,
-    parse_listener,
     parse_properties,
     validate_value,
 )
@@ -54,6 +53,7 @@ from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
+from kafkalike.server.listener_config import BrokerListeners, ListenerEndpoint
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.replica_files import open_logs_off_loop, undo_new
@@ -140,6 +140,10 @@ class Broker:
         self.writer = PartitionWriter(self.waiters, self.clock)
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
+        # Every client listener as bound, and what the broker advertises on each (set by ``serve``).
+        self.bound_listeners: dict[str, tuple[str, int]] = {}
+        self.advertised_endpoints: list[ListenerEndpoint] = []
+        self.advertised_listeners: dict[str, tuple[str, int]] = {}
         self.faults = FaultInjector()
         # Kafka's broker binds its listeners at start-up but processes no request until the
         # controller has unfenced it: a cluster node sets ``hold_clients`` before ``serve`` and
@@ -151,7 +155,11 @@ class Broker:
         self.routing: ClusterRouting = LocalRouting(
             self.node_id,
             lambda name: None if (t := self.controller.image.topics.get(name)) is None else t.partitions,
-            lambda: NodeEndpoint(self.node_id, *self.advertised, self.config.get("broker.rack")),
+            lambda listener: (
+                None
+                if (found := self.advertised_listeners.get(listener)) is None
+                else NodeEndpoint(self.node_id, *found, self.config.get("broker.rack"))
+            ),
         )
         # Shared by every connection: connection counts, and memory for requests in flight.
         self.connection_quotas = ConnectionQuotas(config)
@@ -791,14 +799,27 @@ class Broker:
     # -- serving ----------------------------------------------------------------------------
 
     async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        from kafkalike.server.listener import serve_listeners
+        """Bind every client listener (the first at ``host``:``port``, the others where
+        ``listeners`` puts them; ListenerBindError, an OSError, for one that cannot be) and serve
+        them; ``started`` with the first one's (host, port)."""
+        from kafkalike.server.listener import advertise, bind_client_listeners, client_endpoints, serve_listeners
 
-        listeners = await trio.open_tcp_listeners(port, host=host)
-        bound_port = listeners[0].socket.getsockname()[1]
-        advertised = client_listeners(self.config, "advertised.listeners")
-        self.advertised = parse_listener(advertised[0]) if advertised else (host, bound_port)
-        if self.advertised[1] == 0:
-            self.advertised = (self.advertised[0], bound_port)
+        configured = BrokerListeners.from_config(self.config)
+        listeners = await bind_client_listeners(client_endpoints(configured, host, port))
+        try:
+            explicit = self.config.get("advertised.listeners") is not None
+            self.advertised_endpoints = await advertise(configured, explicit, listeners)
+        except BaseException:
+            for listener in listeners:
+                for sock in listener.sockets:
+                    sock.socket.close()
+            raise
+        self.bound_listeners = {b.name: b.address for b in listeners}
+        self.advertised_listeners = {e.name: (e.host, e.port) for e in self.advertised_endpoints}
+        first = listeners[0]
+        self.advertised = self.advertised_listeners.get(first.name) or next(
+            iter(self.advertised_listeners.values()), first.address
+        )
         self.clients_enabled = trio.Event()
         if not self.hold_clients:
             self.clients_enabled.set()
@@ -815,7 +836,7 @@ class Broker:
                 nursery.start_soon(self._keep_running, "producer id blocks", self.cluster.run_producer_ids)
             nursery.start_soon(self._keep_running, "internal topic creation", self._internal_topic_creator)
             nursery.start_soon(serve_listeners, self, listeners)
-            task_status.started((host, bound_port))
+            task_status.started((host, first.port))
 
     async def _keep_running(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
         """Run a background job for as long as the broker serves: an exception it lets through

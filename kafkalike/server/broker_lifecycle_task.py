@@ -51,6 +51,7 @@ from kafkalike.protocol.errors import ProtocolError
 from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_channel import ControllerUnavailable
+from kafkalike.server.listener_config import BrokerListeners, ListenerEndpoint
 
 if TYPE_CHECKING:
     from kafkalike.controller.delta import MetadataDelta
@@ -116,6 +117,15 @@ def lifecycle_from_config(
         session_timeout_ms=config.get_int("broker.session.timeout.ms"),
         initial_registration_timeout_ms=config.get_int("initial.broker.registration.timeout.ms"),
     )
+
+
+def registered(config: BrokerConfig, advertised: Sequence[ListenerEndpoint]) -> list[Listener]:
+    """The listeners a registration names: every advertised one (resolved: no port 0, no blank
+    host), the inter-broker listener first, as Kafka's ListenerInfo.create orders them (the
+    first is the one other brokers use)."""
+    inter_broker = BrokerListeners.from_config(config).inter_broker_name
+    ordered = sorted(advertised, key=lambda e: e.name != inter_broker)  # stable: the rest keep their order
+    return [Listener(e.name, e.host, e.port, e.security_protocol_id) for e in ordered]
 
 
 class BrokerLifecycleTask:

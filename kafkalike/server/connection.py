@@ -105,8 +105,16 @@ class IdleConnections:
 
 
 async def serve_connection(
-    broker: Broker, stream: trio.SocketStream, client_host: str | None = None, idle: IdleConnections | None = None
+    broker: Broker,
+    stream: trio.SocketStream,
+    client_host: str | None = None,
+    idle: IdleConnections | None = None,
+    *,
+    listener: str | None = None,
 ) -> None:
+    """``listener``: the name of the listener the connection arrived on (the broker's first
+    client listener when not given)."""
+    listener_name = listener or broker.handler_services.listener
     if client_host is None:
         try:
             client_host = str(stream.socket.getpeername()[0])
@@ -131,7 +139,7 @@ async def serve_connection(
                         continue
                     if memory is not None and not memory.reserved_bytes:
                         await memory.reserve(len(frame))
-                    response = await _handle_frame(broker, frame, client_host, memory)
+                    response = await _handle_frame(broker, frame, client_host, listener_name, memory)
                     del frame  # the request's records may be views of it
                     if memory is not None:
                         memory.release()
@@ -296,7 +304,7 @@ async def _send(conn: _Socket, response: Response) -> None:
 
 
 async def _handle_frame(
-    broker: Broker, frame: bytearray, client_host: str, memory: _Reservation | None = None
+    broker: Broker, frame: bytearray, client_host: str, listener: str, memory: _Reservation | None = None
 ) -> Response | None:
     try:
         header, body = decode_request(frame)
@@ -312,7 +320,7 @@ async def _handle_frame(
             return _unsupported(broker, header)
         return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
     fault = broker.faults.take(header.api_key, header.client_id) if broker.faults.faults else None
-    ctx = RequestContext(broker.handler_services, header, client_host, broker.handler_services.listener)
+    ctx = RequestContext(broker.handler_services, header, client_host, listener)
     try:
         if fault is not None:
             injected = await _apply_fault(fault, header, body)

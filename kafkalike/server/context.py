@@ -74,8 +74,12 @@ class MetadataView:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """(host, port) clients reach this broker at."""
+        """(host, port) clients reach this broker at on its first client listener."""
         return self._broker.advertised
+
+    def advertised_on(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) this broker advertises on ``listener``; None when it advertises none there."""
+        return self._broker.advertised_listeners.get(listener)
 
     @property
     def config(self) -> BrokerConfig:
@@ -194,7 +198,7 @@ class HandlerServices:
         self.txn: TxnService = broker.txn
         self.clock: Clock = broker.clock
         self.faults: FaultInjector = broker.faults
-        self.listener = _listener_name(broker.config.get("listeners"))
+        self.listener = _listener_name(broker.config.get("listeners"), broker.config.get("controller.listener.names"))
         self._broker = broker
 
     async def write_txn_markers(self, entries: list[MarkerEntry]) -> list[dict[TopicPartition, ErrorCode]]:
@@ -202,10 +206,14 @@ class HandlerServices:
         return await write_markers(self._broker, entries)
 
 
-def _listener_name(listeners: str | None) -> str:
-    """The name of the first client listener (``PLAINTEXT`` when none is configured)."""
-    first = (listeners or "").split(",")[0].strip()
-    return first.split("://", 1)[0].upper() if "://" in first else DEFAULT_LISTENER
+def _listener_name(listeners: str | None, controller_names: str | None) -> str:
+    """The name of the first client listener, the controller's skipped (``PLAINTEXT`` when none is configured)."""
+    controller = {n.strip().upper() for n in (controller_names or "").split(",")}
+    for entry in (listeners or "").split(","):
+        name = entry.split("://", 1)[0].strip().upper() if "://" in entry else ""
+        if name and name not in controller:
+            return name
+    return DEFAULT_LISTENER
 
 
 @dataclass(slots=True)

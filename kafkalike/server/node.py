@@ -90,9 +90,6 @@ def controller_listener_names(config: BrokerConfig) -> list[str]:
     return [n.strip().upper() for n in (config.get("controller.listener.names") or "").split(",") if n.strip()]
 
 
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
-
 def security_protocols(config: BrokerConfig) -> dict[str, str]:
     """``listener.security.protocol.map`` (NAME:PROTOCOL,...); empty when unset."""
     mapping = {}
@@ -621,26 +618,24 @@ class Node:
         try:
             self.client_address = await nursery.start(broker.serve, host, port)
         except OSError as exc:
+            host, port = getattr(exc, "host", host), getattr(exc, "port", port)  # the listener that failed
             raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
         if not self.legacy:
-            await self._register_broker(nursery, broker, entries[0])
+            await self._register_broker(nursery, broker)
             broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does
 
-    async def _register_broker(self, nursery: trio.Nursery, broker: Broker, listener_entry: str) -> None:
+    async def _register_broker(self, nursery: trio.Nursery, broker: Broker) -> None:
         """Registration and heartbeats with the active controller (the broker lifecycle task),
-        until the controller unfences this broker. The client port is bound first: the
-        registration names it (a port 0 in the config is only known once bound)."""
-        from kafkalike.controller.broker_lifecycle import Listener
-        from kafkalike.server.broker_lifecycle_task import BrokerLifecycleTask, lifecycle_from_config
+        until the controller unfences this broker. The client ports are bound first: the
+        registration names every advertised listener (a port 0 in the config is only known once
+        bound), the inter-broker one first, as Kafka's ListenerInfo orders them."""
+        from kafkalike.server.broker_lifecycle_task import BrokerLifecycleTask, lifecycle_from_config, registered
 
         assert broker.cluster is not None
-        name = listener_entry.split("://", 1)[0].strip().upper() if "://" in listener_entry else "PLAINTEXT"
-        protocol = security_protocols(self.config).get(name, name if name in SECURITY_PROTOCOL_IDS else "PLAINTEXT")
-        host, port = broker.advertised
         lifecycle = lifecycle_from_config(
             self.config,
             cluster_id=self.cluster_id,
-            listeners=[Listener(name, host, port, SECURITY_PROTOCOL_IDS.get(protocol, 0))],
+            listeners=registered(self.config, broker.advertised_endpoints),
             log_dirs=[self._log_dir_id()],
             # KIP-966: the epoch a clean shutdown left in the log dirs (-1 after a crash).
             previous_broker_epoch=broker.logs.previous_broker_epoch(),
@@ -784,24 +779,31 @@ async def _watch_stopped(node: Node, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
+def _listeners_text(broker: Broker | None) -> str:
+    """Every client listener as bound: NAME://host:port,..."""
+    bound = {} if broker is None else broker.bound_listeners
+    return ",".join(f"{name}://{host}:{port}" for name, (host, port) in bound.items())
+
+
 def _log_ready(node: Node, address: tuple[str, int]) -> None:
     if node.single:
         broker = node.broker
         assert broker is not None
         log.info(
-            "kafkalike ready on %s:%d (node %d, cluster %s, data %s)",
+            "kafkalike ready on %s:%d (node %d, cluster %s, data %s; listeners %s)",
             address[0],
             address[1],
             node.node_id,
             broker.cluster_id,
             broker.data_dir,
+            _listeners_text(broker),
         )
         return
     assert node.settings is not None
     voters = ",".join(str(v) for v in sorted(node.settings.config.voter_ids))
     parts = []
     if node.client_address is not None:
-        parts.append(f"clients on {node.client_address[0]}:{node.client_address[1]}")
+        parts.append(f"clients on {_listeners_text(node.broker)}")
     if node.controller_address is not None:
         parts.append(f"controller on {node.controller_address[0]}:{node.controller_address[1]}")
     log.info(

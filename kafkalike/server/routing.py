@@ -89,8 +89,12 @@ class LocalRouting:
     """A single node: every partition of the metadata is hosted here and led by this node."""
 
     def __init__(
-        self, node_id: int, partition_count: Callable[[str], int | None], endpoint: Callable[[], NodeEndpoint]
+        self,
+        node_id: int,
+        partition_count: Callable[[str], int | None],
+        endpoint: Callable[[str], NodeEndpoint | None],
     ) -> None:
+        """``endpoint(listener)``: this node's endpoint on that listener, None when it advertises none there."""
         self._node_id = node_id
         self._partition_count = partition_count
         self._endpoint = endpoint
@@ -103,7 +107,7 @@ class LocalRouting:
         return (self._node_id, 0) if self.knows(topic, index) else None
 
     def alive_endpoint(self, broker_id: int, listener: str) -> NodeEndpoint | None:
-        return self._endpoint() if broker_id == self._node_id else None
+        return self._endpoint(listener) if broker_id == self._node_id else None
 
 
 def partition_or_error(ctx: RequestContext, topic: str | None, index: int) -> Partition | ErrorCode:

@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from kafkalike.testing.cluster_requests import NodeAddress
@@ -278,10 +278,12 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
         roles: str = COMBINED_ROLES,
         overrides_for: Mapping[int, Mapping[str, str]] | None = None,
         ready_timeout_s: float = 180.0,
+        extra_listeners: Sequence[str] = (),
     ) -> None:
         """The jars: ``lib_dir``, or the ones ``resolve_ak(version)`` put in this checkout.
         ``roles``: ``process.roles`` of every node (``controller``: controllers only, no broker);
-        ``overrides_for``: more configs for some nodes only (by id)."""
+        ``overrides_for``: more configs for some nodes only (by id); ``extra_listeners``: more
+        client listeners besides PLAINTEXT (as KafkalikeCluster's)."""
         if lib_dir is None:
             if version is None:
                 raise ValueError("ApacheKafkaCluster needs a version or a lib_dir")
@@ -298,7 +300,7 @@ class ApacheKafkaCluster(ProcessCluster[ApacheKafkaNode]):
             "share.coordinator.state.topic.min.isr": str(min(2, nodes)),
             "group.initial.rebalance.delay.ms": "0",
         }
-        addresses = plan_addresses(nodes, base_port)
+        addresses = plan_addresses(nodes, base_port, extra_listeners)
         members = []
         for address in addresses:
             node_dir = root / f"node-{address.node_id}"

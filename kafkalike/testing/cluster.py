@@ -32,7 +32,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -214,10 +214,13 @@ class Cluster:
         overrides: Mapping[str, str] | None = None,
         test_profile: bool = True,
         seed_topics: Mapping[str, int] | None = None,
+        extra_listeners: Sequence[str] = (),
     ) -> None:
         """``data_dir`` (for a durable cluster) holds one directory per node, ``node-<id>``;
         ``overrides`` are configs (Kafka's names) every node gets, on top of the test profile
-        (and, with several brokers, of FAST_CLUSTER)."""
+        (and, with several brokers, of FAST_CLUSTER); ``extra_listeners``: more client listeners
+        (PLAINTEXT, advertised) besides PLAINTEXT on every node, with several brokers
+        (``bootstrap_servers_on(name)``)."""
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
         if not ephemeral and data_dir is None:
@@ -227,6 +230,8 @@ class Cluster:
         self._temporary: Path | None = None
         self.brokers: list[ClusterNode | NodeThread]
         if brokers == 1:
+            if extra_listeners:
+                raise ValueError("a single-broker Cluster serves PLAINTEXT only; extra_listeners need brokers >= 2")
             node_dir = None if data_dir is None else Path(data_dir) / f"node-{FIRST_NODE_ID}"
             broker = InProcessBroker(
                 ephemeral=ephemeral,
@@ -240,7 +245,7 @@ class Cluster:
         if data_dir is None:
             data_dir = self._temporary = Path(tempfile.mkdtemp(prefix="kafkalike-cluster-"))
         root = Path(data_dir).absolute()
-        addresses = plan_addresses(brokers)
+        addresses = plan_addresses(brokers, extra_listeners=extra_listeners)
         profile = {**(TEST_PROFILE if test_profile else {}), **FAST_CLUSTER}
         nodes: list[ClusterNode | NodeThread] = []
         for address in addresses:
@@ -258,6 +263,13 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         """The running nodes' addresses, comma-separated, as clients take them."""
         return ",".join(node.bootstrap for node in self.brokers if node.running)
+
+    def bootstrap_servers_on(self, listener: str) -> str:
+        """The running nodes' addresses on client listener ``listener`` (PLAINTEXT or one of
+        ``extra_listeners``), comma-separated."""
+        return ",".join(
+            node.address.on(listener) for node in self.brokers if isinstance(node, NodeThread) and node.running
+        )
 
     def broker(self, node_id: int) -> ClusterNode | NodeThread:
         for node in self.brokers:

@@ -23,16 +23,24 @@ METADATA_VERSION, CREATE_TOPICS_VERSION, DESCRIBE_QUORUM_VERSION = 12, 7, 2
 
 @dataclass(frozen=True)
 class NodeAddress:
-    """Where one node listens: its client (PLAINTEXT) port and its controller (CONTROLLER) port."""
+    """Where one node listens: its client (PLAINTEXT) port, its controller (CONTROLLER) port,
+    and the ports of any more client listeners (name, port), PLAINTEXT as well."""
 
     node_id: int
     client_port: int
     controller_port: int
     host: str = HOST
+    listener_ports: tuple[tuple[str, int], ...] = ()
 
     @property
     def client(self) -> str:
         return f"{self.host}:{self.client_port}"
+
+    def on(self, listener: str) -> str:
+        """host:port of client listener ``listener`` (PLAINTEXT or one of ``listener_ports``)."""
+        if listener == "PLAINTEXT":
+            return self.client
+        return f"{self.host}:{dict(self.listener_ports)[listener]}"
 
     @property
     def controller(self) -> str:

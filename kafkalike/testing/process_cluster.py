@@ -101,17 +101,24 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def plan_addresses(nodes: int, base_port: int = 0) -> list[NodeAddress]:
-    """Every node's ports: from ``base_port`` (see CONTROLLER_PORT_OFFSET), or free ones when it is 0."""
+def plan_addresses(nodes: int, base_port: int = 0, extra_listeners: Sequence[str] = ()) -> list[NodeAddress]:
+    """Every node's ports: from ``base_port`` (see CONTROLLER_PORT_OFFSET; the k-th of
+    ``extra_listeners``, more client listeners, k+2 offsets up), or free ones when it is 0."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"a cluster has 1 to {MAX_NODES} nodes, not {nodes}")
     ids = range(FIRST_NODE_ID, FIRST_NODE_ID + nodes)
+    per_node = 2 + len(extra_listeners)
     if base_port == 0:
-        ports = free_ports(2 * nodes)
-        return [NodeAddress(n, ports[2 * i], ports[2 * i + 1]) for i, n in enumerate(ids)]
-    if not 1 <= base_port <= 65535 - CONTROLLER_PORT_OFFSET - nodes:
-        raise ValueError(f"base port {base_port} leaves no room for {nodes} nodes' client and controller ports")
-    return [NodeAddress(n, base_port + i, base_port + CONTROLLER_PORT_OFFSET + i) for i, n in enumerate(ids)]
+        ports = free_ports(per_node * nodes)
+        planned = [ports[per_node * i : per_node * (i + 1)] for i in range(nodes)]
+    else:
+        if not 1 <= base_port <= 65535 - (per_node - 1) * CONTROLLER_PORT_OFFSET - nodes:
+            raise ValueError(f"base port {base_port} leaves no room for {nodes} nodes' client and controller ports")
+        planned = [[base_port + k * CONTROLLER_PORT_OFFSET + i for k in range(per_node)] for i in range(nodes)]
+    return [
+        NodeAddress(n, own[0], own[1], listener_ports=tuple(zip(extra_listeners, own[2:], strict=True)))
+        for n, own in zip(ids, planned, strict=True)
+    ]
 
 
 def voters_value(addresses: Iterable[NodeAddress]) -> str:
@@ -124,15 +131,22 @@ def node_properties(
 ) -> dict[str, str]:
     """A KRaft node's server.properties, in Kafka's names: a combined node (the default) or, with
     ``roles="controller"``, a controller-only one (its CONTROLLER listener alone)."""
+    extra = [f"{name}://{address.on(name)}" for name, _ in address.listener_ports]
     properties = {
         "node.id": str(address.node_id),
         "process.roles": roles,
         "controller.quorum.voters": voters_value(voters),
-        "listeners": f"PLAINTEXT://{address.client},CONTROLLER://{address.controller}",
-        "advertised.listeners": f"PLAINTEXT://{address.client}",
+        "listeners": ",".join([f"PLAINTEXT://{address.client}", *extra, f"CONTROLLER://{address.controller}"]),
+        "advertised.listeners": ",".join([f"PLAINTEXT://{address.client}", *extra]),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            [
+                "PLAINTEXT:PLAINTEXT",
+                *(f"{name}:PLAINTEXT" for name, _ in address.listener_ports),
+                "CONTROLLER:PLAINTEXT",
+            ]
+        ),
         "log.dirs": str(log_dir),
     }
     if roles == CONTROLLER_ROLE:
@@ -606,13 +620,15 @@ class KafkalikeCluster(ProcessCluster[KafkalikeNode]):
         roles: str = COMBINED_ROLES,
         overrides_for: Mapping[int, Mapping[str, str]] | None = None,
         ready_timeout_s: float = 60.0,
+        extra_listeners: Sequence[str] = (),
     ) -> None:
         """``overrides``: more configs (Kafka's names) for every node, ``overrides_for`` for some
         nodes only (by id); ``env``: variables for the node processes (``PYTHONPATH`` chooses the
         tree whose kafkalike they run); ``roles``: ``process.roles`` of every node
-        (``controller``: a quorum of controllers, no broker)."""
+        (``controller``: a quorum of controllers, no broker); ``extra_listeners``: more client
+        listeners (PLAINTEXT, advertised) besides PLAINTEXT, each on a port of its own."""
         root = Path(data_dir).absolute()
-        addresses = plan_addresses(nodes, base_port)
+        addresses = plan_addresses(nodes, base_port, extra_listeners)
         members = []
         for address in addresses:
             node_dir = root / f"node-{address.node_id}"

@@ -202,7 +202,8 @@ async def test_describe_producers_is_answered_by_a_follower(running: RunningBrok
 
 def test_local_routing_knows_the_partitions_of_its_topics_only() -> None:
     me = NodeEndpoint(LOCAL, "127.0.0.1", 9092)
-    routing = LocalRouting(LOCAL, {"t": 2}.get, lambda: me)
+    routing = LocalRouting(LOCAL, {"t": 2}.get, {"PLAINTEXT": me}.get)
     assert [routing.knows("t", i) for i in (-1, 0, 1, 2)] == [False, True, True, False]
     assert routing.leader_of("t", 1) == (LOCAL, 0) and routing.leader_of("u", 0) is None
     assert routing.alive_endpoint(LOCAL, "PLAINTEXT") == me and routing.alive_endpoint(OTHER, "PLAINTEXT") is None
+    assert routing.alive_endpoint(LOCAL, "INTERNAL") is None  # not advertised on that listener

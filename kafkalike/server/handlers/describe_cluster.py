@@ -34,10 +34,17 @@ async def handle_describe_cluster(ctx: RequestContext, request: Message) -> Mapp
     if cluster_image is not None:
         include_fenced = ctx.version >= 2 and request.include_fenced_brokers
         brokers = _registered_brokers(cluster_image, ctx.listener, include_fenced)
-        controller_id = any_of([b["broker_id"] for b in brokers if not b["is_fenced"]])
+        # Any live broker, whichever listeners it has (Kafka's getRandomAliveBrokerId).
+        controller_id = any_of([b.broker_id for b in cluster_image.unfenced_brokers()])
     else:
-        host, port = ctx.metadata.advertised
-        brokers = [{"broker_id": ctx.metadata.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}]
+        here = ctx.metadata.advertised_on(ctx.listener)
+        brokers = (
+            []
+            if here is None
+            else [
+                {"broker_id": ctx.metadata.node_id, "host": here[0], "port": here[1], "rack": None, "is_fenced": False}
+            ]
+        )
         controller_id = ctx.metadata.node_id
     return {
         "throttle_time_ms": 0,

@@ -49,10 +49,14 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCo
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     if node_id is None:  # no leader for the key's partition now
         return NOT_AVAILABLE
+    # The leader's endpoint on this request's listener; none there is COORDINATOR_NOT_AVAILABLE,
+    # as Kafka's getPartitionLeaderEndpoint answering noNode.
     if node_id == ctx.metadata.node_id:
-        host, port = ctx.metadata.advertised
-        return ErrorCode.NONE, node_id, host, port
-    # Another broker leads it: its endpoint on this request's listener, while it is alive.
+        here = ctx.metadata.advertised_on(ctx.listener)
+        if here is None:
+            return NOT_AVAILABLE
+        return ErrorCode.NONE, node_id, here[0], here[1]
+    # Another broker leads it: its endpoint there, while it is alive.
     endpoint = ctx.metadata.routing.alive_endpoint(node_id, ctx.listener)
     if endpoint is None:
         return NOT_AVAILABLE

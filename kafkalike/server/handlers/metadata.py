@@ -6,7 +6,9 @@ operations are returned as "not requested" (-2147483648); v13 adds a top-level e
 The single node leads every partition, its replicas and ISR are itself. A node of a cluster
 answers from the published image of the committed metadata: the unfenced brokers with an endpoint
 on the request's listener, each partition's registration (leader -1: LEADER_NOT_AVAILABLE), and
-any live broker as the controller id, as a KRaft broker does.
+any live broker as the controller id, as a KRaft broker does. Endpoints are those of the listener
+the request arrived on; a leader without one there is LISTENER_NOT_FOUND from v6 (see
+``_partition``), and the single node answers so too on a listener it does not advertise.
 
 Auto-creation answers as Kafka's does: an unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION
 and created in the background, one CreateTopics (with its limits) per request; the client asks
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -37,6 +40,19 @@ def any_of(broker_ids: list[int]) -> int:
 
 
 LOOKUPS_BETWEEN_CHECKPOINTS = 1000
+# From v6 a leader without an endpoint on the request's listener is LISTENER_NOT_FOUND (KafkaApis).
+LISTENER_NOT_FOUND_VERSION = 6
+
+
+@dataclass(frozen=True, slots=True)
+class _Reach:
+    """Which brokers a request's listener reaches (Kafka's KRaftMetadataCache): ``registered``;
+    ``with_endpoint``, registered with an endpoint on the listener (a leader there is named);
+    ``online``, those unfenced too (replicas counted online)."""
+
+    registered: frozenset[int]
+    with_endpoint: frozenset[int]
+    online: frozenset[int]
 
 
 def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
@@ -44,21 +60,24 @@ def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
     if cluster_image is not None:
         return _entry(topic, _registered_partitions(ctx, cluster_image, topic))
     node = ctx.metadata.node_id
+    # The single node, registered with the listeners it advertises.
+    here = frozenset([node] if ctx.metadata.advertised_on(ctx.listener) is not None else [])
+    reach = _Reach(frozenset([node]), here, here)
     partitions = []
     for index in range(topic.partitions):
         partition = ctx.replicas.get((topic.name, index))
         paused = ctx.faults.is_paused(topic.name, index)
         leader = partition.leader_id if partition is not None else node
         partitions.append(
-            {
-                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if paused else 0,
-                "partition_index": index,
-                "leader_id": -1 if paused else leader,
-                "leader_epoch": partition.leader_epoch if partition is not None else 0,
-                "replica_nodes": list(partition.replicas) if partition is not None else [node],
-                "isr_nodes": list(partition.isr) if partition is not None else [node],
-                "offline_replicas": [],
-            }
+            _partition(
+                ctx,
+                reach,
+                index,
+                -1 if paused else leader,
+                partition.leader_epoch if partition is not None else 0,
+                list(partition.replicas) if partition is not None else [node],
+                list(partition.isr) if partition is not None else [node],
+            )
         )
     return _entry(topic, partitions)
 
@@ -75,31 +94,57 @@ def _entry(topic: TopicImage, partitions: list[dict[str, Any]]) -> dict[str, Any
 
 
 def _registered_partitions(ctx: RequestContext, image: MetadataImage, topic: TopicImage) -> list[dict[str, Any]]:
-    """A topic's partitions as the controller registered them (Kafka's KRaftMetadataCache): the
-    leader from the registration, LEADER_NOT_AVAILABLE without one; a replica is offline when its
-    broker is not registered, fenced, or has no endpoint on this request's listener."""
+    """A topic's partitions as the controller registered them (Kafka's KRaftMetadataCache)."""
     registered = image.topic(topic.name)
     if registered is None:
         return []
     listener = ctx.listener
-    online = {
-        b.broker_id for b in image.brokers.values() if not b.fenced and any(e.name == listener for e in b.listeners)
-    }
+    with_endpoint = {b.broker_id for b in image.brokers.values() if any(e.name == listener for e in b.listeners)}
+    reach = _Reach(
+        frozenset(image.brokers),
+        frozenset(with_endpoint),
+        frozenset(b for b in with_endpoint if not image.brokers[b].fenced),
+    )
     partitions = []
     for index, reg in sorted(registered.partitions.items()):
         leaderless = not reg.has_leader or ctx.faults.is_paused(topic.name, index)
-        partitions.append(
-            {
-                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if leaderless else 0,
-                "partition_index": index,
-                "leader_id": -1 if leaderless else reg.leader,
-                "leader_epoch": reg.leader_epoch,
-                "replica_nodes": list(reg.replicas),
-                "isr_nodes": list(reg.isr),
-                "offline_replicas": [r for r in reg.replicas if r not in online],
-            }
-        )
+        leader = -1 if leaderless else reg.leader
+        partitions.append(_partition(ctx, reach, index, leader, reg.leader_epoch, list(reg.replicas), list(reg.isr)))
     return partitions
+
+
+def _partition(
+    ctx: RequestContext, reach: _Reach, index: int, leader: int, leader_epoch: int, replicas: list[int], isr: list[int]
+) -> dict[str, Any]:
+    """One partition as Kafka's getPartitionMetadata answers it on the request's listener: a
+    leader not registered is LEADER_NOT_AVAILABLE, one registered without an endpoint on the
+    listener LISTENER_NOT_FOUND from v6 (LEADER_NOT_AVAILABLE before), both with leader -1; v0
+    lists only the replicas online on the listener and says REPLICA_NOT_AVAILABLE when it left one
+    out; a replica is offline when its broker is not registered, fenced, or has no endpoint on the
+    listener."""
+    if ctx.version == 0:
+        shown_replicas = [r for r in replicas if r in reach.online]
+        shown_isr = [r for r in isr if r in reach.online]
+    else:
+        shown_replicas, shown_isr = replicas, isr
+    error = ErrorCode.NONE
+    if leader not in reach.with_endpoint:
+        if leader in reach.registered and ctx.version >= LISTENER_NOT_FOUND_VERSION:
+            error = ErrorCode.LISTENER_NOT_FOUND
+        else:
+            error = ErrorCode.LEADER_NOT_AVAILABLE
+        leader = -1
+    elif len(shown_replicas) < len(replicas) or len(shown_isr) < len(isr):
+        error = ErrorCode.REPLICA_NOT_AVAILABLE
+    return {
+        "error_code": error,
+        "partition_index": index,
+        "leader_id": leader,
+        "leader_epoch": leader_epoch,
+        "replica_nodes": shown_replicas,
+        "isr_nodes": shown_isr,
+        "offline_replicas": [r for r in replicas if r not in reach.online],
+    }
 
 
 def live_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, int, str | None]]:
@@ -137,11 +182,13 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
     if cluster_image is not None:
         alive = live_brokers(cluster_image, ctx.listener)
         brokers = [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in alive]
-        # As a KRaft broker answers: any live broker, since brokers forward controller requests.
-        controller_id = any_of([b for b, _, _, _ in alive])
+        # As a KRaft broker answers: any live broker (on whichever listeners), since brokers
+        # forward controller requests.
+        controller_id = any_of([b.broker_id for b in cluster_image.unfenced_brokers()])
     else:
-        host, port = ctx.metadata.advertised
-        brokers = [{"node_id": ctx.metadata.node_id, "host": host, "port": port, "rack": None}]
+        here = ctx.metadata.advertised_on(ctx.listener)
+        brokers = [] if here is None else [{"node_id": ctx.metadata.node_id, "host": here[0], "port": here[1]}]
+        brokers = [{**b, "rack": None} for b in brokers]
         controller_id = ctx.metadata.node_id
     return {
         "throttle_time_ms": 0,
