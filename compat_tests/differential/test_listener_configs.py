@@ -143,7 +143,9 @@ def unwrapped(message: str) -> str:
     """A refusal without the wrapping 4.0 and 4.1+ word differently."""
     message = re.sub(r"^Error creating broker listeners from '[^']*': ", "", message)
     message = message.removeprefix("requirement failed: ")
-    return re.sub(r"listeners: \[(.*)\](?=, port: |$)", lambda m: "listeners: " + m.group(1).replace(", ", ","), message)
+    return re.sub(
+        r"listeners: \[(.*)\](?=, port: |$)", lambda m: "listeners: " + m.group(1).replace(", ", ","), message
+    )
 
 
 def test_listener_settings_are_accepted_and_refused_as_kafka_does(tmp_path: Path) -> None:

@@ -146,6 +146,8 @@ def kafka_json(value: Any) -> Any:
 DUMP_LOG_SEGMENTS = "kafka.tools.DumpLogSegments" if AK_VERSION < (4, 1) else "org.apache.kafka.tools.DumpLogSegments"
 ELR_BY_DEFAULT = AK_VERSION >= (4, 1)
 BOOTSTRAP_IN_THE_FIRST_SNAPSHOT = AK_VERSION >= (4, 2)
+
+
 # How DumpLogSegments shows a control record: its type (4.0), the decoded message (4.4).
 def leader_change_line(leader_id: int) -> str:
     if AK_VERSION < (4, 1):
