@@ -157,7 +157,7 @@ LOG = (
         "delete",
         "The default cleanup policy of topics: delete (drop old segments by time or size), "
         "compact (keep the latest record per key), or both.",
-        OneOf(CLEANUP_POLICIES),
+        OneOf(CLEANUP_POLICIES, distinct=True),
         dynamic=True,
     ),
     ConfigKey(
