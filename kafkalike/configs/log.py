@@ -211,6 +211,22 @@ LOG = (
         dynamic=True,
     ),
     ConfigKey(
+        "log.remote.copy.lag.bytes",
+        ConfigType.LONG,
+        "-1",
+        "With tiered storage, the default of how many bytes may wait to be copied to remote storage (-1: no bound).",
+        at_least(-1),
+        dynamic=True,
+    ),
+    ConfigKey(
+        "log.remote.copy.lag.ms",
+        ConfigType.LONG,
+        "0",
+        "With tiered storage, the default of how long a segment may wait to be copied to remote storage.",
+        at_least(-1),
+        dynamic=True,
+    ),
+    ConfigKey(
         "log.cleaner.enable",
         ConfigType.BOOLEAN,
         "true",
