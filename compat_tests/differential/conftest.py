@@ -56,6 +56,18 @@ AK_BEFORE_4_1 = bool(AK_VERSION) and AK_VERSION < (4, 1)
 SEGMENT_BYTES_MIN_BEFORE_4_1 = 14
 SEGMENT_BYTES_MIN_SINCE_4_1 = 1048576
 INVALID_CONFIG = 40
+# Configs 4.0 does not have (its jars declare none of them, its brokers refuse them as unknown);
+# kafkalike declares them as 4.4 does.
+CONFIGS_SINCE_4_1 = frozenset(
+    {
+        "errors.deadletterqueue.group.enable",
+        "max.decompressed.message.bytes",
+        "remote.copy.lag.bytes",
+        "remote.copy.lag.ms",
+        "log.remote.copy.lag.bytes",
+        "log.remote.copy.lag.ms",
+    }
+)
 
 
 def refused_since_4_1(config: str, value: str) -> tuple[int, str] | None:

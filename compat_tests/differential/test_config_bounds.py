@@ -35,6 +35,7 @@ import pytest
 from compat_tests.differential.conftest import (
     AK_BEFORE_4_1,
     AK_LIB,
+    CONFIGS_SINCE_4_1,
     SEGMENT_BYTES_MIN_BEFORE_4_1,
     Pair,
     create_topics_body,
@@ -76,7 +77,7 @@ OWN_DEFAULTS = {
     "transaction.state.log.min.isr": SINGLE_NODE,
 }
 # Kafka 4.1+'s configs, which 4.0 jars do not declare.
-SINCE_4_1 = {INTERNAL_SEGMENT_BYTES} if AK_BEFORE_4_1 else set()
+SINCE_4_1 = {INTERNAL_SEGMENT_BYTES, *CONFIGS_SINCE_4_1} if AK_BEFORE_4_1 else set()
 # Static configs whose bounds kafkalike takes from Kafka 4.4 where 4.0 had none or a lower floor:
 # against 4.0, kafkalike refusing a value of these that 4.0 takes (or refuses in other words) is
 # expected (FINDINGS.md E3).
@@ -189,6 +190,8 @@ def _cases(kind: str, kafka: dict[tuple[str, str], tuple[str, str]], name: str, 
     """The values to try; a config whose declaration differs from Kafka's is a difference too."""
     ak_type, validator = kafka[(kind, name)]
     ours = DECLARED[name].type
+    if name in SINCE_4_1:
+        return []  # nothing to compare with in 4.0
     if ak_type == "?":
         found.append(f"{name}: Apache Kafka declares no such {kind} config")
         return []
@@ -228,6 +231,8 @@ def _compare(
                 f"it and kafkalike to refuse it as 4.1+ does, {since_4_1}; "
                 f"got Apache Kafka {_outcome(ak)}, kafkalike {_outcome(kl)}"
             )
+    elif ak_before_4_1 and ak.error_code == 0 and str(kl.error_message).endswith("values must not be duplicated."):
+        pass  # a list config's duplicates: refused by 4.1+ (ValidList), as kafkalike does, accepted by 4.0
     elif (name, value) in DELIBERATE:
         if same or kl.error_code == 0:
             found.append(f"{how} {name}={value!r}: expected kafkalike to refuse it ({DELIBERATE[(name, value)]})")
@@ -365,7 +370,7 @@ def test_which_broker_configs_are_dynamic(pair: Pair) -> None:
     """The split this file relies on (dynamic: altered at run time; static: checked at start-up)
     is Kafka's: DescribeConfigs' read_only flag for every broker config kafkalike declares, against
     the declaration and (for the configs kafkalike implements) against kafkalike's answer."""
-    names = sorted(n for n, d in DECLARED.items() if d.on_broker and n not in KAFKALIKE_ONLY)
+    names = sorted(n for n, d in DECLARED.items() if d.on_broker and n not in KAFKALIKE_ONLY and n not in SINCE_4_1)
     body = {
         "resources": [{"resource_type": BROKER, "resource_name": "1", "configuration_keys": names}],
         "include_synonyms": False,

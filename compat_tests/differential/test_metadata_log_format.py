@@ -146,10 +146,16 @@ def kafka_json(value: Any) -> Any:
 DUMP_LOG_SEGMENTS = "kafka.tools.DumpLogSegments" if AK_VERSION < (4, 1) else "org.apache.kafka.tools.DumpLogSegments"
 ELR_BY_DEFAULT = AK_VERSION >= (4, 1)
 BOOTSTRAP_IN_THE_FIRST_SNAPSHOT = AK_VERSION >= (4, 2)
+
+
 # How DumpLogSegments shows a control record: its type (4.0), the decoded message (4.4).
-LEADER_CHANGE_LINE = (
-    "controlType: LEADER_CHANGE(2)" if AK_VERSION < (4, 1) else 'LeaderChange: {"version":0,"leaderId":2'
-)
+def leader_change_line(leader_id: int) -> str:
+    if AK_VERSION < (4, 1):
+        return "controlType: LEADER_CHANGE(2)"
+    return f'LeaderChange: {{"version":0,"leaderId":{leader_id}'
+
+
+LEADER_CHANGE_LINE = leader_change_line(2)
 
 
 def dump(path: Path) -> list[str]:
@@ -319,7 +325,7 @@ def test_kafka_dump_log_decodes_the_snapshot_and_log_of_a_running_node(tmp_path:
     log_lines = dump(segment)
     batches = [line for line in log_lines if line.startswith("baseOffset:")]
     assert batches and all("isvalid: true" in line for line in batches)
-    assert any("controlType: LEADER_CHANGE(2)" in line for line in log_lines)
+    assert any(leader_change_line(1) in line for line in log_lines)
     assert {d["type"] for d in payloads(log_lines)} >= {"TOPIC_RECORD", "PARTITION_RECORD", "FEATURE_LEVEL_RECORD"}
 
 

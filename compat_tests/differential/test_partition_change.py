@@ -1,7 +1,8 @@
 """Partition changes against Apache Kafka's own PartitionChangeBuilder (from the jars in
 $KAFKALIKE_AK_LIB): for thousands of seeded random partitions (replicas, ISR, ELR, last known
 ELR, leader, recovery state), fenced or shutting-down brokers, ELR on or off, min ISR, clean,
-unclean and preferred elections and metadata versions, both write the same record (or none)."""
+unclean and preferred elections and metadata versions, both write the same record (or none).
+kafkalike follows 4.1+; against 4.0 the comparison takes 4.0's last-known-leader rules (``As40``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB
-from kafkalike.controller.image import PartitionRegistration
+from compat_tests.differential.conftest import AK_BEFORE_4_1, AK_LIB, AK_VERSION
+from kafkalike.controller.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
 from kafkalike.controller.partition_change import Election, PartitionChange
 from kafkalike.testing.apache_kafka import java_executable
 
@@ -23,6 +24,32 @@ pytestmark = pytest.mark.differential
 TOOL = Path(__file__).parent / "java" / "PartitionChangeTool.java"
 BROKERS = (1, 2, 3, 4, 17, 33)  # 17 and 33 share Java HashSet buckets with 1: the set order shows
 SCENARIOS = 3000
+# ELR's metadata versions: 4.0-IV3 and, where the jars know it, 4.4-IV2 (4.4's default).
+ELR_VERSIONS = [25, 33] if AK_VERSION >= (4, 4) else [25]
+
+
+class As40(PartitionChange):
+    """Kafka 4.0's last-known-leader rules, changed in 4.1: 4.0 elected the last known leader
+    even when it was not acceptable, and remembered it when the ISR emptied (not when the
+    leader was lost)."""
+
+    def _can_elect_last_known_leader(self) -> bool:
+        if not self.elr_enabled or not self.use_last_known_leader or self.target_elr or self.target_isr:
+            return False
+        return len(self.partition.last_known_elr) == 1
+
+    def _update_last_known_leader(self, record: dict[str, Any]) -> None:
+        if not self.use_last_known_leader or not self.elr_enabled:
+            return
+        p = self.partition
+        leader = record.get("leader", NO_LEADER_CHANGE)
+        if record.get("isr") == [] and (len(p.last_known_elr) != 1 or p.last_known_elr[0] != p.leader):
+            record["last_known_elr"] = [p.leader]
+        elif (leader >= 0 or (p.leader != NO_LEADER and leader != NO_LEADER)) and p.last_known_elr:
+            record["last_known_elr"] = []
+
+
+OURS = As40 if AK_BEFORE_4_1 else PartitionChange
 
 
 def field(values: list[int] | tuple[int, ...]) -> str:
@@ -42,7 +69,7 @@ def scenario(rng: random.Random) -> dict[str, Any]:
     removed = rng.choice(replicas)
     target_isr = [r for r in isr if r != removed] if rng.random() < 0.7 else isr
     return {
-        "mv": 25 if elr_on else rng.choice([11, 17, 25]),
+        "mv": rng.choice(ELR_VERSIONS) if elr_on else rng.choice([11, 17, 25]),
         "min_isr": rng.randint(1, len(replicas)),
         "elr": elr_on,
         "election": rng.choice([Election.ONLINE, Election.ONLINE, Election.UNCLEAN, Election.PREFERRED]),
@@ -82,7 +109,7 @@ def java_list(values: list[int] | None) -> str:
     return "null" if values is None else "[" + ", ".join(map(str, values)) + "]"
 
 
-def ours(s: dict[str, Any], builder: type[PartitionChange] = PartitionChange) -> str:
+def ours(s: dict[str, Any], builder: type[PartitionChange] = OURS) -> str:
     partition = PartitionRegistration(
         replicas=tuple(s["replicas"]),
         isr=tuple(s["isr"]),
@@ -157,3 +184,12 @@ def test_a_different_rule_is_caught() -> None:
 
     differs = [t != ours(s, NoElr) for s, t in zip(scenarios, theirs, strict=True) if not t.startswith("error")]
     assert any(differs)
+
+
+@pytest.mark.skipif(AK_BEFORE_4_1, reason="the 4.0 rules are the ones compared with")
+def test_the_4_0_rules_are_not_4_4s() -> None:
+    """The version switch matters: 4.0's last-known-leader rules differ from the jars' (4.1+)."""
+    rng = random.Random(966)
+    scenarios = [scenario(rng) for _ in range(SCENARIOS)]
+    theirs = kafkas([as_line(s) for s in scenarios])
+    assert any(t != ours(s, As40) for s, t in zip(scenarios, theirs, strict=True) if not t.startswith("error"))

@@ -108,8 +108,13 @@ class OneOf:
 
     choices: tuple[str, ...]
     any_case: bool = False
+    # Kafka 4.1+ ValidList refuses an item given twice (a broker config's; a topic's cleanup.policy=compact,compact
+    # is still accepted by 4.4's CreateTopics and AlterConfigs).
+    distinct: bool = False
 
     def problem(self, name: str, value: str, parsed: Parsed) -> str | None:
+        if self.distinct and isinstance(parsed, list) and len(set(parsed)) != len(parsed):
+            return f"Configuration '{name}' values must not be duplicated."
         if self.any_case:
             if value.upper() in self.choices:
                 return None

@@ -157,7 +157,7 @@ LOG = (
         "delete",
         "The default cleanup policy of topics: delete (drop old segments by time or size), "
         "compact (keep the latest record per key), or both.",
-        OneOf(CLEANUP_POLICIES),
+        OneOf(CLEANUP_POLICIES, distinct=True),
         dynamic=True,
     ),
     ConfigKey(
@@ -208,6 +208,22 @@ LOG = (
         "-2",
         "With tiered storage, how many bytes stay on local disk (-2: as many as retention.bytes).",
         at_least(-2),
+        dynamic=True,
+    ),
+    ConfigKey(
+        "log.remote.copy.lag.bytes",
+        ConfigType.LONG,
+        "-1",
+        "With tiered storage, the default of how many bytes may wait to be copied to remote storage (-1: no bound).",
+        at_least(-1),
+        dynamic=True,
+    ),
+    ConfigKey(
+        "log.remote.copy.lag.ms",
+        ConfigType.LONG,
+        "0",
+        "With tiered storage, the default of how long a segment may wait to be copied to remote storage.",
+        at_least(-1),
         dynamic=True,
     ),
     ConfigKey(

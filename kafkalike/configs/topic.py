@@ -112,6 +112,24 @@ TOPIC = (
         follows="log.local.retention.ms",
     ),
     _topic(
+        "remote.copy.lag.bytes",
+        ConfigType.LONG,
+        "-1",
+        "With tiered storage, how many bytes of a partition may wait to be copied to remote storage "
+        "(-1: no bound); kafkalike has no tiered storage.",
+        at_least(-1),
+        follows="log.remote.copy.lag.bytes",
+    ),
+    _topic(
+        "remote.copy.lag.ms",
+        ConfigType.LONG,
+        "0",
+        "With tiered storage, how long a segment may wait to be copied to remote storage; kafkalike has no "
+        "tiered storage.",
+        at_least(-1),
+        follows="log.remote.copy.lag.ms",
+    ),
+    _topic(
         "remote.log.copy.disable",
         ConfigType.BOOLEAN,
         "false",
@@ -144,6 +162,24 @@ TOPIC = (
         "compact keeps only the latest record of each key; both may be listed.",
         OneOf(CLEANUP_POLICIES),
         follows="log.cleanup.policy",
+    ),
+    _topic(
+        "errors.deadletterqueue.group.enable",
+        ConfigType.BOOLEAN,
+        "false",
+        "Whether share groups may write undeliverable records of this topic to a dead-letter queue; "
+        "kafkalike serves no share groups.",
+        follows=None,
+    ),
+    ConfigKey(
+        "max.decompressed.message.bytes",
+        ConfigType.INT,
+        "2147483639",
+        "The largest a record batch may be once decompressed (Kafka 4.4); accepted and reported, not yet "
+        "enforced by kafkalike beyond its own decompression bound.",
+        Between(1, 2147483639),
+        scope=Scope.BOTH,
+        dynamic=True,
     ),
     _topic(
         "delete.retention.ms",

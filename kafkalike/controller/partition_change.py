@@ -1,6 +1,6 @@
 """One partition's next registration: leader election, ISR and ELR, as a PartitionChangeRecord.
 
-Kafka's ``PartitionChangeBuilder`` rules (4.0), for a partition whose replicas do not move (no
+Kafka's ``PartitionChangeBuilder`` rules (4.4), for a partition whose replicas do not move (no
 reassignment here yet):
 
 - The target ISR is given by the caller (the current ISR without a fenced or shutting-down
@@ -8,14 +8,14 @@ reassignment here yet):
 - With ELR (KIP-966, feature ``eligible.leader.replicas.version`` >= 1): when the target ISR
   is below ``min_isr``, the members leaving it join the ELR (never a broker that shut down
   uncleanly); at or above ``min_isr`` the ELR and last-known ELR are cleared. The ISR may
-  become empty; the last leader is remembered in ``last_known_elr`` the first time the
-  partition loses its ISR.
+  become empty; the last leader is remembered in ``last_known_elr`` when the partition loses
+  its leader and has none remembered, and forgotten once a leader is elected.
 - Without ELR an ISR is never written empty: the last member stays in it (RF=1: the fenced
   broker stays the ISR and the partition has no leader).
 - Election (``ONLINE``): the current leader if still valid, else the first replica (in
   replica order) that is in the target ISR (or, with an empty ISR, in the ELR) and
-  acceptable; else, with ELR and nothing else, the last known leader (balanced recovery, an
-  unclean election); else with ``UNCLEAN`` any acceptable replica (ISR forced to it, leader
+  acceptable; else, with ELR and nothing else, the last known leader if acceptable (balanced
+  recovery, an unclean election); else with ``UNCLEAN`` any acceptable replica (ISR forced to it, leader
   recovery state RECOVERING); else no leader (-1). ``PREFERRED`` tries the first replica first.
 - A leader elected from the ELR becomes the whole ISR. Any leader change bumps the leader
   epoch (the record's leader field is then set); metadata versions before 3.6-IV0 also bump it
@@ -116,8 +116,8 @@ class PartitionChange:
             return False
         if self.target_elr or self.target_isr:
             return False
-        # As Kafka 4.0: the last known leader is elected whether or not it is acceptable.
-        return len(self.partition.last_known_elr) == 1
+        # Kafka 4.0 elected it even when not acceptable; 4.1+ (the reference) does not.
+        return len(self.partition.last_known_elr) == 1 and self.is_acceptable_leader(self.partition.last_known_elr[0])
 
     def elect(self) -> tuple[int, bool]:
         """(new leader, whether the election is unclean)."""
@@ -179,9 +179,10 @@ class PartitionChange:
             return
         p = self.partition
         leader = record.get("leader", NO_LEADER_CHANGE)
-        if record.get("isr") == [] and (len(p.last_known_elr) != 1 or p.last_known_elr[0] != p.leader):
+        # Kafka 4.1+: keyed on the leader being lost / elected (4.0 keyed on the ISR emptying).
+        if leader == NO_LEADER and not p.last_known_elr:
             record["last_known_elr"] = [p.leader]
-        elif (leader >= 0 or (p.leader != NO_LEADER and leader != NO_LEADER)) and p.last_known_elr:
+        elif leader >= 0 and p.last_known_elr:
             record["last_known_elr"] = []
 
     # -- the record

@@ -79,11 +79,11 @@ def _check_factor(replication_factor: int, total: int, unfenced: int) -> None:
             f"Invalid replication factor {replication_factor}: the replication factor must be positive."
         )
     if unfenced == 0:
-        raise PlacementError("All brokers are currently fenced.")
+        raise PlacementError("All brokers are currently fenced, or have all their log directories cordoned.")
     if replication_factor > total:
         raise PlacementError(
             f"The target replication factor of {replication_factor} cannot be reached because only "
-            f"{total} broker(s) are registered."
+            f"{total} broker(s) are registered or some brokers have all their log directories cordoned."
         )
 
 

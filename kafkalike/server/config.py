@@ -137,6 +137,17 @@ class BrokerConfig:
                 f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid value {local} for "
                 f"configuration log.local.retention.{unit}: {inner} for configuration Invalid dynamic configuration"
             )
+        # Kafka 4.4's DynamicLogConfig: a positive copy lag at most the effective local retention.
+        for unit in ("ms", "bytes"):
+            local = self.get_int(f"log.local.retention.{unit}")
+            effective = self.get_int(f"log.retention.{unit}") if local == -2 else local
+            lag = self.get_int(f"log.remote.copy.lag.{unit}")
+            if lag > 0 and effective >= 0 and lag > effective:
+                return (
+                    f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid value {lag} for "
+                    f"configuration log.remote.copy.lag.{unit}: Value must not exceed log.local.retention.{unit} "
+                    f"(effective value: {effective}) for configuration Invalid dynamic configuration"
+                )
         return None
 
     def requirement_problem(self) -> str | None:

@@ -108,29 +108,37 @@ def security_protocol_map(config: BrokerConfig) -> dict[str, str]:
 def parse_endpoints(
     text: str, protocols: dict[str, str], require_distinct_ports: bool = True
 ) -> list[ListenerEndpoint]:
-    """Kafka's CoreUtils.listenerListToEndPoints."""
+    """Kafka's AbstractKafkaConfig.listenerListToEndPoints (4.1+): every refusal in one form,
+    "Error creating broker listeners from '[a, b]': ...", the list as Java prints it."""
+    entries = _entries(text)
+    shown = "[" + ", ".join(entries) + "]"
+    try:
+        return _endpoints(entries, shown, protocols, require_distinct_ports)
+    except ListenerConfigError as e:
+        raise ListenerConfigError(f"Error creating broker listeners from '{shown}': {e}") from None
+
+
+def _endpoints(
+    entries: list[str], shown: str, protocols: dict[str, str], require_distinct_ports: bool
+) -> list[ListenerEndpoint]:
     endpoints = []
-    for entry in _entries(text):
+    for entry in entries:
         match = _LISTENER.fullmatch(entry)
         if match is None:
-            raise ListenerConfigError(
-                f"Error creating broker listeners from '{text}': Unable to parse {entry} to a broker endpoint"
-            )
+            raise ListenerConfigError(f"Unable to parse {entry} to a broker endpoint")
         name = match.group(1).upper()
         protocol = protocols.get(name)
         if protocol is None:
-            raise ListenerConfigError(
-                f"Error creating broker listeners from '{text}': No security protocol defined for listener {name}"
-            )
+            raise ListenerConfigError(f"No security protocol defined for listener {name}")
         endpoints.append(ListenerEndpoint(name, match.group(2), int(match.group(3)), protocol))
     if len({e.name for e in endpoints}) != len(endpoints):
-        raise ListenerConfigError(f"requirement failed: Each listener must have a different name, listeners: {text}")
+        raise ListenerConfigError(f"Each listener must have a different name, listeners: {shown}")
     if require_distinct_ports:
-        _check_ports(endpoints, text)
+        _check_ports(endpoints, shown)
     return endpoints
 
 
-def _check_ports(endpoints: list[ListenerEndpoint], text: str) -> None:
+def _check_ports(endpoints: list[ListenerEndpoint], shown: str) -> None:
     """Kafka's rule: a port (other than 0) once, or twice when one listener is on an IPv4 address
     and the other on an IPv6 one."""
     by_port: dict[int, list[ListenerEndpoint]] = {}
@@ -142,21 +150,18 @@ def _check_ports(endpoints: list[ListenerEndpoint], text: str) -> None:
             continue
         with_ip = [e for e in same if _ip_version(e.host) is not None]
         if len(same) - len(with_ip) > 1:
-            raise ListenerConfigError(
-                f"requirement failed: Each listener must have a different port, listeners: {text}"
-            )
+            raise ListenerConfigError(f"Each listener must have a different port, listeners: {shown}")
         if len(with_ip) == 2:
             mixed = {_ip_version(e.host) for e in with_ip} == {4, 6}
             if not mixed or len(with_ip) < len(same):
-                prefix = "requirement failed: " if not mixed else ""
                 raise ListenerConfigError(
-                    f"{prefix}If you have two listeners on the same port then one needs to be IPv4 and the other "
-                    f"IPv6, listeners: {text}, port: {port}"
+                    "If you have two listeners on the same port then one needs to be IPv4 and the other "
+                    f"IPv6, listeners: {shown}, port: {port}"
                 )
         elif with_ip:  # one, or more than two
             raise ListenerConfigError(
                 "Each listener must have a different port unless exactly one listener has an IPv4 address and "
-                f"the other IPv6 address, listeners: {text}, port: {port}"
+                f"the other IPv6 address, listeners: {shown}, port: {port}"
             )
 
 

@@ -64,7 +64,7 @@ CASES: dict[str, Case] = {
         lambda d: ["--listen", "localhost", "--data-dir", str(d)],
         2,
         lambda d: (
-            "bad configuration: Error creating broker listeners from 'PLAINTEXT://localhost': "
+            "bad configuration: Error creating broker listeners from '[PLAINTEXT://localhost]': "
             "Unable to parse PLAINTEXT://localhost to a broker endpoint"
         ),
     ),

@@ -5,13 +5,17 @@
 //   ACCEPTABLE TARGET_ISR UNCLEAN_SHUTDOWN
 // prints one line each: "none", "error <message>", or
 //   "version=V leader=L isr=... elr=... lke=... lrs=N" (lists as [1, 2] or null).
+// Whether ELR is enabled is a constructor argument since 4.1 (4.0: setEligibleLeaderReplicasEnabled):
+// both are reached by reflection, so one source compiles against 4.0 and 4.4 jars.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.lang.reflect.Constructor;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
+import java.util.function.IntPredicate;
 
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.metadata.PartitionChangeRecord;
@@ -32,6 +36,21 @@ public class PartitionChangeTool {
         List<Integer> out = new ArrayList<>();
         for (int i : ints(field)) out.add(i);
         return out;
+    }
+
+    static PartitionChangeBuilder builder(PartitionRegistration partition, Uuid topicId, IntPredicate acceptable,
+                                          MetadataVersion mv, int minIsr, boolean elr) throws Exception {
+        for (Constructor<?> c : PartitionChangeBuilder.class.getConstructors()) {
+            if (c.getParameterCount() == 7) {
+                return (PartitionChangeBuilder) c.newInstance(partition, topicId, 0, acceptable, mv, minIsr, elr);
+            }
+        }
+        PartitionChangeBuilder b = PartitionChangeBuilder.class
+            .getConstructor(PartitionRegistration.class, Uuid.class, int.class, IntPredicate.class,
+                            MetadataVersion.class, int.class)
+            .newInstance(partition, topicId, 0, acceptable, mv, minIsr);
+        PartitionChangeBuilder.class.getMethod("setEligibleLeaderReplicasEnabled", boolean.class).invoke(b, elr);
+        return b;
     }
 
     public static void main(String[] args) throws Exception {
@@ -60,9 +79,7 @@ public class PartitionChangeTool {
                     .setPartitionEpoch(5)
                     .build();
                 List<Integer> acceptable = list(f[10]);
-                PartitionChangeBuilder builder = new PartitionChangeBuilder(
-                    partition, topicId, 0, acceptable::contains, mv, minIsr);
-                builder.setEligibleLeaderReplicasEnabled(elr);
+                PartitionChangeBuilder builder = builder(partition, topicId, acceptable::contains, mv, minIsr, elr);
                 builder.setElection(election);
                 builder.setTargetIsr(list(f[11]));
                 if (!f[12].equals("-")) builder.setUncleanShutdownReplicas(list(f[12]));

@@ -109,7 +109,9 @@ def _check_one(ctx: RequestContext, topic: Message) -> NewTopic | dict[str, Any]
         return _error(
             topic.name,
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.",
+            f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} "
+            "cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories "
+            "cordoned.",
         )
     configs = {c.name: c.value for c in topic.configs}
     if any(v is None for v in configs.values()):

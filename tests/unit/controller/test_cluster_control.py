@@ -419,7 +419,8 @@ def test_a_new_incarnation_first_takes_its_predecessor_out_of_leadership() -> No
 
 
 def test_with_elr_an_unclean_restart_elects_the_last_known_leader_recovering() -> None:
-    """Kafka 4.0's balanced recovery: ISR and ELR empty, one last known leader -> elected."""
+    """Balanced recovery: ISR and ELR empty, one last known leader -> elected once it may lead
+    (Kafka 4.1+: when it is unfenced; 4.0 elected it at registration, still fenced)."""
     c = Controller(elr=True, session_timeout_ms=9000)
     features = [
         {"name": METADATA_VERSION_FEATURE, "min_supported_version": 7, "max_supported_version": 25},
@@ -429,7 +430,10 @@ def test_with_elr_an_unclean_restart_elects_the_last_known_leader_recovering() -
     c.heartbeat(heartbeat(1, epoch, c.log.next_offset))
     c.create_topic({0: 1})
     c.apply(c.manager.fence_stale_broker(c.image, 9001))
-    c.register(registration(1, incarnation=2, features=features), now_ms=9002, version=4)  # previous epoch -1
+    again = c.register(registration(1, incarnation=2, features=features), now_ms=9002, version=4)  # previous epoch -1
+    p = c.partition(0)
+    assert (p.leader, p.isr, p.elr, p.last_known_elr, p.leader_recovery_state) == (-1, (), (), (1,), 0)
+    c.heartbeat(heartbeat(1, again.broker_epoch, c.log.next_offset))
     p = c.partition(0)
     assert (p.leader, p.isr, p.elr, p.last_known_elr, p.leader_recovery_state) == (1, (1,), (), (), 1)
 

@@ -69,12 +69,16 @@ def test_a_fenced_broker_never_leads_and_is_taken_only_when_needed() -> None:
     ("usable", "factor", "message"),
     [
         (brokers(1, 2), 0, "Invalid replication factor 0: the replication factor must be positive."),
-        (brokers(1, 2, fenced=(1, 2)), 1, "All brokers are currently fenced."),
-        (brokers(), 1, "All brokers are currently fenced."),
+        (
+            brokers(1, 2, fenced=(1, 2)),
+            1,
+            "All brokers are currently fenced, or have all their log directories cordoned.",
+        ),
+        (brokers(), 1, "All brokers are currently fenced, or have all their log directories cordoned."),
         (
             brokers(1, 2),
             3,
-            "The target replication factor of 3 cannot be reached because only 2 broker(s) are registered.",
+            "The target replication factor of 3 cannot be reached because only 2 broker(s) are registered or some brokers have all their log directories cordoned.",
         ),
     ],
 )
@@ -155,8 +159,8 @@ def place_as_the_fixture_says(case: str) -> str:
 
 
 def test_the_same_placements_as_kafkas_placer_for_the_same_random_draws() -> None:
-    """kafka_placements.txt holds what Kafka 4.0.2's StripedReplicaPlacer placed, given
-    ``new Random(seed)``, for 401 clusters (with and without racks, fenced brokers, factors 0 to
+    """kafka_placements.txt holds what Kafka 4.4.0's StripedReplicaPlacer placed (4.0.2 placed
+    the same, its refusals in older words), given ``new Random(seed)``, for 401 clusters (with and without racks, fenced brokers, factors 0 to
     brokers + 1); made by oracle/PlacementOracle.java. Our placer, drawing from a Random that
     draws as Java's, must place every one the same (or refuse with the same words)."""
     cases = kafka_cases()

@@ -212,7 +212,7 @@ def test_configs_a_log_could_not_run_with_over_the_brokers_defaults() -> None:
             4,
             E.INVALID_REPLICATION_FACTOR,
             "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached "
-            "because only 3 broker(s) are registered.",
+            "because only 3 broker(s) are registered or some brokers have all their log directories cordoned.",
         ),
     ],
 )
@@ -229,7 +229,7 @@ def test_replication_above_one_is_refused_until_replication_exists() -> None:
 
 
 def test_no_usable_broker() -> None:
-    fenced = "Unable to replicate the partition 1 time(s): All brokers are currently fenced."
+    fenced = "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned."
     assert one_error(cluster([1, 2], fenced=[1, 2]), topic_spec("f")) == (E.INVALID_REPLICATION_FACTOR, fenced)
     assert one_error(cluster([]), topic_spec("f")) == (E.INVALID_REPLICATION_FACTOR, fenced)
     # In controlled shutdown: not usable at all, so not counted as registered either.
@@ -381,7 +381,7 @@ def test_growing_when_every_broker_is_fenced() -> None:
         (
             "g",
             E.INVALID_REPLICATION_FACTOR,
-            "Unable to replicate the partition 1 time(s): All brokers are currently fenced.",
+            "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned.",
         )
     ]
 
