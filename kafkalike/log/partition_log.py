@@ -327,8 +327,12 @@ class PartitionLog(RetentionMixin):
         origin: AppendOrigin = AppendOrigin.CLIENT,
         syncs: Syncs = IMMEDIATE,
         defer_roll: bool = False,
+        known_header: RecordBatchHeader | None = None,
     ) -> AppendResult:
         """Append validated v2 batches, assigning offsets in place; header work only, one write.
+
+        ``known_header``: ``batches`` is that one batch alone, its header already read (by produce
+        validation, from these bytes), so it is not parsed again; the log's own checks still run.
 
         Raises RecordBatchTooLarge (AppendLargerThanSegment past segment.bytes), CorruptLogError or a ProducerStateError subclass and then
         writes nothing. A retried idempotent batch comes back ``duplicate=True`` with its offsets.
@@ -360,7 +364,7 @@ class PartitionLog(RetentionMixin):
         if buf.readonly:
             raise TypeError("append needs a writable buffer: offsets are assigned in place")
         buf = buf.cast("B")
-        headers = self._walk(buf)
+        headers = self._walk(buf) if known_header is None else self._check_one(buf, known_header)
         use_log_append_time = log_append_time or self.config.log_append_time
         assigned: list[tuple[int, RecordBatchHeader]] = []
         next_offset = self._log_end_offset
@@ -513,6 +517,22 @@ class PartitionLog(RetentionMixin):
                 first_unstable = self.producer_state.first_unstable_offset()
                 lso = txn.last_offset + 1 if first_unstable is None else first_unstable
                 segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+
+    def _check_one(self, buf: memoryview, header: RecordBatchHeader) -> list[tuple[int, RecordBatchHeader]]:
+        """``_walk``'s checks for a buffer holding the one batch ``header`` describes."""
+        if header.size != len(buf):
+            raise CorruptLogError(f"append of {len(buf)} bytes given the header of a batch of {header.size}")
+        if header.size > self.config.max_message_bytes:
+            raise RecordBatchTooLarge(
+                f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+            )
+        if header.last_offset_delta < 0:
+            raise CorruptLogError("batch at byte 0 has a negative last offset delta")
+        if len(buf) > self.config.segment_bytes:
+            raise AppendLargerThanSegment(
+                f"append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}"
+            )
+        return [(0, header)]
 
     def _walk(self, buf: memoryview) -> list[tuple[int, RecordBatchHeader]]:
         headers: list[tuple[int, RecordBatchHeader]] = []

@@ -132,16 +132,23 @@ class _WalkState:
 
 
 def validate_produce_records(
-    records: Buffer, settings: TopicSettings, *, now_ms: int, api_version: int, topic_partition: str
+    records: Buffer,
+    settings: TopicSettings,
+    *,
+    now_ms: int,
+    api_version: int,
+    topic_partition: str,
+    request_checked: bool = False,
 ) -> ValidBatch:
     """The partition's one batch, checked and ready to append; raises ``RecordsRefused``.
 
     ``topic_partition`` ("topic-0") appears in Kafka's messages. A writable ``records`` buffer is
-    stamped in place; anything else is copied once.
+    stamped in place; anything else is copied once. ``request_checked``: ``check_request_records``
+    passed these records already (the handler's first step), so its checks are not run twice.
     """
     buf = records if isinstance(records, bytearray | memoryview) and not memoryview(records).readonly else None
     view = memoryview(buf if buf is not None else bytearray(records)).cast("B")
-    size = _request_checks(view, api_version)
+    size = _checked_size(view) if request_checked else _request_checks(view, api_version)
     batch = view[:size]
     header = _log_checks(batch, settings, topic_partition)
     return _validate_records(batch, header, settings, now_ms, topic_partition)
@@ -225,6 +232,12 @@ def check_request_records(records: Buffer | None, *, api_version: int) -> Buffer
         raise RecordsRefused(ErrorCode.INVALID_RECORD, "no records", with_log_start=False)
     _request_checks(memoryview(records).cast("B"), api_version)
     return records
+
+
+def _checked_size(view: memoryview) -> int:
+    """The size of the one batch of records ``_request_checks`` passed."""
+    size: int = _ENTRY_SIZE.unpack_from(view, 8)[0]
+    return size + LOG_OVERHEAD
 
 
 def _request_checks(view: memoryview, api_version: int) -> int:

@@ -36,6 +36,7 @@ from kafkalike.log.producer_state import ProducerEntry
 from kafkalike.log.storage import Syncs
 from kafkalike.log.txn_index import AbortedTxn
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.records import RecordBatchHeader
 
 TopicPartition = tuple[str, int]
 NO_EPOCH = -1  # a request that names no leader epoch (Kafka's Optional.empty)
@@ -267,12 +268,15 @@ class Partition:
         log_append_time: bool,
         syncs: Syncs,
         defer_roll: bool = False,
+        known_header: RecordBatchHeader | None = None,
     ) -> AppendResult:
         """The first step of a client append: offsets and this leader's epoch assigned, the
         batches in the log (not yet counted: see ``complete_append``). Raises PartitionError
         NOT_LEADER_OR_FOLLOWER on a follower, RollNeeded when ``defer_roll`` and a new segment
-        must be made first, and the log's errors (nothing appended then)."""
-        self.check_request()
+        must be made first, and the log's errors (nothing appended then). ``known_header``:
+        ``records`` is one batch whose header validation read (``PartitionLog.append``)."""
+        if self.role is not Role.LEADER:
+            self.check_request()  # raises NOT_LEADER_OR_FOLLOWER
         return self.log.append(
             records,
             leader_epoch=self.leader_epoch,
@@ -280,6 +284,7 @@ class Partition:
             syncs=syncs,
             now_ms=now_ms,
             defer_roll=defer_roll,
+            known_header=known_header,
         )
 
     def complete_append(self, result: AppendResult, error: OSError | None, now_ms: int) -> LeaderAppend:

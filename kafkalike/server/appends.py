@@ -9,7 +9,6 @@ failed flush can cut its own append off alone.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 
 import trio
@@ -18,6 +17,7 @@ from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.partition_log import RollNeeded
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
+from kafkalike.protocol.records import RecordBatchHeader
 from kafkalike.replica.partition import LeaderAppend, Partition
 from kafkalike.server.clock import Clock
 from kafkalike.server.waiters import PartitionWaiters
@@ -29,7 +29,12 @@ class PartitionWriter:
         self.clock = clock
 
     async def append(
-        self, partition: Partition, records: bytearray | memoryview, *, log_append_time: bool
+        self,
+        partition: Partition,
+        records: bytearray | memoryview,
+        *,
+        log_append_time: bool,
+        known_header: RecordBatchHeader | None = None,
     ) -> LeaderAppend:
         """Append a producer's batches as the partition's leader and make them visible.
 
@@ -37,18 +42,32 @@ class PartitionWriter:
         thread and the append counts (high watermark, waiters told, the caller's answer) only
         once they succeeded. An append that needs a new segment has its files made first
         (``roll``). Raises PartitionError (not the leader) and the log's errors
-        (KafkaStorageError when the disk fails, and then nothing was appended)."""
-        await self.wait_idle(partition)
+        (KafkaStorageError when the disk fails, and then nothing was appended). ``known_header``:
+        ``records`` is one batch whose header validation read, not parsed again."""
+        if partition.write_in_flight:
+            await self.waiters.wait_idle(partition)
         syncs = DeferredSyncs()
-        append = functools.partial(partition.append_as_leader, records, log_append_time=log_append_time, syncs=syncs)
         try:
             # An in-memory log rolls in place: it has no files to make.
-            result = append(now_ms=self.clock.wall_ms(), defer_roll=partition.log.directory.on_disk)
+            result = partition.append_as_leader(
+                records,
+                now_ms=self.clock.wall_ms(),
+                log_append_time=log_append_time,
+                syncs=syncs,
+                defer_roll=partition.log.directory.on_disk,
+                known_header=known_header,
+            )
         except RollNeeded:
             await self.roll(partition)
             # Rolled (nothing ran in between): only a log changed meanwhile by another writer
             # (a transaction marker) can still need a roll, made here then.
-            result = append(now_ms=self.clock.wall_ms())
+            result = partition.append_as_leader(
+                records,
+                now_ms=self.clock.wall_ms(),
+                log_append_time=log_append_time,
+                syncs=syncs,
+                known_header=known_header,
+            )
         error: OSError | None = None
         if result.flush is not None and syncs:
             partition.write_in_flight = True

@@ -245,13 +245,17 @@ async def _append(
             now_ms=now,
             api_version=ctx.version,
             topic_partition=f"{partition.topic}-{partition.index}",
+            request_checked=True,  # by _check_request_records, before anything else
         )
     except RecordsRefused as exc:
         raise ProduceError(exc.code, str(exc), exc.with_log_start, exc.error_message, exc.record_errors) from None
     try:
         # Off the event loop for its fsync when flush.messages / flush.ms make it flush.
         appended = await ctx.writer.append(
-            partition, valid.records, log_append_time=partition.config.message_timestamp_type == "LogAppendTime"
+            partition,
+            valid.records,
+            log_append_time=partition.config.message_timestamp_type == "LogAppendTime",
+            known_header=valid.header,  # read by validation from these bytes
         )
     except PartitionError as exc:
         raise ProduceError(exc.code, str(exc)) from None

@@ -231,6 +231,37 @@ def test_an_append_larger_than_a_segment_is_refused_after_the_batch_size_check(t
     assert log.log_end_offset == 0
 
 
+def test_an_append_given_its_batch_header_stores_what_one_that_reads_it_stores(tmp_path: Path) -> None:
+    """Produce passes the header validation read; the log skips reading it again, nothing else."""
+    read_it, given_it = open_log(tmp_path / "a"), open_log(tmp_path / "b")
+    for i in range(40):  # across rolls of the 4 KiB segments
+        batch = make_batch([f"v{i}-{j}".encode() * 20 for j in range(3)], base_timestamp=1_000 + i)
+        first = read_it.append(bytearray(batch), leader_epoch=3, now_ms=2_000 + i)
+        second = given_it.append(
+            bytearray(batch), leader_epoch=3, now_ms=2_000 + i, known_header=read_batch_header(batch)
+        )
+        assert first == second
+    assert len(given_it.segments) > 2
+    assert given_it.read_bytes(0, 1 << 30) == read_it.read_bytes(0, 1 << 30)
+
+
+def test_an_append_given_a_header_still_makes_the_logs_checks(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=1024, max_message_bytes=1500))
+    big = make_batch([b"x" * 2000])
+    with pytest.raises(RecordBatchTooLarge):
+        log.append(big, leader_epoch=0, now_ms=0, known_header=read_batch_header(big))
+    past_segment = make_batch([b"x" * 1200])
+    with pytest.raises(AppendLargerThanSegment):
+        log.append(past_segment, leader_epoch=0, now_ms=0, known_header=read_batch_header(past_segment))
+    # A header that does not describe the whole buffer (two batches, or a cut one) is refused.
+    two = make_batch([b"a"]) + make_batch([b"b"])
+    with pytest.raises(CorruptLogError):
+        log.append(two, leader_epoch=0, now_ms=0, known_header=read_batch_header(two))
+    assert log.log_end_offset == 0
+    one = make_batch([b"a"])
+    assert log.append(one, leader_epoch=0, now_ms=0, known_header=read_batch_header(one)).last_offset == 0
+
+
 def test_offset_for_timestamp_and_max_timestamp(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     # Timestamps out of order inside and across batches, as producers may send them.
