@@ -195,11 +195,9 @@ class _PeerConnection:
             encode_request(header, {"client_software_name": "kafkalike", "client_software_version": "0"})
         )
         with trio.move_on_after(API_VERSIONS_TIMEOUT_S):
-            while (frame := splitter.take_frame()) is None:
-                data = await stream.receive_some(RECEIVE_BYTES)
-                if not data:
-                    raise trio.BrokenResourceError("closed before answering ApiVersions")
-                splitter.feed(data)
+            frame = await receive_frame(stream, splitter)
+            if frame is None:
+                raise trio.BrokenResourceError("closed before answering ApiVersions")
             try:
                 _, body = decode_response(API_VERSIONS_KEY, API_VERSIONS_VERSION, frame)
             except DecodeError as exc:
