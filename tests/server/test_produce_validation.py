@@ -195,8 +195,12 @@ def test_null_records_are_refused_and_the_other_partition_appended(
 def test_only_the_admin_client_appends_to_an_internal_topic(client_id: str) -> None:
     # A broker of its own: what the admin client appends stays out of the session's offsets topic.
     with InProcessBroker() as broker:
-        with broker.client() as client:  # the offsets topic is made on first use
-            client.request(10, 4, {"key_type": 0, "coordinator_keys": ["internal-check"]})
+        with broker.client() as client:  # the offsets topic is made on first use, in the background
+            deadline = time.monotonic() + 30
+            lookup = {"key_type": 0, "coordinator_keys": ["internal-check"]}
+            while client.request(10, 4, lookup).coordinators[0].error_code != ErrorCode.NONE:
+                assert time.monotonic() < deadline, "no coordinator"
+                time.sleep(0.02)  # as a client backs off before asking again
         body = {
             "transactional_id": None,
             "acks": -1,
