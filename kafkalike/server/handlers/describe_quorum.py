@@ -1,5 +1,8 @@
-"""DescribeQuorum (key 55): v0-2. The metadata quorum: ``__cluster_metadata`` partition 0, led by
-this node, its only voter.
+"""DescribeQuorum (key 55): v0-2. The metadata quorum: ``__cluster_metadata`` partition 0.
+
+A node on the metadata quorum answers from its quorum state (on the single node: itself the
+leader and only voter; a broker that is not the leader gets the quorum's NOT_LEADER_OR_FOLLOWER,
+where Kafka's broker would forward the request to the active controller). Otherwise:
 
 Apache Kafka serves it on controllers, and a broker forwards it to the active controller (so
 ``kafka-metadata-quorum --bootstrap-server`` works); here one process is both, so the answer is
@@ -37,6 +40,14 @@ UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 async def handle_describe_quorum(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     if not _names_the_metadata_partition(request):
         return _unknown_partitions(request)
+    host, port = ctx.metadata.advertised
+    listener = {"name": _listener_name(ctx.metadata.config.get("listeners")), "host": host, "port": port}
+    describe = ctx.metadata.describe_quorum
+    if describe is not None:
+        # The node's own quorum state (a leader's per-voter state; an observer's error).
+        answer: dict[str, Any] = await describe()
+        answer["nodes"] = [{"node_id": ctx.metadata.node_id, "listeners": [listener]}]
+        return answer
     end_offset = ctx.metadata.metadata_end_offset
     now = ctx.clock.wall_ms()
     leader = {
@@ -56,8 +67,6 @@ async def handle_describe_quorum(ctx: RequestContext, request: Message) -> Mappi
         "current_voters": [leader],
         "observers": [],
     }
-    host, port = ctx.metadata.advertised
-    listener = {"name": _listener_name(ctx.metadata.config.get("listeners")), "host": host, "port": port}
     return {
         "error_code": ErrorCode.NONE,
         "error_message": "",
