@@ -183,6 +183,8 @@ class Broker:
             on_configs=self._take_dynamic_configs,
         )
         self.cluster: ClusterController | None = None
+        # The node's quorum state for DescribeQuorum (set by a node on the metadata quorum).
+        self.describe_quorum: Callable[[], Awaitable[dict[str, Any]]] | None = None
         self.lifecycle: Any = None  # a cluster node's BrokerLifecycleTask (registration, heartbeats)
         self.in_cluster = not own_metadata_log
         self._checkpoint_lock = trio.Lock()

@@ -19,7 +19,7 @@ from importing ``PartitionLog``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +98,11 @@ class MetadataView:
     @property
     def metadata_end_offset(self) -> int:
         return self._broker.metadata_end_offset
+
+    @property
+    def describe_quorum(self) -> Callable[[], Awaitable[dict[str, Any]]] | None:
+        """DescribeQuorum's answer from this node's quorum state (None: no quorum here)."""
+        return self._broker.describe_quorum
 
     def api_versions(self) -> list[dict[str, Any]]:
         return self._broker.api_versions()

@@ -45,6 +45,9 @@ from kafkalike.protocol.records import RecordBatchHeader, iter_batches
 from kafkalike.replica import AppliedChanges, Partition, ReplicaManager
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
+# How long a request that made an internal topic waits for its new (empty) shards to serve.
+NEW_TOPIC_LOAD_WAIT_S = 5.0
+
 log = logging.getLogger("kafkalike.coordinator")
 LOAD_STEP_RECORDS = 1000  # records applied between two turns of the event loop while loading
 _UNFINISHED = object()  # the scan's ``finish`` not taken yet
@@ -283,6 +286,12 @@ class CoordinatorRuntime(Generic[S]):
         loaded, self.loaded = self.loaded, trio.Event()
         loaded.set()
         return True
+
+    async def wait_loaded(self, timeout_s: float) -> None:
+        """Until no shard here is LOADING, for at most ``timeout_s``."""
+        with trio.move_on_after(timeout_s):
+            while self.shards.loading():
+                await self.loaded.wait()
 
     def load(self, partition: int, leader_epoch: int) -> bool:
         """Load the partition's shard at once (``finish_load``)."""

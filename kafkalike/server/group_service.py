@@ -66,7 +66,7 @@ from kafkalike.log import PartitionLog
 from kafkalike.log.coordinator_log import Appended
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import AppliedChanges
-from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
+from kafkalike.server.coordinator_runtime import NEW_TOPIC_LOAD_WAIT_S, CoordinatorRuntime, internal_topic_replication
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
 if TYPE_CHECKING:
@@ -211,9 +211,13 @@ class GroupService:
             OFFSETS_TOPIC,
             self.broker.registered_brokers(),
         )
-        if await self.broker.create_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, configs):
-            log.info("created %s", OFFSETS_TOPIC)
+        created = await self.broker.create_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, configs)
         self.runtime.load_led_partitions()
+        if created:
+            log.info("created %s", OFFSETS_TOPIC)
+            # The shards of a topic just made hold nothing yet: the request that made it is
+            # answered once they serve, not with COORDINATOR_LOAD_IN_PROGRESS.
+            await self.runtime.wait_loaded(NEW_TOPIC_LOAD_WAIT_S)
 
     def request_offsets_topic(self) -> bool:
         """Whether ``__consumer_offsets`` is in this broker's metadata; if not, it is asked for

@@ -209,12 +209,13 @@ class MetadataPublisher:
                 for listener in self.on_replica_changes:
                     listener(applied)
         if image.configs != old.configs:
-            self.replicas.apply_configs(lambda name: self._config_if_known(image, name))
+            # The broker's dynamic configs first: the topics' log configs fall back on them.
             if self.on_configs is not None:
                 self.on_configs(
                     image.configs.get(ConfigResource(BROKER_RESOURCE, ""), EMPTY),
                     image.configs.get(ConfigResource(BROKER_RESOURCE, str(self.node_id)), EMPTY),
                 )
+            self.replicas.apply_configs(lambda name: self._config_if_known(image, name))
         self.image = image
         published, self._published = self._published, trio.Event()
         published.set()

@@ -52,6 +52,7 @@ from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.loader import MetadataLoader, build_image_snapshot
 from kafkalike.controller.metadata import ControllerError
 from kafkalike.controller.snapshot_policy import SnapshotPolicy
+from kafkalike.log import LogManager
 from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.snapshot_files import SnapshotId
 from kafkalike.protocol.errors import ErrorCode
@@ -312,13 +313,15 @@ class Node:
         rng: random.Random | None = None,
         ephemeral: bool = False,
         memory_log: MemoryRaftLog | None = None,
+        logs: LogManager | None = None,
         controller_bound: list[trio.SocketListener] | None = None,
         client_bound: list[trio.SocketListener] | None = None,
         seed_topics: list[tuple[str, int]] | None = None,
     ) -> None:
         """``faults``: what every inter-node channel of this node consults (the test kit's
         isolate/heal); ``ephemeral``: the broker's logs in memory; ``memory_log``: the metadata log
-        in memory, kept across restarts by the caller (None: on disk); ``controller_bound`` /
+        in memory, kept across restarts by the caller (None: on disk); ``logs``: the broker's
+        log storage of a previous start (an ephemeral broker's, kept by the caller); ``controller_bound`` /
         ``client_bound``: listeners already bound (tests bind every port first).
         Raises NodeConfigError (ValueError) for a configuration that cannot work."""
         config.check()
@@ -338,6 +341,7 @@ class Node:
         else:
             self.settings = single_node_settings(config) if self.single else quorum_settings(config)
         self._memory_log = memory_log
+        self._logs = logs
         self._controller_bound = controller_bound
         self._client_bound = client_bound
         self._seed_topics = list(seed_topics or [])
@@ -497,7 +501,9 @@ class Node:
 
     def _new_broker(self) -> Broker:
         try:
-            return Broker(self.config, ephemeral=self.ephemeral, clock=self.clock, own_metadata_log=self.legacy)
+            return Broker(
+                self.config, ephemeral=self.ephemeral, logs=self._logs, clock=self.clock, own_metadata_log=self.legacy
+            )
         except OSError as exc:
             raise StartupError(f"Failed to create or validate data directory {self.config.log_dirs[0]}: {exc}") from exc
 
@@ -517,6 +523,7 @@ class Node:
             faults=self.faults,
             request_timeout_ms=int(self.config.get("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS),
         )
+        broker.describe_quorum = driver.describe
         broker.attach_controller(channel, lambda: None if driver.high_watermark is None else driver.high_watermark - 1)
 
     async def _start_quorum(self, nursery: trio.Nursery) -> None:
@@ -695,9 +702,8 @@ class Node:
         latest = driver.node.log.latest_snapshot_id()
         if end_offset <= 0 or (latest is not None and latest.offset >= end_offset):
             return None
-        snapshot_id, data = await trio.to_thread.run_sync(
-            lambda: build_image_snapshot(image, now_ms=self.clock.wall_ms())
-        )
+        now_ms = self.clock.wall_ms()  # read here: the clock may follow trio's, not readable off the loop
+        snapshot_id, data = await trio.to_thread.run_sync(lambda: build_image_snapshot(image, now_ms=now_ms))
         try:
             written = await driver.snapshot(snapshot_id.end_offset, data)
         except (ValueError, OSError) as exc:

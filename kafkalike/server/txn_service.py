@@ -54,7 +54,11 @@ from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import build_end_txn_marker
 from kafkalike.replica import AppliedChanges
-from kafkalike.server.coordinator_runtime import CoordinatorRuntime, internal_topic_replication
+from kafkalike.server.coordinator_runtime import (
+    NEW_TOPIC_LOAD_WAIT_S,
+    CoordinatorRuntime,
+    internal_topic_replication,
+)
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
 from kafkalike.server.listener_config import BrokerListeners
@@ -384,6 +388,7 @@ class TxnService:
         """``__transaction_state`` made the first time it is needed, as a metadata operation that
         waits its turn (a failure surfaces as the call's NOT_COORDINATOR: no shard); then its
         shards loaded."""
+        created = False
         if TRANSACTION_STATE_TOPIC not in self.broker.controller.image.topics:
             configs = {
                 "cleanup.policy": "compact",
@@ -398,11 +403,14 @@ class TxnService:
             )
             try:
                 partitions = self.config.state_log_partitions
-                if await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs):
-                    log.info("created %s", TRANSACTION_STATE_TOPIC)
+                created = await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs)
             except ControllerError as exc:
                 log.debug("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
         self.runtime.load_led_partitions()
+        if created:
+            log.info("created %s", TRANSACTION_STATE_TOPIC)
+            # As for the offsets topic (group_service): answered once the new shards serve.
+            await self.runtime.wait_loaded(NEW_TOPIC_LOAD_WAIT_S)
 
     # -- markers -----------------------------------------------------------------------------
 

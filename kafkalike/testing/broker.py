@@ -28,10 +28,12 @@ import trio
 from kafkalike.log import LogManager
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkalike.raft.log import MemoryRaftLog
 from kafkalike.server.broker import Broker
-from kafkalike.server.clock import Clock
+from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import TEST_PROFILE, BrokerConfig
 from kafkalike.server.faults import Fault, Interceptor
+from kafkalike.server.node import Node
 from kafkalike.testing.wire_client import WireClient
 
 T = TypeVar("T")
@@ -47,12 +49,13 @@ class ErrorLog(logging.Handler):
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         self.records: list[str] = []
         # Several brokers may run in one process: only records from this broker's loop count
-        # (and from a worker thread while it closes the broker).
+        # (and from any thread while it closes the broker: its logs close on worker threads).
         self.thread_id: int | None = None
         self.extra_threads: set[int] = set()
+        self.all_threads = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        ours = record.thread == self.thread_id or record.thread in self.extra_threads
+        ours = self.all_threads or record.thread == self.thread_id or record.thread in self.extra_threads
         if ours and (record.levelno >= logging.ERROR or record.exc_info):
             self.records.append(self.format(record))
 
@@ -164,6 +167,7 @@ class InProcessBroker:
         self.faults = Faults(self)
         self.broker: Broker | None = None
         self._logs: LogManager | None = None
+        self._memory_log: MemoryRaftLog | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._thread: threading.Thread | None = None
         self._stop: trio.Event | None = None
@@ -192,50 +196,50 @@ class InProcessBroker:
 
     # -- running --------------------------------------------------------------------------
 
-    def _new_broker(self) -> Broker:
-        broker = Broker(self.config, ephemeral=self.ephemeral, logs=self._logs, clock=self.clock)
-        broker.open()
-        broker.seed_topics(list(self.seed.items()))
-        self._logs = broker.logs if self.ephemeral else None
-        # Later restarts keep the same cluster id, as a real restart does.
-        self.config.explicit.setdefault("cluster.id", broker.cluster_id)
-        return broker
+    def _new_node(self) -> Node:
+        """The single node ``kafkalike serve`` runs (its own one-voter quorum), keeping an
+        ephemeral broker's logs and metadata log across restarts, as a disk would."""
+        if self.ephemeral and self._memory_log is None:
+            self._memory_log = MemoryRaftLog()
+        # On the port of the previous start, once there was one.
+        self.config.explicit["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        return Node(
+            self.config,
+            clock=self.clock,
+            ephemeral=self.ephemeral,
+            memory_log=self._memory_log,
+            logs=self._logs,
+            seed_topics=list(self.seed.items()),
+        )
 
     async def _serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         self._errors.thread_id = threading.get_ident()
         logger = logging.getLogger(BROKER_LOGGER)
         logger.addHandler(self._errors)
         try:
-            self.broker = self._new_broker()
+            node = self._new_node()
             self._token = trio.lowlevel.current_trio_token()
             self._stop = trio.Event()
             try:
                 async with trio.open_nursery() as nursery:
-                    host, port = await nursery.start(self.broker.serve, self.host, self.port)
-                    self.host, self.port = host, port
+                    await nursery.start(node.run)
+                    assert node.broker is not None and node.client_address is not None
+                    self.broker = node.broker
+                    self._logs = node.broker.logs if self.ephemeral else None
+                    # Later restarts keep the same cluster id, as a real restart does.
+                    self.config.explicit.setdefault("cluster.id", node.cluster_id)
+                    self.host, self.port = node.client_address
                     self._serving = True
                     task_status.started()
                     await self._stop.wait()
-                    nursery.cancel_scope.cancel()
+                    # What the broker logs while it closes its logs on worker threads counts too.
+                    self._errors.all_threads = True
+                    await node.stop()
             finally:
                 self._serving = False
-                if self.broker.logs.memory:
-                    self.broker.close()
-                else:
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(self._close_broker)
+                self._errors.all_threads = False
         finally:
             logger.removeHandler(self._errors)
-
-    def _close_broker(self) -> None:
-        """On a worker thread (the broker no longer serves): what it logs there counts too."""
-        assert self.broker is not None
-        thread = threading.get_ident()
-        self._errors.extra_threads.add(thread)
-        try:
-            self.broker.close()
-        finally:
-            self._errors.extra_threads.discard(thread)
 
     def start(self) -> InProcessBroker:
         """Run the broker in a background thread (for code that is not on trio)."""
@@ -331,8 +335,10 @@ class InProcessBroker:
         partition: int = 0,
         headers: list[tuple[str, bytes | None]] | None = None,
     ) -> int:
-        """Append one record; returns its offset."""
-        return produce(self.host, self.port, topic, value, key, partition, headers)
+        """Append one record; returns its offset. A broker on its own clock (a mock one) gets
+        timestamp 0, never one ahead of its time."""
+        stamp = None if self.clock is None else 0
+        return produce(self.host, self.port, topic, value, key, partition, headers, stamp)
 
     def consume(
         self, topic: str, partition: int = 0, offset: int = 0, max_bytes: int = 1 << 20
@@ -398,9 +404,12 @@ def produce(
     key: bytes | None = None,
     partition: int = 0,
     headers: list[tuple[str, bytes | None]] | None = None,
+    timestamp_ms: int | None = None,
 ) -> int:
-    """Append one record; returns its offset."""
-    batch = build_batch([Record(key=key, value=value, headers=list(headers or []))])
+    """Append one record; returns its offset. Stamped ``timestamp_ms`` (by default now, on this
+    process's wall clock, as a client stamps it: a timestamp of 0 is weeks past any retention)."""
+    stamp = SystemClock().wall_ms() if timestamp_ms is None else timestamp_ms
+    batch = build_batch([Record(key=key, value=value, headers=list(headers or []))], base_timestamp=stamp)
     with WireClient(host, port) as client:
         response = client.request(
             0,

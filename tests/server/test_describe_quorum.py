@@ -16,7 +16,7 @@ from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create
 from tests.server.test_cluster_broker import DEADLINE_S, NoLeader, cluster_broker, new_topic
 
@@ -36,10 +36,11 @@ async def test_this_node_leads_and_is_the_only_voter(running: RunningBroker, ver
     assert (response.error_code, len(response.topics)) == (0, 1)
     (topic,) = response.topics
     (partition,) = topic.partitions
-    end_offset = running.broker.metadata_end_offset
+    # The metadata log's end (the topic just made is below it), the only voter's log end too.
+    end_offset = partition.high_watermark
     assert end_offset > 0
     assert (topic.topic_name, partition.partition_index, partition.error_code) == (METADATA, 0, 0)
-    assert (partition.leader_id, partition.leader_epoch, partition.high_watermark) == (1, 1, end_offset)
+    assert (partition.leader_id, partition.leader_epoch) == (1, 1)
     (voter,) = partition.current_voters
     assert (voter.replica_id, voter.log_end_offset) == (1, end_offset)
     assert partition.observers == []
@@ -81,17 +82,11 @@ async def test_anything_but_the_metadata_partition_is_unknown(running: RunningBr
 async def test_each_start_after_metadata_was_written_leads_a_new_epoch(tmp_path: Path) -> None:
     epochs = []
     for run in range(2):
-        broker = Broker(make_config(tmp_path))
-        broker.open()
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-            client = await AsyncWireClient.connect(host, port)
+        async with serving(tmp_path) as running:
+            client = await running.client()
             await _create(client, f"topic-{run}")
             response = await client.request(55, 2, _body())
             epochs.append(response.topics[0].partitions[0].leader_epoch)
-            await client.aclose()
-            nursery.cancel_scope.cancel()
-        broker.close()
     assert epochs == [1, 2]
 
 

@@ -179,3 +179,61 @@ async def test_the_single_node_refuses_a_log_of_kafka_records(tmp_path: Path) ->
     finally:
         broker.close()
     assert "Kafka metadata records" in str(refused.value) and "\n" not in str(refused.value)
+
+
+async def test_the_single_node_migrates_a_previous_release_directory_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kafkalike serve`` over its old data directory: the JSON log becomes a snapshot of the
+    one-voter quorum at the first start, the topics keep their ids and their partition logs, and
+    a later start finds nothing left to migrate."""
+    from kafkalike.server import node as node_module
+    from kafkalike.testing.wire_client import AsyncWireClient
+
+    monkeypatch.setattr(node_module, "SINGLE_NODE_ON_QUORUM", True)
+
+    data, made = previous_release_dir(tmp_path)
+    config = {"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1"}
+    produce = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 10000,
+        "topic_data": [{"name": "orders", "partition_data": [{"index": 1, "records": None}]}],
+    }
+    metadata_request = {"topics": None, "allow_auto_topic_creation": False}
+    for start in range(2):
+        node = Node(BrokerConfig(config))
+        assert node.single and not node.legacy
+        with trio.fail_after(DEADLINE_S):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run)
+                assert node.client_address is not None
+                client = await AsyncWireClient.connect(*node.client_address)
+                try:
+                    response = await client.request(3, 12, metadata_request)
+                    ids = {t.name: str(t.topic_id) for t in response.topics}
+                    assert ids == {"orders": made["topics"]["orders"]}
+                    assert {len(t.partitions) for t in response.topics} == {3}
+                    if start == 0:
+                        from kafkalike.protocol.records import Record, build_batch
+
+                        produce["topic_data"][0]["partition_data"][0]["records"] = build_batch(  # type: ignore[index]
+                            [Record(value=b"after the migration")]
+                        )
+                        answer = await client.request(0, 9, produce)
+                        assert answer.responses[0].partition_responses[0].error_code == 0
+                    offsets = await client.request(
+                        2,
+                        7,
+                        {
+                            "replica_id": -1,
+                            "isolation_level": 0,
+                            "topics": [{"name": "orders", "partitions": [{"partition_index": 1, "timestamp": -1}]}],
+                        },
+                    )
+                    assert offsets.topics[0].partitions[0].offset == 1  # the record kept across the restart
+                finally:
+                    await client.aclose()
+                await node.stop()
+        assert inspect(data / METADATA_DIR).kind is not LogKind.JSON
+        assert (data / (METADATA_DIR + BACKUP_SUFFIX)).is_dir()

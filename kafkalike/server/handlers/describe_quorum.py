@@ -37,6 +37,8 @@ async def handle_describe_quorum(ctx: RequestContext, request: Message) -> Mappi
 
     async def describe() -> dict[str, Any]:
         meta = ctx.metadata
+        if meta.describe_quorum is not None:  # a single node on its one-voter quorum: that state
+            return await meta.describe_quorum()
         return describe_single_voter(meta.node_id, meta.metadata_epoch, meta.metadata_end_offset, ctx.clock.wall_ms())
 
     host, port = ctx.metadata.advertised

@@ -81,7 +81,7 @@ class QuorumServer:
         state_file: QuorumStateFile | None = None
         stored: QuorumStateRecord | None = None
         now = self.clock.wall_ms()
-        if settings.metadata_log_dir is None:
+        if self._memory_log is not None or settings.metadata_log_dir is None:
             raft_log: RaftLog = self._memory_log if self._memory_log is not None else MemoryRaftLog()
         else:
             directory = settings.metadata_log_dir / METADATA_PARTITION_DIR
