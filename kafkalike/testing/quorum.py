@@ -226,7 +226,20 @@ class InProcessQuorum:
             except NotControllerError:
                 continue
             await self.wait(functools.partial(self._delivered_beyond, last, among))
-            return last
+            if self._committed_as_appended(last, values, among):
+                return last
+            # A leader change truncated the batch before it committed (the new leader's own
+            # records moved the log past its offset): append it again, as a client would.
+
+    def _committed_as_appended(self, last: int, values: list[bytes], among: set[int] | None) -> bool:
+        """The committed batch ending at ``last`` is the one appended (every member commits the same
+        log, so the first running member's recorder tells)."""
+        for driver in self.drivers():
+            if among is None or driver.node_id in among:
+                covering = [b for b in self.recorders[driver.node_id].batches if b.base_offset <= last <= b.last_offset]
+                # Not covered: a snapshot replaced it on that member; nothing to compare.
+                return not covering or any(b.last_offset == last and list(b.values) == values for b in covering)
+        return True
 
     def _delivered_beyond(self, offset: int, among: set[int] | None) -> bool:
         return all(d.delivered_offset > offset for d in self.drivers() if among is None or d.node_id in among)

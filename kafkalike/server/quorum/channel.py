@@ -151,12 +151,15 @@ class _PeerConnection:
                 self.channels._answer(error_answer(first, ErrorCode.BROKER_NOT_AVAILABLE))
                 continue
             try:
-                async with stream, trio.open_nursery() as nursery:
+                async with stream:
                     splitter = FrameSplitter(MAX_RESPONSE_BYTES)
+                    # Outside the nursery: a peer closing before it answers is caught below, not
+                    # raised as an exception group.
                     await self._negotiate(stream, splitter)
-                    nursery.start_soon(self._read, stream, splitter, nursery.cancel_scope)
-                    await self._write(stream, first)
-                    nursery.cancel_scope.cancel()
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._read, stream, splitter, nursery.cancel_scope)
+                        await self._write(stream, first)
+                        nursery.cancel_scope.cancel()
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ProtocolError) as exc:
                 log.debug("connection to node %d ended: %s", self.peer_id, exc)
             self._fail_pending()
