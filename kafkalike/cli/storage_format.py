@@ -319,7 +319,7 @@ def run_format(plan: FormatPlan, now_ms: int) -> list[str]:
         formatted.append(directory)
     if formatted and not plan.ignore_formatted:
         raise FormatError(
-            f"Log directory {java_hash_map_order(formatted)[0]} is already formatted. "
+            f"Log directory {java_hash_map_order(formatted, copied=True)[0]} is already formatted. "
             "Use --ignore-formatted to ignore this directory and format the others."
         )
     empty = java_hash_map_order([d for d in plan.directories if d not in formatted])
@@ -362,13 +362,23 @@ def run_format(plan: FormatPlan, now_ms: int) -> list[str]:
     return lines
 
 
-def java_hash_map_order(paths: list[Path]) -> list[Path]:
+def java_hash_map_order(paths: list[Path], *, copied: bool = False) -> list[Path]:
     """``paths`` in the order a Java HashMap keyed by their strings iterates them, which is the
     order kafka-storage formats (and prints) directories in: by bucket, String.hashCode spread
-    as HashMap spreads it, over a table grown as HashMap grows it; ties in sorted order."""
-    capacity = 16
-    while len(paths) > capacity * 3 // 4:
-        capacity *= 2
+    as HashMap spreads it, over a table grown as HashMap grows it; ties in sorted order.
+
+    ``copied``: a map made by ``new HashMap<>(sorted map)`` (the already-formatted directories
+    kafka-storage names the first of), whose table is only as large as its entries need."""
+    if copied:
+        # HashMap.putMapEntries (Java 17): tableSizeFor((int) (size / 0.75f + 1.0f)).
+        wanted = int(len(paths) / 0.75 + 1.0)
+        capacity = 1
+        while capacity < wanted:
+            capacity *= 2
+    else:
+        capacity = 16
+        while len(paths) > capacity * 3 // 4:
+            capacity *= 2
 
     def bucket(path: Path) -> int:
         units = str(path).encode("utf-16-be")

@@ -141,6 +141,15 @@ def test_directories_are_taken_in_the_order_of_a_java_hash_map() -> None:
     assert sorted(java_hash_map_order(many)) == sorted(many)
 
 
+def test_the_already_formatted_directory_named_is_the_first_of_a_copied_map() -> None:
+    # Two paths kafka-storage (Java 17) named d2 of, already formatted: a copy of a two-entry map
+    # has four buckets, where their hashes (1388123631 and 1388123632) fall in 2 and 1.
+    base = Path("/tmp/pytest-of-root/pytest-214/test_formatted_twice_is_refuse0/node")
+    paths = [base / "d1", base / "d2"]
+    assert [p.name for p in java_hash_map_order(paths, copied=True)] == ["d2", "d1"]
+    assert [p.name for p in java_hash_map_order(paths)] == ["d1", "d2"]
+
+
 def test_release_version_sets_the_feature_levels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = format_node(capsys, write_config(tmp_path, {}), "--release-version", "3.9")
     assert code == 0 and out[0].endswith("with metadata.version 3.9-IV0.")
@@ -156,7 +165,7 @@ def test_already_formatted_is_refused_unless_ignored(tmp_path: Path, capsys: pyt
         1,
         [],
         [
-            f"Log directory {java_hash_map_order([tmp_path / 'd1', tmp_path / 'd2'])[0]} is already formatted. Use --ignore-formatted to ignore this "
+            f"Log directory {java_hash_map_order([tmp_path / 'd1', tmp_path / 'd2'], copied=True)[0]} is already formatted. Use --ignore-formatted to ignore this "
             "directory and format the others."
         ],
     )
