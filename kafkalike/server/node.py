@@ -54,9 +54,14 @@ from kafkalike.controller.metadata import ControllerError
 from kafkalike.controller.snapshot_policy import SnapshotPolicy
 from kafkalike.log import LogManager
 from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
-from kafkalike.log.snapshot_files import SnapshotId
+from kafkalike.log.snapshot_files import SnapshotId, parse_snapshot_file_name
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.protocol.metadata_records import MetadataBatch, decode_metadata_record
+from kafkalike.protocol.metadata_records import (
+    MetadataBatch,
+    MetadataRecordError,
+    decode_metadata_record,
+    read_snapshot,
+)
 from kafkalike.raft import config as quorum_config
 from kafkalike.raft.config import NO_DIRECTORY_ID, QuorumConfigError, VoterKey
 from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch
@@ -66,7 +71,7 @@ from kafkalike.server.clock import Clock, SystemClock
 from kafkalike.server.config import BrokerConfig, parse_listener, parse_properties
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.server.quorum.driver import CommitListener, CommittedBatch, QuorumDriver
-from kafkalike.server.quorum.server import QuorumServer, QuorumSettings
+from kafkalike.server.quorum.server import METADATA_PARTITION_DIR, QuorumServer, QuorumSettings
 
 log = logging.getLogger("kafkalike")
 META_PROPERTIES = "meta.properties"
@@ -189,12 +194,14 @@ def quorum_settings(config: BrokerConfig) -> QuorumSettings:
             f"If using process.roles, either {quorum_config.QUORUM_BOOTSTRAP_SERVERS} must contain the set of "
             f"bootstrap controllers or {quorum_config.QUORUM_VOTERS} must contain a parseable set of controllers."
         )
-    if not qconfig.voter_ids:
+    if not qconfig.voter_ids and CONTROLLER not in roles:
         raise NodeConfigError(
-            f"{quorum_config.QUORUM_VOTERS} must list the controllers: a quorum found through "
-            f"{quorum_config.QUORUM_BOOTSTRAP_SERVERS} alone (dynamic voters) is not available yet"
+            f"{quorum_config.QUORUM_VOTERS} must list the controllers: a broker that finds the quorum through "
+            f"{quorum_config.QUORUM_BOOTSTRAP_SERVERS} alone is not available yet"
         )
-    if CONTROLLER in roles and node_id not in qconfig.voter_ids:
+    # Without static voters a controller reads its quorum's voters from its directory at start
+    # (:func:`read_formatted_voters`): they are not known here.
+    if CONTROLLER in roles and qconfig.voter_ids and node_id not in qconfig.voter_ids:
         which = "just the 'controller' role" if roles == [CONTROLLER] else "the 'controller' role"
         raise NodeConfigError(
             f"If process.roles contains {which}, the node id {node_id} must be included in "
@@ -213,6 +220,49 @@ def quorum_settings(config: BrokerConfig) -> QuorumSettings:
     elif not controller_listener_names(config):
         raise NodeConfigError("controller.listener.names must contain at least one value when running KRaft")
     return QuorumSettings(node_id, "", qconfig, listen, listener_name=name, metadata_log_dir=metadata_log_dir(config))
+
+
+@dataclasses.dataclass(frozen=True)
+class FormattedVoters:
+    """The voters a quorum without ``controller.quorum.voters`` was formatted with
+    (``kafka-storage format --standalone`` or ``--initial-controllers``): its snapshots' VotersRecord."""
+
+    endpoints: tuple[quorum_config.VoterEndpoint, ...]
+    kraft_version: int
+    record: Any  # the VotersRecord, written again into every snapshot this node takes
+
+
+def read_formatted_voters(directory: Path, listener_name: str) -> FormattedVoters | None:
+    """The VotersRecord of the newest snapshot of ``directory``'s metadata partition that has one
+    (the bootstrap snapshot 0-0 until a newer one replaces it); None without one. The voters are
+    then fixed: adding or removing one (AddRaftVoter, RemoveRaftVoter) is not served. Disk work."""
+    partition = directory / METADATA_PARTITION_DIR
+    try:
+        names = [n.name for n in partition.iterdir()]
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StartupError(f"Unable to read {partition}: {exc.strerror}") from exc
+    ids = sorted((i for i in map(parse_snapshot_file_name, names) if i is not None), reverse=True)
+    for snapshot_id in ids:
+        path = partition / snapshot_id.file_name
+        try:
+            contents = read_snapshot(path.read_bytes())
+        except (OSError, MetadataRecordError) as exc:
+            raise StartupError(f"Unable to read the voters from {path}: {exc}") from exc
+        if contents.voters is None:
+            continue
+        endpoints = []
+        for voter in contents.voters.voters:
+            address = next((e for e in voter.endpoints if e.name.upper() == listener_name.upper()), None)
+            if address is None:
+                raise StartupError(
+                    f"Voter {voter.voter_id} in {path} has no endpoint for the controller listener {listener_name}"
+                )
+            key = quorum_config.VoterKey(voter.voter_id, voter.voter_directory_id)
+            endpoints.append(quorum_config.VoterEndpoint(key, address.host, address.port))
+        return FormattedVoters(tuple(endpoints), contents.kraft_version, contents.voters)
+    return None
 
 
 def read_identity(directory: Path, node_id: int) -> tuple[str, uuid.UUID]:
@@ -356,6 +406,7 @@ class Node:
         self.client_address: tuple[str, int] | None = None
         self.controller_address: tuple[str, int] | None = None
         self.snapshots_written: list[OffsetAndEpoch] = []
+        self.formatted_voters: FormattedVoters | None = None
         self._locks: list[DirLock] = []
         self._stop = trio.Event()
         self._stopped = trio.Event()
@@ -476,6 +527,26 @@ class Node:
         if BROKER in self.roles:
             await self._start_broker(nursery)
 
+    async def _read_formatted_voters(self, directory: Path, settings: QuorumSettings) -> None:
+        """A controller without static voters takes its directory's (StartupError without them)."""
+        found = await trio.to_thread.run_sync(read_formatted_voters, directory, settings.listener_name)
+        if found is None:
+            raise StartupError(
+                f"No voters in {directory / METADATA_PARTITION_DIR}: without {quorum_config.QUORUM_VOTERS} a "
+                "controller needs a directory formatted with --standalone or --initial-controllers (joining "
+                "a quorum as a new voter is not available yet)"
+            )
+        ids = {e.key.node_id for e in found.endpoints}
+        if self.node_id not in ids:
+            raise StartupError(
+                f"Node {self.node_id} is not among the voters {sorted(ids)} its directory was formatted with "
+                "(joining a quorum as a new voter is not available yet)"
+            )
+        settings.config = dataclasses.replace(
+            settings.config, voters=tuple(e.key for e in found.endpoints), endpoints=found.endpoints
+        )
+        self.formatted_voters = found
+
     def _migrate_metadata(self, directory: Path, settings: QuorumSettings) -> None:
         """An earlier release's JSON metadata log: migrated when this node is its quorum's only
         voter (it alone wrote the log), refused otherwise (StartupError, one line). On a worker
@@ -542,6 +613,8 @@ class Node:
             )
         else:
             self.cluster_id = self.config.get("cluster.id") or "kafkalike-node-cluster0"
+        if not settings.config.voters:
+            await self._read_formatted_voters(directory, settings)
         if self._memory_log is None:
             # The broker locks its own log.dirs; the metadata directory is locked here only when
             # it is not one of them.
@@ -703,7 +776,14 @@ class Node:
         if end_offset <= 0 or (latest is not None and latest.offset >= end_offset):
             return None
         now_ms = self.clock.wall_ms()  # read here: the clock may follow trio's, not readable off the loop
-        snapshot_id, data = await trio.to_thread.run_sync(lambda: build_image_snapshot(image, now_ms=now_ms))
+        voters = self.formatted_voters  # a dynamic quorum's snapshots keep its voters, as Kafka's do
+
+        def build() -> tuple[SnapshotId, bytes]:
+            if voters is None:
+                return build_image_snapshot(image, now_ms=now_ms)
+            return build_image_snapshot(image, now_ms=now_ms, kraft_version=voters.kraft_version, voters=voters.record)
+
+        snapshot_id, data = await trio.to_thread.run_sync(build)
         try:
             written = await driver.snapshot(snapshot_id.end_offset, data)
         except (ValueError, OSError) as exc:

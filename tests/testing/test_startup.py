@@ -306,3 +306,67 @@ def test_serve_config_starts_from_a_directory_storage_format_wrote_keeping_its_i
         assert _unused_warnings(broker) == []  # the quorum's names are read, not "supplied but not used"
         assert broker.stop() == 0
     assert {name: (data / name).read_bytes() for name in files} == files
+
+
+def test_a_node_formatted_standalone_keeps_its_voters_through_its_own_snapshots(tmp_path: Path) -> None:
+    """``storage format --standalone`` (no controller.quorum.voters, the voters in the bootstrap
+    snapshot): the node serves as its quorum's only voter, every snapshot it writes keeps that
+    voter set, so it starts again once its own snapshot replaced the bootstrap one."""
+    from kafkalike.log.snapshot_files import parse_snapshot_file_name
+    from kafkalike.protocol.metadata_records import read_snapshot
+    from kafkalike.testing.process_cluster import free_ports
+
+    data = tmp_path / "data"
+    (controller_port,) = free_ports(1)
+    config = _with_config(
+        data,
+        KRAFT_NODE_1.replace("CONTROLLER://127.0.0.1:0", f"CONTROLLER://127.0.0.1:{controller_port}")
+        + f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}\nlog.dirs={data}\n"
+        # Every committed record is worth a snapshot: the bootstrap one is replaced at once.
+        + "metadata.log.max.record.bytes.between.snapshots=1\n",
+    )
+    formatted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkalike",
+            "storage",
+            "format",
+            "-t",
+            STORED_CLUSTER_ID,
+            "-c",
+            str(config),
+            "--standalone",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert formatted.returncode == 0, formatted.stderr
+    partition = data / "__cluster_metadata-0"
+
+    def snapshots() -> list[str]:
+        return sorted(p.name for p in partition.iterdir() if parse_snapshot_file_name(p.name) is not None)
+
+    bootstrap = "00000000000000000000-0000000000.checkpoint"
+    assert snapshots() == [bootstrap]
+    with BrokerProcess(data, args=["--config", str(config)]) as broker:
+        with WireClient(broker.host, broker.port) as client:
+            created = client.request(
+                19,
+                7,
+                {"topics": [{"name": "kept", "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 10_000},
+            )
+            assert [t.error_code for t in created.topics] == [0]
+        assert broker.stop() == 0
+        assert broker.logged_errors() == []
+        assert bootstrap not in snapshots()
+        newest = read_snapshot((partition / snapshots()[-1]).read_bytes())
+        assert newest.kraft_version == 1 and newest.voters is not None
+        assert [(v.voter_id, v.endpoints[0].port) for v in newest.voters.voters] == [(1, controller_port)]
+        broker.restart()
+        with WireClient(broker.host, broker.port) as client:
+            meta = client.request(3, 12, {"topics": [{"name": "kept"}], "allow_auto_topic_creation": False})
+        assert [(t.name, t.error_code, len(t.partitions)) for t in meta.topics] == [("kept", 0, 2)]
+        assert meta.cluster_id == STORED_CLUSTER_ID
