@@ -651,6 +651,8 @@ class Node:
                 rng=random.Random(self.rng.getrandbits(64)),
                 voters=settings.config.endpoints,
                 listener_name=settings.listener_name,
+                # A combined node's controller refuses broker configs its own broker could not run with.
+                broker_problem=None if self.broker is None else self.broker.broker_config_problem,
             )
             self.controller = host
             server.apis = host
