@@ -94,3 +94,15 @@ async def find_coordinator(broker: Broker, client: AsyncWireClient, version: int
         await broker.wait_internal_topics()
         answer = await client.request(10, version, body)
     return answer
+
+
+COORDINATOR_LOAD_IN_PROGRESS = 14
+
+
+async def init_producer_id(client: AsyncWireClient, body: dict[str, Any]) -> Any:
+    """InitProducerId v4, retried as a client retries COORDINATOR_LOAD_IN_PROGRESS: a broker's first
+    call finds no producer id block yet (Kafka's RPCProducerIdManager asks for one and answers that)."""
+    with trio.fail_after(30):
+        while (answer := await client.request(22, 4, body)).error_code == COORDINATOR_LOAD_IN_PROGRESS:
+            await trio.sleep(0.05)  # the client's retry backoff
+    return answer

@@ -49,9 +49,11 @@ class Producer:
             "producer_id": -1,
             "producer_epoch": -1,
         }
+        # Retried as clients retry: CONCURRENT_TRANSACTIONS while markers are written, and
+        # COORDINATOR_LOAD_IN_PROGRESS while the broker's first producer id block is on its way.
         for _ in range(50):
             response = await self.client.request(INIT_PID, 4, body)
-            if response.error_code != E.CONCURRENT_TRANSACTIONS:
+            if response.error_code not in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS):
                 break
             await trio.sleep(0.02)
         if response.error_code == E.NONE:
