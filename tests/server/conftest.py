@@ -17,6 +17,8 @@ from kafkalike.server.node import Node
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
 
+LOAD_DEADLINE_S = 30
+
 
 @dataclass
 class RunningBroker:
@@ -51,6 +53,12 @@ async def serving(
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
         assert node.broker is not None and node.client_address is not None
+        # Coordinator shards load in the background once the broker leads their partitions
+        # (COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's): a test starts once they serve.
+        with trio.fail_after(LOAD_DEADLINE_S):
+            for runtime in (node.broker.groups.runtime, node.broker.txn.runtime):
+                while runtime.shards.loading():
+                    await runtime.loaded.wait()
         running = RunningBroker(node.broker, *node.client_address)
         try:
             yield running
