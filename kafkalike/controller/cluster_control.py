@@ -167,11 +167,14 @@ class ClusterControlManager:
     # -- active or standby
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:
-        """Become the active controller: every registered broker's session starts now."""
+        """Become the active controller: every unfenced broker's session starts now (as Kafka's
+        activate: a fenced one, such as a broker that shut down cleanly, has none, so it may
+        register again at once)."""
         self.heartbeats = BrokerHeartbeats(self.session_timeout_ms)
         for broker in image.brokers.values():
             self.heartbeats.register(broker.broker_id, broker.fenced)
-            self.heartbeats.track(broker.broker_id, broker.epoch, now_ms)
+            if not broker.fenced:
+                self.heartbeats.track(broker.broker_id, broker.epoch, now_ms)
         self._next_check_ms = now_ms + self.fence_check_interval_ms
 
     def deactivate(self) -> None:

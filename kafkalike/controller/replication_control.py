@@ -25,7 +25,8 @@ CreateTopics, per topic in this order (the first failing check answers):
   replication does not exist yet (``check_replication_available``, the one place to remove).
 The whole request is refused (POLICY_VIOLATION for every topic, nothing created) when it asks
 for more than 10,000 partitions, or when its records would exceed one operation's 10,000
-(``limits.py``). validate_only answers the same and gives no records.
+(``limits.py``); CreatePartitions refuses every topic when they add more than 10,000 partitions in
+all (Kafka 4.4). validate_only answers the same and gives no records.
 
 A new partition's leader is its first replica, its ISR the active replicas, leader and partition
 epoch 0 (Kafka's PartitionRecord for a new partition). The records of a topic: TopicRecord, its
@@ -49,10 +50,12 @@ from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.features import LEVELS_BY_NAME
 from kafkalike.controller.image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration
 from kafkalike.controller.limits import (
+    ADDITIONAL_PARTITIONS_OVER_LIMIT,
     BATCH_TOO_LARGE,
     MAX_RECORDS_PER_USER_OP,
     PARTITIONS_OVER_LIMIT,
     RecordBudget,
+    additional_partitions,
     java_hash_set_order,
     requested_partitions,
     topic_records,
@@ -384,6 +387,12 @@ class ReplicationControl:
             if n > 1
         ]
         by_name = {t.name: t for t in request.topics}
+        once = [name for name in java_hash_set_order(by_name) if counts[name] == 1]
+        growths = [(len(t.partitions), by_name[name].count) for name in once if (t := image.topic(name)) is not None]
+        if additional_partitions(growths) > MAX_RECORDS_PER_USER_OP:
+            # Kafka 4.4 adds up the new partitions first: above the limit no topic grows.
+            refused = ApiError(ErrorCode.POLICY_VIOLATION, ADDITIONAL_PARTITIONS_OVER_LIMIT)
+            return ControllerResult.of([], results + [CreatePartitionsTopicResult(name, refused) for name in once])
         records: list[ApiMessageAndVersion] = []
         budget = RecordBudget()
         for name in java_hash_set_order(by_name):

@@ -708,7 +708,7 @@ class Broker:
         # Placed in one pass.
         jobs = self.replicas.plan_new((t.name, index, t.topic_id, configs[t.name]) for t, index in wanted)
         try:
-            await open_logs_off_loop(jobs, now)
+            await open_logs_off_loop(jobs, now, memory=self.logs.memory)
             try:
                 await commit()
             except ControllerError as exc:  # the metadata log's disk refused the records

@@ -305,11 +305,17 @@ class CoordinatorRuntime(Generic[S]):
         slot = self.begin_load(partition, leader_epoch)
         if slot is None:
             return False
-        if self._loader_running:
+        if self._loader_running and not self._empty_here(partition):
             self._load_send.send_nowait(slot)
         else:
             self.finish_load(slot)
         return True
+
+    def _empty_here(self, partition: int) -> bool:
+        """The partition is led here and its log holds nothing to replay (a topic just made):
+        its shard is loaded at once, not on the loader, so it serves as soon as the topic exists."""
+        led = self.led_here(partition)
+        return led is not None and led.log.log_end_offset == led.log.log_start_offset
 
     def load_led_partitions(self) -> None:
         """A shard for every partition of the topic this broker leads and has none for yet."""

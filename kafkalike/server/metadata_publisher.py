@@ -221,4 +221,12 @@ class MetadataPublisher:
         published.set()
 
     def _config_if_known(self, image: MetadataImage, name: str) -> LogConfig | None:
-        return None if image.topic(name) is None else self.log_config(image.topic_configs(name))
+        if image.topic(name) is None:
+            return None
+        try:
+            return self.log_config(image.topic_configs(name))
+        except ValueError as exc:
+            # Committed by a controller that checked less than this broker does: the topic's
+            # partitions keep the config they run with, and the log says why.
+            log.error("node %d: the new configs of topic %s not applied: %s", self.node_id, name, exc)
+            return None

@@ -63,7 +63,7 @@ from kafkalike.protocol.metadata_records import (
     read_snapshot,
 )
 from kafkalike.raft import config as quorum_config
-from kafkalike.raft.config import NO_DIRECTORY_ID, QuorumConfigError, VoterKey
+from kafkalike.raft.config import NO_DIRECTORY_ID, QuorumConfigError, VoterEndpoint, VoterKey
 from kafkalike.raft.log import MemoryRaftLog, OffsetAndEpoch
 from kafkalike.raft.quorum_state_file import QuorumStateFileError, parse_kafka_uuid
 from kafkalike.server.broker import Broker, NewTopic, StartupError, client_listeners
@@ -651,6 +651,8 @@ class Node:
                 rng=random.Random(self.rng.getrandbits(64)),
                 voters=settings.config.endpoints,
                 listener_name=settings.listener_name,
+                # A combined node's controller refuses broker configs its own broker could not run with.
+                broker_problem=None if self.broker is None else self.broker.broker_config_problem,
             )
             self.controller = host
             server.apis = host
@@ -700,6 +702,12 @@ class Node:
         except OSError as exc:
             host, port = getattr(exc, "host", host), getattr(exc, "port", port)  # the listener that failed
             raise StartupError(f"Socket server failed to bind to {host}:{port}: {exc.strerror or exc}.") from exc
+        if self.single and self.controller is not None:
+            # No CONTROLLER listener to name: DescribeQuorum v2 gives the only voter's client
+            # listener, where its clients reach the quorum.
+            name = entries[0].split("://", 1)[0].strip().upper() if "://" in entries[0] else "PLAINTEXT"
+            self.controller.voters = (VoterEndpoint(VoterKey(self.node_id), *broker.advertised),)
+            self.controller.listener_name = name
         if not self.legacy:
             await self._register_broker(nursery, broker)
             broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does

@@ -24,10 +24,15 @@ PARTITIONS_PER_THREAD_CALL = 64
 PARTITION_THREADS = 4
 
 
-async def open_logs_off_loop(new: list[NewReplica], now_ms: int) -> None:
+async def open_logs_off_loop(new: list[NewReplica], now_ms: int, *, memory: bool = False) -> None:
     """Every planned partition's log made, on up to PARTITION_THREADS worker threads (the time
     goes to fsyncs, which overlap well); the first error raised once every thread stopped (the
-    caller gives the places back with ``undo_new``)."""
+    caller gives the places back with ``undo_new``). ``memory``: logs in memory, made here (an
+    in-memory broker never waits for a thread, so a mock clock never jumps past one)."""
+    if memory:
+        if new and (error := open_logs(new, now_ms)) is not None:
+            raise error
+        return
     errors: list[Exception] = []
 
     async def lane(lane_jobs: list[NewReplica]) -> None:
@@ -67,18 +72,19 @@ async def apply_replica_changes(
     partitions' logs made off the loop, then every role taken on the loop, the deleted
     directories removed off the loop. A failed open takes no new partition and no role."""
     plan = replicas.plan_changes(changes, config_for)
+    memory = replicas.logs.memory
     try:
-        if plan.applied.removed_paths:  # before a topic made again under the same name opens
+        if plan.applied.removed_paths and not memory:  # before a topic made again under the same name opens
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(plan.rename_removed)
-        await open_logs_off_loop(plan.new, now_ms)
+        await open_logs_off_loop(plan.new, now_ms, memory=memory)
     except BaseException as exc:
         await undo_new(replicas, plan.new, exc)
-        if plan.applied.removed_paths:  # the deletes stand: they were committed
+        if plan.applied.removed_paths and not memory:  # the deletes stand: they were committed
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(delete_directories, plan.applied.removed_paths)
         raise
     applied = replicas.complete_changes(plan)
-    if applied.removed_paths:
+    if applied.removed_paths and not memory:
         await trio.to_thread.run_sync(delete_directories, applied.removed_paths)
     return applied

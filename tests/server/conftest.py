@@ -17,6 +17,8 @@ from kafkalike.server.node import Node
 from kafkalike.testing.clock import TrioClock
 from kafkalike.testing.wire_client import AsyncWireClient
 
+LOAD_DEADLINE_S = 30
+
 
 @dataclass
 class RunningBroker:
@@ -51,6 +53,12 @@ async def serving(
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
         assert node.broker is not None and node.client_address is not None
+        # Coordinator shards load in the background once the broker leads their partitions
+        # (COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's): a test starts once they serve.
+        with trio.fail_after(LOAD_DEADLINE_S):
+            for runtime in (node.broker.groups.runtime, node.broker.txn.runtime):
+                while runtime.shards.loading():
+                    await runtime.loaded.wait()
         running = RunningBroker(node.broker, *node.client_address)
         try:
             yield running
@@ -93,4 +101,16 @@ async def find_coordinator(broker: Broker, client: AsyncWireClient, version: int
     if _unavailable(answer):
         await broker.wait_internal_topics()
         answer = await client.request(10, version, body)
+    return answer
+
+
+COORDINATOR_LOAD_IN_PROGRESS = 14
+
+
+async def init_producer_id(client: AsyncWireClient, body: dict[str, Any]) -> Any:
+    """InitProducerId v4, retried as a client retries COORDINATOR_LOAD_IN_PROGRESS: a broker's first
+    call finds no producer id block yet (Kafka's RPCProducerIdManager asks for one and answers that)."""
+    with trio.fail_after(30):
+        while (answer := await client.request(22, 4, body)).error_code == COORDINATOR_LOAD_IN_PROGRESS:
+            await trio.sleep(0.05)  # the client's retry backoff
     return answer

@@ -10,7 +10,7 @@ from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch
-from tests.server.conftest import RunningBroker
+from tests.server.conftest import RunningBroker, init_producer_id
 
 # Apache Kafka 4.0.1's advertised ranges (4.0.0 plus JoinGroup from v0 again, KAFKA-19444), as
 # kafka-python records them to recognise brokers. ConsumerGroupDescribe stops at v0: the
@@ -185,11 +185,8 @@ async def test_a_batch_larger_than_a_segment_is_record_list_too_large(running: R
 async def test_idempotent_duplicates_are_acknowledged_once(running: RunningBroker) -> None:
     client = await running.client()
     await _create(client, "idem")
-    pid = (
-        await client.request(
-            22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
-        )
-    ).producer_id
+    body = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    pid = (await init_producer_id(client, body)).producer_id
     batch = build_batch([Record(value=b"a"), Record(value=b"b")], producer_id=pid, producer_epoch=0, base_sequence=0)
     one = await client.request(0, 9, _produce_body("idem", 0, batch))
     two = await client.request(0, 9, _produce_body("idem", 0, batch))

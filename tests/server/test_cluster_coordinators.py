@@ -22,6 +22,7 @@ from kafkalike.protocol.records import Record, build_batch
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
 from kafkalike.testing.wire_client import AsyncWireClient
+from tests.server.conftest import init_producer_id
 from tests.server.node.test_node_roles import CLUSTER, Nodes, _start_in_background
 from tests.server.test_broker_basics import _fetch_body
 from tests.server.test_cluster_nodes import start_combined_nodes
@@ -251,15 +252,6 @@ async def test_producer_ids_handed_out_by_every_broker_are_disjoint(tmp_path: Pa
         assert not (blocks[1] & blocks[2]) and not (blocks[1] & blocks[3]) and not (blocks[2] & blocks[3])
 
     await _run(tmp_path, scenario)
-
-
-async def init_producer_id(client: AsyncWireClient, body: dict[str, Any]) -> Any:
-    """InitProducerId v4, retried as a client retries COORDINATOR_LOAD_IN_PROGRESS: a broker's first
-    call finds no producer id block yet (Kafka's RPCProducerIdManager asks for one and answers that)."""
-    with trio.fail_after(30):
-        while (answer := await client.request(22, 4, body)).error_code == COORDINATOR_LOAD_IN_PROGRESS:
-            await trio.sleep(0.05)  # the client's retry backoff
-    return answer
 
 
 def _init_body() -> dict[str, Any]:

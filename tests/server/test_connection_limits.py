@@ -213,7 +213,7 @@ async def test_raising_max_connections_at_run_time_lets_waiting_connections_in(t
 async def test_idle_connection_is_closed_after_connections_max_idle_ms(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with serving(tmp_path) as running:  # Kafka's default: 10 minutes
+    async with serving(tmp_path, ephemeral=True) as running:  # Kafka's default: 10 minutes
         idle, busy = await running.client(), await running.client()
         assert await answers(idle) and await answers(busy)
         started = trio.current_time()
@@ -237,7 +237,7 @@ async def test_idle_connection_is_closed_after_connections_max_idle_ms(
 async def test_negative_connections_max_idle_ms_keeps_idle_connections(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with serving(tmp_path, connections_max_idle_ms="-1") as running:
+    async with serving(tmp_path, ephemeral=True, connections_max_idle_ms="-1") as running:
         idle = await running.client()
         assert await answers(idle)
         await trio.sleep(3600)
@@ -284,7 +284,7 @@ async def test_queued_max_request_bytes_makes_large_requests_wait(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     limits = {"socket_request_max_bytes": "300000", "queued_max_request_bytes": "300000"}
-    async with serving(tmp_path, **limits) as running:
+    async with serving(tmp_path, ephemeral=True, **limits) as running:
         await create(await running.client(), "big", 1)
         records = batches(40, 5000, 1)  # ~200 KB requests: two fit at once (the pool is not strict)
         running.broker.faults.add(Fault(PRODUCE, delay_s=1.0))  # each one is handled for a while
@@ -302,7 +302,7 @@ async def test_queued_max_request_bytes_makes_large_requests_wait(
 async def test_without_queued_max_request_bytes_requests_do_not_wait(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with serving(tmp_path, socket_request_max_bytes="300000") as running:
+    async with serving(tmp_path, ephemeral=True, socket_request_max_bytes="300000") as running:
         await create(await running.client(), "big", 1)
         running.broker.faults.add(Fault(PRODUCE, delay_s=1.0))
         started = trio.current_time()
@@ -315,7 +315,7 @@ async def test_a_request_waiting_in_its_handler_holds_memory_only_if_it_is_a_pro
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     limits = {"socket_request_max_bytes": "300000", "queued_max_request_bytes": "300000"}
-    async with serving(tmp_path, **limits) as running:
+    async with serving(tmp_path, ephemeral=True, **limits) as running:
         pool = running.broker.request_memory
         assert pool is not None
         await create(await running.client(), "big", 1)

@@ -213,12 +213,10 @@ async def test_a_failed_commit_fsync_answers_not_coordinator_reloads_and_the_nex
         assert await fetch_committed(client, "g") == 3
         assert not any(gate.on_event_loop)
 
-    reopened = Broker(make_config(tmp_path, **SMALL))  # the log holds what was answered, nothing else
-    reopened.open()
-    offsets = reopened.groups.shard_for("g").offsets
-    assert offsets.get("g", "events", 0).committed_offset == 3  # type: ignore[union-attr]
-    assert offsets.get("fresh", "events", 0) is None
-    reopened.close()
+    async with serving(tmp_path, **SMALL) as reopened:  # the log holds what was answered, nothing else
+        offsets = reopened.broker.groups.shard_for("g").offsets
+        assert offsets.get("g", "events", 0).committed_offset == 3  # type: ignore[union-attr]
+        assert offsets.get("fresh", "events", 0) is None
 
 
 # -- JoinGroup / SyncGroup --------------------------------------------------------------------

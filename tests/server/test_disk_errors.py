@@ -18,7 +18,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.broker import Broker
 from kafkalike.testing.faulty_storage import DiskFaults
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, init_producer_id, make_config
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 
@@ -135,7 +135,7 @@ async def test_coordinator_writes_on_a_full_disk_answer_not_coordinator_and_work
     first = await client.request(8, 8, _commit_body("g", "committed", 1))
     assert first.topics[0].partitions[0].error_code == 0  # __consumer_offsets exists from here on
     init = {"transactional_id": "tx", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
-    assert (await client.request(22, 4, init)).error_code == 0
+    assert (await init_producer_id(client, init)).error_code == 0
 
     rule = faults.fail("append", errno.ENOSPC, name=".log")
     refused = await client.request(8, 8, _commit_body("g", "committed", 2))

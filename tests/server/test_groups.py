@@ -11,7 +11,7 @@ from kafkalike.group import OFFSETS_TOPIC, partition_for, read_records
 from kafkalike.group.records import OffsetRecord, decode_record
 from kafkalike.protocol.codec import Message, schema
 from kafkalike.protocol.errors import ErrorCode as E
-from kafkalike.server.broker import Broker
+from kafkalike.server.node import Node
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import RunningBroker, find_coordinator, make_config, serving
 from tests.server.test_broker_basics import _create
@@ -268,18 +268,21 @@ async def test_committed_offsets_survive_a_restart(tmp_path: Path) -> None:
         assert await fetch_committed(client, 0, 1) == [100, 200]
 
 
-async def test_offsets_survive_a_crash_without_clean_shutdown(tmp_path: Path) -> None:
-    broker = Broker(make_config(tmp_path, **FAST))
-    broker.open()
+async def test_offsets_survive_a_crash_without_clean_shutdown(tmp_path: Path, monkeypatch: Any) -> None:
+    # A killed broker's session outlives it: the restarted one registers once it expires.
+    crashing = {**FAST, "broker_session_timeout_ms": "1000", "broker_heartbeat_interval_ms": "100"}
+    node = Node(make_config(tmp_path, **crashing))
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        client = await AsyncWireClient.connect(host, port)
+        await nursery.start(node.run)
+        assert node.broker is not None and node.client_address is not None
+        # The logs are never closed nor checkpointed, as after kill -9.
+        monkeypatch.setattr(node.broker.logs, "close_all", lambda: None)
+        client = await AsyncWireClient.connect(*node.client_address)
         await _create(client, "events", 2)
         await commit(client, {0: 7})
         await client.aclose()
-        nursery.cancel_scope.cancel()
-    # No broker.close(): the logs were never closed nor checkpointed, as after kill -9.
-    async with serving(tmp_path, **FAST) as running:
+        await node.kill()
+    async with serving(tmp_path, **crashing) as running:
         client = await connect(running, "app")
         assert await fetch_committed(client, 0, 1) == [7, -1]
 

@@ -153,3 +153,36 @@ async def test_waiting_for_an_image_that_never_comes_ends_at_the_deadline(
     start = trio.current_time()
     assert not await publisher.wait_for_offset(5, start + 30)
     assert trio.current_time() - start == 30
+
+
+async def test_a_committed_config_the_broker_cannot_run_with_is_logged_and_the_old_one_kept(
+    tmp_path: Path, caplog: Any
+) -> None:
+    def strict_log_config(overrides: Mapping[str, str]) -> LogConfig:
+        if overrides.get("retention.ms") == "0":  # a check the controller did not make
+            raise ValueError("retention.ms must be positive here")
+        return log_config(overrides)
+
+    def retention_shown(value: str) -> Any:
+        return lambda image: image.topic_configs("kept").get("retention.ms") == value
+
+    replicas = ReplicaManager(LogManager([tmp_path], storage="memory"), 1)
+    publisher = MetadataPublisher(1, replicas, clock=SystemClock(), log_config=strict_log_config)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(publisher.run)
+            async with one_voter_controller(listeners=[publisher]) as node:
+                channel = node.channel()
+                await register_unfenced(channel, 1)
+                created = await channel.request(19, 7, {"topics": [new_topic("kept", 1)], "timeout_ms": 5000})
+                assert created.topics[0].error_code == 0
+                assert await publisher.wait_until(has_topic("kept"))
+                for value, expected in (("0", 604_800_000), ("1000", 1000)):
+                    changed = await channel.request(44, 1, alter(TOPIC, "kept", "retention.ms", value))
+                    assert changed.responses[0].error_code == 0
+                    assert await publisher.wait_until(retention_shown(value))
+                    # The refused value leaves the partition as it ran; the publisher goes on.
+                    assert replicas[("kept", 0)].config.retention_ms == expected
+                assert "the new configs of topic kept not applied" in caplog.text
+                await channel.aclose()
+            nursery.cancel_scope.cancel()

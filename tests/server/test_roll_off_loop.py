@@ -15,8 +15,7 @@ import trio
 from kafkalike.log.segment import PreparedRoll
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.broker import Broker
-from tests.server.conftest import RunningBroker, make_config, serving
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 GATE_S = 10.0
@@ -100,8 +99,6 @@ async def test_a_roll_the_disk_refuses_answers_storage_error_and_the_next_append
         assert produced(kept) == (0, 1)
         assert await values(running, "rolling") == [b"h" * 600, b"k" * 600]
 
-    reopened = Broker(make_config(tmp_path))
-    reopened.open()
-    log = reopened.partitions[("rolling", 0)].log
-    assert (log.log_end_offset, len(log.segments), log.truncated_bytes) == (2, 2, 0)
-    reopened.close()
+    async with serving(tmp_path) as running:
+        log = running.broker.partitions[("rolling", 0)].log
+        assert (log.log_end_offset, len(log.segments), log.truncated_bytes) == (2, 2, 0)

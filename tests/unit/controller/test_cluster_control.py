@@ -346,6 +346,21 @@ def test_a_failover_starts_every_session_at_activation() -> None:
     assert c.manager.fence_stale_broker(c.image, 14_001).records != ()
 
 
+def test_a_failover_starts_no_session_for_a_fenced_broker() -> None:
+    """As Kafka 4.4's ClusterControlManager.activate: only unfenced brokers get a session, so a
+    broker that shut down cleanly (fenced) registers a new incarnation at once after a failover,
+    such as a combined node's restart."""
+    c = Controller(session_timeout_ms=9000)
+    epoch = c.running(1, now_ms=0)
+    c.running(2, now_ms=0)
+    c.heartbeat(heartbeat(1, epoch, c.log.next_offset, want_fence=True), now_ms=100)
+    assert c.image.brokers[1].fenced and not c.image.brokers[2].fenced
+    c.manager.deactivate()
+    c.manager.activate(c.image, 5000)
+    assert c.register(registration(1, incarnation=2), now_ms=5001).error_code == ErrorCode.NONE
+    assert c.register(registration(2, incarnation=2), now_ms=5001).error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+
 def test_an_expired_session_of_an_earlier_epoch_fences_nothing() -> None:
     c = Controller(session_timeout_ms=9000)
     epoch = c.running(1, now_ms=0)

@@ -21,7 +21,7 @@ from kafkalike.configs import TOPIC_CONFIGS
 from kafkalike.controller.api_error import ApiError
 from kafkalike.controller.configuration_control import ConfigDefaults
 from kafkalike.controller.image import TOPIC_RESOURCE, ConfigResource, MetadataImage, PartitionRegistration
-from kafkalike.controller.limits import BATCH_TOO_LARGE, PARTITIONS_OVER_LIMIT
+from kafkalike.controller.limits import ADDITIONAL_PARTITIONS_OVER_LIMIT, BATCH_TOO_LARGE, PARTITIONS_OVER_LIMIT
 from kafkalike.controller.placement import DIRECTORY_MIGRATING
 from kafkalike.controller.replication_control import (
     ReplicationControl,
@@ -392,7 +392,7 @@ def test_duplicates_and_the_operation_limit() -> None:
     result = control().create_partitions(image, create_partitions(("a", 3), ("a", 4), ("b", 10_002)))
     assert answers(result) == [
         ("a", E.INVALID_REQUEST, "Duplicate topic name."),
-        ("b", E.UNKNOWN_SERVER_ERROR, None),  # 10,001 new partitions: more than one operation holds
+        ("b", E.POLICY_VIOLATION, ADDITIONAL_PARTITIONS_OVER_LIMIT),  # 10,001 new partitions (Kafka 4.4)
     ]
     assert result.records == ()
 
@@ -479,15 +479,19 @@ def test_checks_run_in_kafkas_order() -> None:
 def test_a_huge_partition_count_is_refused_before_anything_is_placed() -> None:
     image = with_topic([1, 2, 3])
     result = control().create_partitions(image, create_partitions(("g", 2**31 - 1)))
-    assert answers(result) == [("g", E.UNKNOWN_SERVER_ERROR, None)] and result.records == ()
+    assert answers(result) == [("g", E.POLICY_VIOLATION, ADDITIONAL_PARTITIONS_OVER_LIMIT)] and result.records == ()
 
 
-def test_an_overflowing_topic_does_not_stop_the_ones_before_it() -> None:
+def test_partitions_added_past_the_limit_in_all_grow_no_topic() -> None:
     image = with_topic([1], "a", 1)
     image = commit(image, control().create_topics(image, create_topics(topic_spec("b", 1))))
-    grow = create_partitions(("a", 6000), ("b", 6000))
-    result = control().create_partitions(image, grow)
-    outcome = dict((n, c) for n, c, _ in answers(result))
-    # Whichever Kafka takes first (its HashSet's order) grows; the other overflows.
-    assert sorted(outcome.values()) == [E.UNKNOWN_SERVER_ERROR, E.NONE]
-    assert len(result.records) == 5999
+    # Kafka 4.4 adds up the new partitions of every topic first (5,999 + 5,999): none grows.
+    result = control().create_partitions(image, create_partitions(("a", 6000), ("b", 6000), ("missing", 9000)))
+    assert sorted(answers(result)) == [
+        (name, E.POLICY_VIOLATION, ADDITIONAL_PARTITIONS_OVER_LIMIT) for name in ("a", "b", "missing")
+    ]
+    assert result.records == ()
+    # Exactly 10,000 in all fits; a topic that does not exist adds nothing to the count.
+    fits = control().create_partitions(image, create_partitions(("a", 5001), ("b", 5001), ("missing", 9000)))
+    assert sorted(c for _, c, _ in answers(fits)) == [E.NONE, E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]
+    assert len(fits.records) == 10_000
