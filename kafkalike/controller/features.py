@@ -20,7 +20,7 @@ T = MetadataRecordType
 METADATA_VERSION_FEATURE = "metadata.version"
 KRAFT_VERSION_FEATURE = "kraft.version"
 
-# Kafka 4.0's metadata versions: (release name, feature level). All but the last are production
+# Kafka 4.4's metadata versions: (release name, feature level). All but the last are production
 # versions; a non-production one needs unstable.feature.versions.enable.
 METADATA_VERSIONS = (
     ("3.3-IV3", 7),
@@ -43,9 +43,21 @@ METADATA_VERSIONS = (
     ("4.0-IV2", 24),
     ("4.0-IV3", 25),
     ("4.1-IV0", 26),
+    ("4.1-IV1", 27),
+    ("4.2-IV0", 28),
+    ("4.2-IV1", 29),
+    ("4.3-IV0", 30),
+    ("4.4-IV0", 31),
+    ("4.4-IV1", 32),
+    ("4.4-IV2", 33),
+    ("4.5-IV0", 34),
 )
 LATEST_PRODUCTION = "4.0-IV3"
 LEVELS_BY_NAME: Mapping[str, int] = dict(METADATA_VERSIONS)
+# What ``kafkalike storage format`` offers: Kafka 4.0's table (4.1-IV0 its unstable version), as
+# kafka-storage 4.0 formats (bootstrap.checkpoint; 4.4's format is FINDINGS.md K1).
+FORMAT_VERSIONS = METADATA_VERSIONS[: [name for name, _ in METADATA_VERSIONS].index("4.1-IV0") + 1]
+FORMAT_LATEST_PRODUCTION = "4.0-IV3"
 # The levels the controller's rules change at, by their release names.
 MV_3_2_IV0 = 3  # leader recovery state (below every version above: always on)
 MV_3_3_IV3 = LEVELS_BY_NAME["3.3-IV3"]  # in_controlled_shutdown in the registration
@@ -53,6 +65,7 @@ MV_3_4_IV0 = LEVELS_BY_NAME["3.4-IV0"]  # RegisterBrokerRecord v2
 MV_3_6_IV0 = LEVELS_BY_NAME["3.6-IV0"]  # ISR shrinks no longer bump the leader epoch
 MV_3_7_IV2 = LEVELS_BY_NAME["3.7-IV2"]  # log directories: registration, PartitionChangeRecord v1
 MV_4_0_IV1 = LEVELS_BY_NAME["4.0-IV1"]  # ELR fields (PartitionChangeRecord v2)
+MV_4_3_IV0 = LEVELS_BY_NAME["4.3-IV0"]  # cordoned log directories: RegisterBrokerRecord v4, heartbeats
 # From this metadata.version on, the bootstrap records go in a metadata transaction (KIP-868).
 METADATA_TRANSACTIONS_LEVEL = LEVELS_BY_NAME["3.6-IV1"]
 # The other features, and the metadata.version level from which each default rises (Kafka's
