@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalike.controller.features import (
-    KRAFT_VERSION_FEATURE,
     FORMAT_LATEST_PRODUCTION,
     FORMAT_VERSIONS,
+    KRAFT_VERSION_FEATURE,
     bootstrap_records,
     feature_levels,
 )
