@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kafkalike.controller.delta import ControllerResult
+from kafkalike.controller.image import BROKER_RESOURCE
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
 T = MetadataRecordType
 METADATA_VERSION_FEATURE = "metadata.version"
 KRAFT_VERSION_FEATURE = "kraft.version"
+ELR_FEATURE = "eligible.leader.replicas.version"  # as broker_partition_changes names it
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 # Kafka 4.4's metadata versions: (release name, feature level). All but the last are production
 # versions; a non-production one needs unstable.feature.versions.enable.
@@ -52,7 +55,7 @@ METADATA_VERSIONS = (
     ("4.4-IV2", 33),
     ("4.5-IV0", 34),
 )
-LATEST_PRODUCTION = "4.0-IV3"
+LATEST_PRODUCTION = "4.4-IV2"
 LEVELS_BY_NAME: Mapping[str, int] = dict(METADATA_VERSIONS)
 # What ``kafkalike storage format`` offers: Kafka 4.0's table (4.1-IV0 its unstable version), as
 # kafka-storage 4.0 formats (bootstrap.checkpoint; 4.4's format is FINDINGS.md K1).
@@ -112,13 +115,21 @@ def bootstrap_metadata_version(records: Sequence[ApiMessageAndVersion]) -> int:
     raise ValueError("the bootstrap metadata sets no metadata.version")
 
 
+def bootstrap_feature_level(records: Sequence[ApiMessageAndVersion], name: str) -> int:
+    """The level the bootstrap records give feature ``name`` (0 when they name it not)."""
+    levels = [int(r.feature_level) for r in records if r.type == T.FEATURE_LEVEL_RECORD and r.name == name]
+    return levels[-1] if levels else 0
+
+
 def activation_records(
-    bootstrap: Sequence[ApiMessageAndVersion], *, partial_transaction: bool = False
+    bootstrap: Sequence[ApiMessageAndVersion], *, partial_transaction: bool = False, min_insync_replicas: int = 1
 ) -> ControllerResult[None]:
     """What a controller becoming active over an empty log appends: the bootstrap records, in a
     metadata transaction where the version has them. ``partial_transaction``: the log holds a
     bootstrap transaction a failed controller began; it is aborted first (Kafka's
-    recordsForEmptyLog)."""
+    recordsForEmptyLog). With eligible leader replicas on (KIP-966), the cluster gets a
+    cluster-level min.insync.replicas, the controller's static one: under ELR it is the only
+    level besides the topics' (broker-level values are refused)."""
     level = bootstrap_metadata_version(bootstrap)
     transactions = level >= METADATA_TRANSACTIONS_LEVEL
     if partial_transaction and not transactions:
@@ -131,6 +142,17 @@ def activation_records(
     if transactions:
         records.append(metadata_record(T.BEGIN_TRANSACTION_RECORD, name="Bootstrap records"))
     records += bootstrap
+    if bootstrap_feature_level(bootstrap, ELR_FEATURE) > 0:
+        records.append(
+            metadata_record(
+                T.CONFIG_RECORD,
+                0,
+                resource_type=BROKER_RESOURCE,
+                resource_name="",
+                name=MIN_INSYNC_REPLICAS,
+                value=str(min_insync_replicas),
+            )
+        )
     if transactions:
         records.append(metadata_record(T.END_TRANSACTION_RECORD))
     return ControllerResult.of(records, None)
