@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalike.controller.features import (
+    BOOTSTRAP_CHECKPOINT,
     FORMAT_LATEST_PRODUCTION,
     FORMAT_VERSIONS,
     KRAFT_VERSION_FEATURE,
@@ -40,7 +41,6 @@ from kafkalike.protocol.metadata_records import (
 from kafkalike.server.config import parse_listener, parse_properties
 
 META_PROPERTIES = "meta.properties"
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 # Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the voters snapshot's batches are at most this.
 MAX_BATCH_BYTES = 8 * 1024 * 1024

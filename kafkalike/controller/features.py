@@ -18,6 +18,8 @@ from kafkalike.controller.image import BROKER_RESOURCE
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
 T = MetadataRecordType
+# The bootstrap metadata ``kafkalike storage format`` writes into the metadata directory.
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 METADATA_VERSION_FEATURE = "metadata.version"
 KRAFT_VERSION_FEATURE = "kraft.version"
 ELR_FEATURE = "eligible.leader.replicas.version"  # as broker_partition_changes names it
