@@ -75,7 +75,9 @@ MV_4_3_IV0 = LEVELS_BY_NAME["4.3-IV0"]  # cordoned log directories: RegisterBrok
 METADATA_TRANSACTIONS_LEVEL = LEVELS_BY_NAME["3.6-IV1"]
 # The other features, and the metadata.version level from which each default rises (Kafka's
 # Features.defaultValue). kraft.version is decided by the quorum arguments instead, and is never
-# a bootstrap record.
+# a bootstrap record. Kafka 4.2+ also finalizes share.version (2 from 4.4-IV0) and streams.version
+# (1 from 4.2-IV1): left at 0 here, since kafkalike serves neither share nor streams groups and a
+# finalized level would tell clients it does.
 FEATURE_DEFAULTS: Mapping[str, tuple[tuple[int, int], ...]] = {
     "eligible.leader.replicas.version": ((26, 1),),
     "group.version": ((22, 1),),
