@@ -1,8 +1,9 @@
-"""Broker registration, unfencing and controlled shutdown against a real Apache Kafka 4.0.2 node.
+"""Broker registration, unfencing and controlled shutdown against a real Apache Kafka node.
 
 A combined node (from the jars in $KAFKALIKE_AK_LIB) starts, has topics created, and stops with a
 controlled shutdown; its metadata log then holds what Kafka's controller wrote for its broker:
-the RegisterBrokerRecord, the unfencing, the controlled shutdown (leaderships moved away) and the
+the RegisterBrokerRecord, (from metadata.version 4.3-IV0) the cordoned log directories its first
+heartbeat after recovery reports, the unfencing, the controlled shutdown (leaderships moved away) and the
 final fencing. The cluster control manager, walked through the same log (each batch's image
 before it, the same requests the broker sent), writes every one of those batches record for
 record, byte for byte."""
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB, create_topics_body, topic_spec
+from compat_tests.differential.conftest import AK_BEFORE_4_1, AK_LIB, create_topics_body, topic_spec
 from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.loader import MetadataLoader
 from kafkalike.protocol.codec import schema
@@ -35,22 +36,29 @@ pytestmark = pytest.mark.differential
 
 T = MetadataRecordType
 REGISTRATION_VERSION = 4  # what a 4.0.2 broker sends
+CORDONED_LEVEL = 30  # metadata.version 4.3-IV0: heartbeats report cordoned log directories
 
 
-def format_with_elr(config: Path, cluster_id: str) -> list[str]:
-    """Kafka's own storage format, with eligible leader replicas (KIP-966) on."""
-    java = [java_executable(), "-Xmx256m", "-cp", str(Path(AK_LIB) / "*"), "kafka.tools.StorageTool"]
-    return [*java, "format", "-t", cluster_id, "-c", str(config), "--feature", "eligible.leader.replicas.version=1"]
+def format_with_elr(level: int) -> Any:
+    """Kafka's own storage format, with eligible leader replicas (KIP-966) at ``level``."""
+
+    def command(config: Path, cluster_id: str) -> list[str]:
+        java = [java_executable(), "-Xmx256m", "-cp", str(Path(AK_LIB) / "*"), "kafka.tools.StorageTool"]
+        feature = f"eligible.leader.replicas.version={level}"
+        return [*java, "format", "-t", cluster_id, "-c", str(config), "--feature", feature]
+
+    return command
 
 
 @pytest.fixture(scope="module", params=["elr-off", "elr-on"])
 def kafka_log(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[list[MetadataBatch], str]]:
-    """The batches of a stopped 4.0.2 node's metadata log, and its cluster id (ELR off, as a new
-    4.0 cluster has it, or on)."""
+    """The batches of a stopped node's metadata log, and its cluster id (ELR off, as a new 4.0
+    cluster has it, or on, as a new 4.1+ cluster has it)."""
     work = tmp_path_factory.mktemp("ak-cluster-control")
-    formatting = format_with_elr if request.param == "elr-on" else None
+    elr_on = request.param == "elr-on"
+    formatting = None if elr_on != AK_BEFORE_4_1 else format_with_elr(1 if elr_on else 0)
     kafka = ApacheKafkaProcess(Path(AK_LIB), work, format_command=formatting).start()
     try:
         with WireClient(kafka.host, kafka.port) as client:
@@ -87,15 +95,20 @@ def registration_request(record: ApiMessageAndVersion, cluster_id: str) -> Any:
     return s.decode(s.encode(body))
 
 
-def heartbeat_request(broker_id: int, epoch: int, offset: int, *, want_shut_down: bool = False) -> Any:
+def heartbeat_request(
+    broker_id: int, epoch: int, offset: int, *, want_shut_down: bool = False, cordoned: list[uuid.UUID] | None = None
+) -> Any:
+    """A heartbeat as the broker sent it; a 4.3+ broker past recovery names its cordoned
+    directories (BrokerHeartbeat v2)."""
     body = {
         "broker_id": broker_id,
         "broker_epoch": epoch,
         "current_metadata_offset": offset,
         "want_fence": False,
         "want_shut_down": want_shut_down,
+        "cordoned_log_dirs": cordoned,
     }
-    s = schema("BrokerHeartbeat", "request", 1)
+    s = schema("BrokerHeartbeat", "request", 1 if cordoned is None else 2)
     return s.decode(s.encode(body))
 
 
@@ -109,7 +122,9 @@ def operation(batch: MetadataBatch) -> tuple[int, list[ApiMessageAndVersion]]:
 def kinds(batch: MetadataBatch) -> list[str]:
     out = []
     for r in operation(batch)[1]:
-        if r.type == T.BROKER_REGISTRATION_CHANGE_RECORD:
+        if r.type == T.BROKER_REGISTRATION_CHANGE_RECORD and r.cordoned_log_dirs is not None:
+            out.append("cordon")
+        elif r.type == T.BROKER_REGISTRATION_CHANGE_RECORD:
             out.append("unfence" if r.fenced == -1 else "fence" if r.fenced == 1 else "shutdown")
         else:
             out.append(r.type.name)
@@ -126,6 +141,7 @@ def walk(
     out = []
     activated = False
     epoch = -1
+    cordoned: list[uuid.UUID] | None = None
     for batch in batches:
         image, now_ms = loader.image, batch.append_time_ms
         if not activated and image.metadata_version:
@@ -141,9 +157,19 @@ def walk(
                 image, request, api_version=REGISTRATION_VERSION, next_offset=first, now_ms=now_ms
             )
             ours, epoch = result.records, result.reply.broker_epoch
-        elif what[:1] in (["unfence"], ["shutdown"], ["fence"]):
+        elif what[:1] in (["cordon"], ["unfence"], ["shutdown"], ["fence"]):
             broker_id = records[0].broker_id
-            request = heartbeat_request(broker_id, epoch, first - 1, want_shut_down=what[0] != "unfence")
+            # first reported alone while the broker catches up, or with its unfencing
+            reports = [
+                r for r in records if r.type == T.BROKER_REGISTRATION_CHANGE_RECORD and r.cordoned_log_dirs is not None
+            ]
+            if reports:
+                cordoned = list(reports[0].cordoned_log_dirs)
+            want_shut_down = what[0] in ("shutdown", "fence")
+            reported = cordoned if image.metadata_version >= CORDONED_LEVEL else None
+            # The first report comes while the broker still catches up (not yet at its registration).
+            offset = epoch - 1 if what[0] == "cordon" else first - 1
+            request = heartbeat_request(broker_id, epoch, offset, want_shut_down=want_shut_down, cordoned=reported)
             ours = manager.heartbeat(image, request, next_offset=first, now_ms=now_ms).records
         if ours is not None:
             out.append((what[0] if what[0] != T.REGISTER_BROKER_RECORD.name else "register", batch, ours))
@@ -157,11 +183,15 @@ def test_our_broker_records_are_the_batches_kafka_wrote(kafka_log: tuple[list[Me
     batches, cluster_id = kafka_log
     walked = walk(batches, cluster_id)
     shape = [(b.base_offset, kinds(b)) for b in batches if b.records]
-    assert [w for w, _, _ in walked] == ["register", "unfence", "shutdown", "fence"], shape
+    reports = sum(kinds(b).count("cordon") for _, b, _ in walked)
+    assert (reports, [w for w, _, _ in walked if w != "cordon"]) == (
+        1 if loader_version(batches) >= CORDONED_LEVEL else 0,
+        ["register", "unfence", "shutdown", "fence"],
+    ), shape
     for what, theirs, ours in walked:
         theirs_records = operation(theirs)[1]
         assert [encode_metadata_record(r) for r in ours] == [encode_metadata_record(r) for r in theirs_records], what
-    shutdown = walked[2][1]
+    shutdown = next(b for w, b, _ in walked if w == "shutdown")
     assert kinds(shutdown) == ["shutdown", *["PARTITION_CHANGE_RECORD"] * 4]  # every partition's leader moved
     moved = operation(shutdown)[1][1:]
     elr_on = any(
@@ -173,6 +203,13 @@ def test_our_broker_records_are_the_batches_kafka_wrote(kafka_log: tuple[list[Me
         assert all((r.isr, r.eligible_leader_replicas, r.last_known_elr) == ([], [1], [1]) for r in moved)
     else:  # the last ISR member stays
         assert all(r.isr is None and r.eligible_leader_replicas is None for r in moved)
+
+
+def loader_version(batches: list[MetadataBatch]) -> int:
+    loader = MetadataLoader()
+    for b in batches:
+        loader.apply_batch(b)
+    return loader.image.metadata_version
 
 
 def test_the_comparison_catches_a_different_record(kafka_log: tuple[list[MetadataBatch], str]) -> None:

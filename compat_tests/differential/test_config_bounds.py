@@ -76,11 +76,17 @@ OWN_DEFAULTS = {
     "transaction.state.log.replication.factor": SINGLE_NODE,
     "transaction.state.log.min.isr": SINGLE_NODE,
 }
+if not AK_BEFORE_4_1:  # 4.0's default was null, as kafkalike's
+    OWN_DEFAULTS["controller.listener.names"] = (
+        "a single node runs without a controller listener unless told otherwise (Kafka 4.1+ requires the names)"
+    )
 # Kafka 4.1+'s configs, which 4.0 jars do not declare.
 SINCE_4_1 = {INTERNAL_SEGMENT_BYTES, *CONFIGS_SINCE_4_1} if AK_BEFORE_4_1 else set()
+# Static configs that are lists since 4.1 (4.0: strings).
+LISTS_SINCE_4_1 = {"advertised.listeners", "controller.listener.names", "listeners", "log.dir", "log.dirs"}
 # Static configs whose bounds kafkalike takes from Kafka 4.4 where 4.0 had none or a lower floor:
 # against 4.0, kafkalike refusing a value of these that 4.0 takes (or refuses in other words) is
-# expected (FINDINGS.md E3).
+# expected (FINDINGS.md N7, N14).
 TIGHTENED_AFTER_4_0 = {
     "controller.quorum.append.linger.ms",
     "controller.quorum.election.backoff.max.ms",
@@ -90,6 +96,9 @@ TIGHTENED_AFTER_4_0 = {
     "controller.quorum.retry.backoff.ms",
     "metadata.log.segment.bytes",
     "num.replica.fetchers",
+    *LISTS_SINCE_4_1,
+    "group.consumer.assignors",  # 4.1+: not empty, no duplicates
+    "process.roles",
 }
 # Values worth trying beyond the bounds, for validators that parse a format.
 FORMAT_VALUES = {
@@ -195,7 +204,7 @@ def _cases(kind: str, kafka: dict[tuple[str, str], tuple[str, str]], name: str, 
     if ak_type == "?":
         found.append(f"{name}: Apache Kafka declares no such {kind} config")
         return []
-    if ours != ak_type:
+    if ours != ak_type and not (AK_BEFORE_4_1 and name in LISTS_SINCE_4_1 and ak_type == "string"):
         found.append(f"{name}: kafkalike declares type {ours}, Apache Kafka {ak_type}")
     return boundary_values(name, ak_type, validator)
 

@@ -25,6 +25,7 @@ import pytest
 
 from compat_tests.differential.conftest import AK_BEFORE_4_1, AK_LIB, create_topics_body, topic_spec
 from kafkalike.controller.delta import ControllerResult
+from kafkalike.controller.features import bootstrap_records, feature_levels
 from kafkalike.controller.loader import MetadataLoader
 from kafkalike.controller.quorum_controller import QuorumController
 from kafkalike.protocol.codec import request_schema
@@ -219,10 +220,33 @@ def comparable(records: list[ApiMessageAndVersion], topic_ids: dict[uuid.UUID, u
     return out
 
 
+# Features Kafka 4.2+ finalizes in a new cluster for groups kafkalike does not serve (KIP-932
+# share groups, KIP-1071 streams groups): kafkalike's bootstrap leaves them at level 0.
+NOT_SERVED = ("share.version", "streams.version")
+
+
+def our_bootstrap() -> list[ApiMessageAndVersion]:
+    """Our controller's first batch over an empty log: against 4.0, that of the release 4.0
+    formats with (``kafkalike storage format -r 4.0-IV3``), else our default (4.4-IV2)."""
+    controller = QuorumController(node_id=1, rng=random.Random(0))
+    if AK_BEFORE_4_1:
+        return list(controller.activate(bootstrap_records(feature_levels("4.0-IV3", dynamic_quorum=False))).records)
+    return list(controller.activate().records)
+
+
 def test_the_bootstrap_batch_is_kafkas(kafka_log: list[MetadataBatch]) -> None:
     first = next(b for b in kafka_log if b.records)
-    ours = QuorumController(node_id=1, rng=random.Random(0)).activate()
-    assert comparable(list(ours.records), {}) == comparable(records_of(first), {})
+    assert comparable(our_bootstrap(), {}) == comparable(records_of(first), {})
+
+
+def test_the_bootstrap_batch_is_kafkas_but_for_the_groups_not_served(kafka_log: list[MetadataBatch]) -> None:
+    """Kafka's first batch without the feature levels of NOT_SERVED is ours: metadata.version,
+    the other features, and (under ELR) the cluster-level min.insync.replicas."""
+    kafka_records = records_of(next(b for b in kafka_log if b.records))
+    served = [r for r in kafka_records if not (r.type == T.FEATURE_LEVEL_RECORD and r.name in NOT_SERVED)]
+    left_out = {r.name: r.feature_level for r in kafka_records if r not in served}
+    assert left_out == ({} if AK_BEFORE_4_1 else {"share.version": 2, "streams.version": 1})
+    assert comparable(our_bootstrap(), {}) == comparable(served, {})
 
 
 def test_each_operation_writes_kafkas_records(kafka_log: list[MetadataBatch]) -> None:

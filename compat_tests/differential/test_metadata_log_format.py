@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from compat_tests.differential.conftest import AK_LIB, AK_VERSION, create_topics_body, topic_spec
+from compat_tests.differential.conftest import AK_BEFORE_4_1, AK_LIB, AK_VERSION, create_topics_body, topic_spec
+from kafkalike.controller.features import BOOTSTRAP_CHECKPOINT, bootstrap_records, feature_levels
 from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.loader import MetadataLoader
 from kafkalike.log.snapshot_files import SnapshotFiles, SnapshotId, parse_snapshot_file_name
@@ -270,6 +271,11 @@ def run_node_writing_a_snapshot(tmp_path: Path) -> tuple[Path, SnapshotId, list[
     data = tmp_path / "node"
     data.mkdir()
     (data / "meta.properties").write_text(f"version=1\ncluster.id={cluster_id}\nnode.id=1\n")
+    if AK_BEFORE_4_1:  # formatted at 4.0's release: 4.0's tools read no RegisterBrokerRecord v4 (4.3-IV0+)
+        bootstrap = bootstrap_records(feature_levels("4.0-IV3", dynamic_quorum=False))
+        (data / BOOTSTRAP_CHECKPOINT).write_bytes(
+            build_snapshot(bootstrap, epoch=0, last_contained_log_timestamp=0, now_ms=0)
+        )
     out: list[Any] = []
 
     async def main() -> None:

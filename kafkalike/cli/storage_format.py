@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalike.controller.features import (
+    BOOTSTRAP_CHECKPOINT,
+    FORMAT_LATEST_PRODUCTION,
+    FORMAT_VERSIONS,
     KRAFT_VERSION_FEATURE,
-    LATEST_PRODUCTION,
-    LEVELS_BY_NAME,
-    METADATA_VERSIONS,
     bootstrap_records,
     feature_levels,
 )
@@ -41,7 +41,6 @@ from kafkalike.protocol.metadata_records import (
 from kafkalike.server.config import parse_listener, parse_properties
 
 META_PROPERTIES = "meta.properties"
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 # Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the voters snapshot's batches are at most this.
 MAX_BATCH_BYTES = 8 * 1024 * 1024
@@ -79,12 +78,12 @@ def parse_uuid(text: str) -> uuid.UUID:
 
 def release_version(text: str) -> str:
     """The metadata version ``--release-version`` names (``4.0`` is its latest, ``4.0-IV3``)."""
-    if text in LEVELS_BY_NAME:
+    if text in dict(FORMAT_VERSIONS):
         return text
-    same_release = [name for name, _ in METADATA_VERSIONS[:-1] if name.split("-")[0] == text]
+    same_release = [name for name, _ in FORMAT_VERSIONS[:-1] if name.split("-")[0] == text]
     if same_release:
         return same_release[-1]
-    first, last = METADATA_VERSIONS[0][0], METADATA_VERSIONS[-1][0]
+    first, last = FORMAT_VERSIONS[0][0], FORMAT_VERSIONS[-1][0]
     raise FormatError(
         f"Version {text} is not a valid version. The minimum version is {first} and the maximum version is {last}"
     )
@@ -256,8 +255,8 @@ def plan_format(request: FormatRequest) -> FormatPlan:
             "following: --standalone, --initial-controllers, or --no-initial-controllers."
         )
     version_text = request.release_version or props.get("inter.broker.protocol.version")
-    version = release_version(version_text) if version_text else LATEST_PRODUCTION
-    if version == METADATA_VERSIONS[-1][0] and props.get("unstable.feature.versions.enable") != "true":
+    version = release_version(version_text) if version_text else FORMAT_LATEST_PRODUCTION
+    if version == FORMAT_VERSIONS[-1][0] and props.get("unstable.feature.versions.enable") != "true":
         raise FormatError(f"metadata.version {version} is not yet stable.")
     return FormatPlan(
         cluster_id=request.cluster_id,

@@ -3,7 +3,7 @@ what those settings require of each other."""
 
 from __future__ import annotations
 
-from kafkalike.configs.declaration import INT_MAX, ConfigKey, ConfigType, OneOf, at_least
+from kafkalike.configs.declaration import INT_MAX, ConfigKey, ConfigType, NonEmptyList, OneOf, at_least
 
 MIGRATION_POLICIES = ("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL")
 
@@ -137,6 +137,7 @@ GROUP = (
         "uniform,range",
         "The server-side assignors consumer groups may ask for, by name (uniform, range) or Kafka class name; "
         "the first is used when a member names none.",
+        NonEmptyList(),
     ),
     ConfigKey(
         "group.consumer.migration.policy",

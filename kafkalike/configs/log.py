@@ -4,7 +4,7 @@ log cleaner reconfigure them at run time."""
 
 from __future__ import annotations
 
-from kafkalike.configs.declaration import LONG_MAX, Between, ConfigKey, ConfigType, OneOf, at_least
+from kafkalike.configs.declaration import LONG_MAX, Between, ConfigKey, ConfigType, NonEmptyList, OneOf, at_least
 
 # The smallest topic segment.bytes (and broker log.segment.bytes) Kafka 4.1+ accepts (KIP-1030).
 MIN_SEGMENT_BYTES = 1 << 20
@@ -15,11 +15,18 @@ HOUR_MS, MINUTE_MS = 3_600_000, 60_000
 LOG = (
     ConfigKey(
         "log.dirs",
-        ConfigType.STRING,
+        ConfigType.LIST,
         None,
         "Comma-separated directories holding the partition logs. Unset means log.dir is used.",
+        NonEmptyList(),
     ),
-    ConfigKey("log.dir", ConfigType.STRING, "./kafkalike-data", "The log directory used when log.dirs is not set."),
+    ConfigKey(
+        "log.dir",
+        ConfigType.LIST,
+        "./kafkalike-data",
+        "The log directory used when log.dirs is not set.",
+        NonEmptyList(),
+    ),
     ConfigKey(
         "log.retention.ms",
         ConfigType.LONG,

@@ -4,21 +4,23 @@ connection code, which also parses ``max.connections.per.ip.overrides``."""
 
 from __future__ import annotations
 
-from kafkalike.configs.declaration import INT_MAX, ConfigKey, ConfigType, at_least
+from kafkalike.configs.declaration import INT_MAX, ConfigKey, ConfigType, NonEmptyList, at_least
 
 NETWORK = (
     ConfigKey(
         "listeners",
-        ConfigType.STRING,
+        ConfigType.LIST,
         "PLAINTEXT://127.0.0.1:9092",
         "The addresses the broker binds and accepts connections on, as NAME://host:port.",
+        NonEmptyList(),
     ),
     ConfigKey(
         "advertised.listeners",
-        ConfigType.STRING,
+        ConfigType.LIST,
         None,
         "The addresses given to clients in Metadata answers, when they differ from the bound listeners. "
         "Unset means clients are told the listener address.",
+        NonEmptyList(),
     ),
     ConfigKey(
         "listener.security.protocol.map",

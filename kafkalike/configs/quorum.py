@@ -14,7 +14,7 @@ from __future__ import annotations
 from kafkalike.configs.declaration import (
     ConfigKey,
     ConfigType,
-    OneOf,
+    NonEmptyList,
     QuorumBootstrapServers,
     QuorumVoters,
     Validator,
@@ -46,7 +46,7 @@ QUORUM = (
         ConfigType.LIST,
         "broker,controller",
         "The roles this process plays; kafkalike always acts as both broker and controller.",
-        OneOf(PROCESS_ROLES),
+        NonEmptyList(PROCESS_ROLES),
     ),
     ConfigKey(
         "controller.quorum.voters",
@@ -65,10 +65,11 @@ QUORUM = (
     ),
     ConfigKey(
         "controller.listener.names",
-        ConfigType.STRING,
+        ConfigType.LIST,
         None,
         "The names of the listeners the controller accepts connections on, comma-separated; brokers reach "
         "the quorum through the first.",
+        NonEmptyList(),
     ),
     _pending(
         "controller.quorum.election.timeout.ms",

@@ -70,9 +70,9 @@ from kafkalike.controller.broker_partition_changes import (
     replica_directory,
 )
 from kafkalike.controller.delta import ControllerResult
-from kafkalike.controller.features import KRAFT_VERSION_FEATURE, MV_3_3_IV3, MV_3_4_IV0, MV_3_7_IV2
+from kafkalike.controller.features import KRAFT_VERSION_FEATURE, MV_3_3_IV3, MV_3_7_IV2, MV_4_3_IV0
 from kafkalike.controller.heartbeats import BrokerControlState, BrokerHeartbeats
-from kafkalike.controller.image import METADATA_VERSION_FEATURE, MetadataImage
+from kafkalike.controller.image import METADATA_VERSION_FEATURE, MetadataImage, register_broker_record_version
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
@@ -131,14 +131,6 @@ class UnregisterBrokerReply(_Refusable):
         # Kafka's UnregisterBrokerResponse leaves the message at its default "" on success.
         message = "" if self.error_message is None else self.error_message
         return {"throttle_time_ms": 0, "error_code": self.error_code, "error_message": message}
-
-
-def register_broker_record_version(metadata_version: int) -> int:
-    if metadata_version >= MV_3_7_IV2:
-        return 3
-    if metadata_version >= MV_3_4_IV0:
-        return 2
-    return 1 if metadata_version >= MV_3_3_IV3 else 0
 
 
 class ClusterControlManager:
@@ -403,6 +395,8 @@ class ClusterControlManager:
         hb.touch(broker_id, following.fenced, req.current_metadata_offset)
         if image.metadata_version >= MV_3_7_IV2:
             self._handle_directories_offline(image, broker_id, epoch, list(req.get("offline_log_dirs") or []), records)
+        if image.metadata_version >= MV_4_3_IV0:
+            self._handle_directories_cordoned(image, broker_id, epoch, req.get("cordoned_log_dirs"), records)
         if following.in_controlled_shutdown:
             hb.update_controlled_shutdown_offset(broker_id, next_offset + len(records) - 1)
         reply = BrokerHeartbeatReply(
@@ -536,6 +530,33 @@ class ClusterControlManager:
             )
         )
         log.warning("directories %s of broker %d marked offline, remaining: %s", newly_offline, broker_id, online)
+
+    @staticmethod
+    def _handle_directories_cordoned(
+        image: MetadataImage,
+        broker_id: int,
+        epoch: int,
+        cordoned: list[uuid.UUID] | None,
+        records: list[ApiMessageAndVersion],
+    ) -> None:
+        """The cordoned directories a heartbeat reports (null: not yet known, as before the broker's
+        recovery), recorded when they differ as a set from the registration's, or the registration
+        has none yet (Kafka's handleDirectoriesCordoned and cordonedDirChanged)."""
+        if cordoned is None:
+            return
+        known = image.brokers[broker_id].cordoned_directories
+        if known is not None and set(known) == set(cordoned):
+            return
+        records.append(
+            metadata_record(
+                T.BROKER_REGISTRATION_CHANGE_RECORD,
+                3,
+                broker_id=broker_id,
+                broker_epoch=epoch,
+                cordoned_log_dirs=list(cordoned),
+            )
+        )
+        log.debug("directories %s in broker %d marked cordoned", cordoned, broker_id)
 
     def _handle_broker_shutdown(
         self, image: MetadataImage, broker_id: int, clean: bool, records: list[ApiMessageAndVersion]

@@ -39,6 +39,7 @@ from kafkalike.configs import (
 )
 from kafkalike.configs import config_type as declared_type
 from kafkalike.controller.api_error import ApiError, ControllerApiError
+from kafkalike.controller.broker_partition_changes import elr_enabled
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import BROKER_RESOURCE, EMPTY, TOPIC_RESOURCE, ConfigResource, MetadataImage
 from kafkalike.controller.limits import java_hash_set_order
@@ -48,6 +49,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
 def _no_value(name: str) -> str | None:
@@ -117,6 +119,23 @@ def _config_record(resource: ConfigResource, name: str, value: str | None) -> Ap
         name=name,
         value=value,
     )
+
+
+def _check_min_isr_under_elr(records: Iterable[ApiMessageAndVersion]) -> None:
+    """Under eligible leader replicas (KIP-966) min.insync.replicas lives at the cluster level
+    (and per topic): a broker's own value may not be set or deleted, the cluster's not removed
+    (Kafka's isDisallowedBrokerMinIsrTransition / isDisallowedClusterMinIsrTransition)."""
+    for r in records:
+        if r.name != MIN_INSYNC_REPLICAS or r.resource_type != BROKER_RESOURCE:
+            continue
+        if r.resource_name != "":
+            raise ControllerApiError(
+                ErrorCode.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+            )
+        if r.value is None:
+            raise ControllerApiError(
+                ErrorCode.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+            )
 
 
 class ConfigurationControl:
@@ -190,7 +209,10 @@ class ConfigurationControl:
                     raise ControllerApiError(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
                 new, named = new_configs(resource, entry)
                 self.check(resource, new)
-                records += self._records(image, resource, new, named)
+                changes = self._records(image, resource, new, named)
+                if elr_enabled(image):
+                    _check_min_isr_under_elr(changes)
+                records += changes
                 error = ApiError.NONE
             except ControllerApiError as exc:
                 error = exc.error

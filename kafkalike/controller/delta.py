@@ -192,7 +192,14 @@ class MetadataDelta:
                 f"in_controlled_shutdown {r.in_controlled_shutdown}"
             )
         directories = tuple(r.log_dirs) or broker.directories
-        changed = replace(broker, fenced=fencing, in_controlled_shutdown=shutdown, directories=directories)
+        cordoned = broker.cordoned_directories if r.cordoned_log_dirs is None else tuple(r.cordoned_log_dirs)
+        changed = replace(
+            broker,
+            fenced=fencing,
+            in_controlled_shutdown=shutdown,
+            directories=directories,
+            cordoned_directories=cordoned,
+        )
         if changed != broker:
             self._brokers[r.broker_id] = changed
 

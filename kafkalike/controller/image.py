@@ -26,6 +26,18 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 
+def register_broker_record_version(metadata_version: int) -> int:
+    """The RegisterBrokerRecord version Kafka writes at a metadata.version (its levels: 4.3-IV0
+    30, 3.7-IV2 17, 3.4-IV0 8, 3.3-IV3 7; the controller's features module names them)."""
+    if metadata_version >= 30:  # cordoned log directories
+        return 4
+    if metadata_version >= 17:  # log directories
+        return 3
+    if metadata_version >= 8:
+        return 2
+    return 1 if metadata_version >= 7 else 0
+
+
 def frozen(d: dict[Any, Any]) -> Mapping[Any, Any]:
     """A read-only view of ``d``, which its caller no longer touches."""
     return MappingProxyType(d)
@@ -65,6 +77,8 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False
     is_migrating_zk_broker: bool = False
     directories: tuple[uuid.UUID, ...] = ()
+    # None until the broker first reports its cordoned directories (Kafka 4.3+ heartbeats).
+    cordoned_directories: tuple[uuid.UUID, ...] | None = None
 
     @classmethod
     def from_record(cls, r: ApiMessageAndVersion) -> BrokerRegistration:
@@ -81,11 +95,18 @@ class BrokerRegistration:
             in_controlled_shutdown=r.in_controlled_shutdown,
             is_migrating_zk_broker=r.is_migrating_zk_broker,
             directories=tuple(r.log_dirs),
+            cordoned_directories=None if r.cordoned_log_dirs is None else tuple(r.cordoned_log_dirs),
         )
 
-    def to_record(self) -> ApiMessageAndVersion:
+    def to_record(self, version: int | None = None) -> ApiMessageAndVersion:
+        fields: dict[str, Any] = {}
+        if self.cordoned_directories is not None:
+            fields["cordoned_log_dirs"] = list(self.cordoned_directories)
+        if version is not None and version < 4 and fields:
+            raise ValueError(f"RegisterBrokerRecord v{version} cannot hold cordoned log directories")
         return metadata_record(
             T.REGISTER_BROKER_RECORD,
+            version,
             broker_id=self.broker_id,
             broker_epoch=self.epoch,
             incarnation_id=self.incarnation_id,
@@ -102,6 +123,7 @@ class BrokerRegistration:
             in_controlled_shutdown=self.in_controlled_shutdown,
             is_migrating_zk_broker=self.is_migrating_zk_broker,
             log_dirs=list(self.directories),
+            **fields,
         )
 
 
@@ -247,7 +269,8 @@ class MetadataImage:
         out += [
             metadata_record(T.FEATURE_LEVEL_RECORD, name=n, feature_level=v) for n, v in sorted(self.features.items())
         ]
-        out += [b.to_record() for _, b in sorted(self.brokers.items())]
+        version = register_broker_record_version(self.metadata_version) if self.metadata_version else None
+        out += [b.to_record(version) for _, b in sorted(self.brokers.items())]
         for topic in sorted(self.topics_by_id.values(), key=lambda t: t.name):
             out.append(metadata_record(T.TOPIC_RECORD, name=topic.name, topic_id=topic.topic_id))
             out += [p.to_record(topic.topic_id, i) for i, p in sorted(topic.partitions.items())]

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kafkalike.configs import DECLARED
 from kafkalike.controller.api_error import ApiError
 from kafkalike.controller.configuration_control import (
     AlterConfigsResourceResult,
@@ -39,7 +40,7 @@ from kafkalike.controller.configuration_control import (
     ConfigurationControl,
 )
 from kafkalike.controller.delta import ControllerResult, MetadataDelta, MetadataReplayError
-from kafkalike.controller.features import activation_records, default_bootstrap_records
+from kafkalike.controller.features import MIN_INSYNC_REPLICAS, activation_records, default_bootstrap_records
 from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage
 from kafkalike.controller.loader import MetadataLoader
 from kafkalike.controller.producer_id_control import ProducerIdsBlock, allocate_producer_ids
@@ -172,7 +173,9 @@ class QuorumController:
         records = list(bootstrap) if bootstrap is not None else default_bootstrap_records()
         partial = self.loader.in_transaction
         log.info("the metadata log is empty: appending %d bootstrap record(s)", len(records))
-        return self._pending(activation_records(records, partial_transaction=partial))
+        static = self.configuration.defaults.broker_value(MIN_INSYNC_REPLICAS) or DECLARED[MIN_INSYNC_REPLICAS].default
+        min_isr = int(static or 1)
+        return self._pending(activation_records(records, partial_transaction=partial, min_insync_replicas=min_isr))
 
     # -- topics and partitions ---------------------------------------------------------------
 

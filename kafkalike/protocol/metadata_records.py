@@ -162,9 +162,9 @@ def latest_version(record_type: MetadataRecordType) -> int:
     return high
 
 
-# Versions read but not written unless asked for: what Kafka writes only at a metadata.version
-# newer than the one kafkalike formats with (4.0-IV3). RegisterBrokerRecord v4 and
-# BrokerRegistrationChangeRecord v3 add the cordoned log directories (Kafka 4.4).
+# Versions read but not written unless asked for: RegisterBrokerRecord v4 and
+# BrokerRegistrationChangeRecord v3 add the cordoned log directories (metadata.version 4.3-IV0
+# on); the controller asks for them by metadata.version where it writes them.
 WRITTEN_BELOW_LATEST = {
     MetadataRecordType.REGISTER_BROKER_RECORD: 3,
     MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD: 2,

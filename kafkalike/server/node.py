@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import trio
 
 from kafkalike.controller.delta import MetadataDelta
+from kafkalike.controller.features import BOOTSTRAP_CHECKPOINT, bootstrap_metadata_version
 from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.loader import MetadataLoader, build_image_snapshot
 from kafkalike.controller.metadata import ControllerError
@@ -57,6 +58,7 @@ from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
 from kafkalike.log.snapshot_files import SnapshotId, parse_snapshot_file_name
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import (
+    ApiMessageAndVersion,
     MetadataBatch,
     MetadataRecordError,
     decode_metadata_record,
@@ -78,6 +80,25 @@ META_PROPERTIES = "meta.properties"
 BROKER, CONTROLLER = "broker", "controller"
 # A resigning leader waits this long at most for every voter's acknowledgement.
 RESIGN_WAIT_S = 1.0
+
+
+def read_bootstrap(directory: Path) -> list[ApiMessageAndVersion] | None:
+    """The bootstrap records ``kafkalike storage format`` wrote into the metadata directory, which
+    the first active controller writes into an empty log (None without the file: the release
+    defaults). StartupError when the file cannot be read. On a worker thread."""
+    path = directory / BOOTSTRAP_CHECKPOINT
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StartupError(f"Unable to read the bootstrap metadata {path}: {exc}") from exc
+    try:
+        records = list(read_snapshot(data).records)
+        bootstrap_metadata_version(records)
+    except (MetadataRecordError, ValueError) as exc:
+        raise StartupError(f"Unable to read the bootstrap metadata {path}: {exc}") from exc
+    return records
 
 
 class NodeConfigError(ValueError):
@@ -643,12 +664,14 @@ class Node:
         if CONTROLLER in self.roles:
             from kafkalike.server.controller_host import build_controller_host
 
+            bootstrap = await trio.to_thread.run_sync(read_bootstrap, directory)
             host = build_controller_host(
                 driver,
                 self.config,
                 cluster_id=self.cluster_id,
                 clock=self.clock,
                 rng=random.Random(self.rng.getrandbits(64)),
+                bootstrap=bootstrap,
                 voters=settings.config.endpoints,
                 listener_name=settings.listener_name,
                 # A combined node's controller refuses broker configs its own broker could not run with.

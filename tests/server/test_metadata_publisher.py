@@ -122,7 +122,8 @@ async def test_committed_topics_configs_and_deletions_reach_the_broker(tmp_path:
                 changed = await channel.request(44, 1, alter(BROKER, "1", "log.retention.ms", "5000"))
                 assert changed.responses[0].error_code == 0, changed
                 assert await publisher.wait_until(lambda i: bool(broker_configs) and bool(broker_configs[-1][1]))
-                assert broker_configs[-1] == ({}, {"log.retention.ms": "5000"})
+                # the cluster-level min.insync.replicas of a new cluster under ELR, and ours
+                assert broker_configs[-1] == ({"min.insync.replicas": "1"}, {"log.retention.ms": "5000"})
 
                 deleted = await channel.request(
                     20, 6, {"topics": [{"name": "orders", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}

@@ -182,3 +182,34 @@ def test_a_value_is_checked_by_its_declaration() -> None:
         "Invalid value 32768 for configuration offsets.topic.replication.factor: Not a number of type SHORT"
     )
     assert validate_value("retention.ms", None) == "Null value not supported for config retention.ms"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("listeners", "PLAINTEXT://h:1", None),
+        ("listeners", "", "Configuration 'listeners' must not be empty. Valid values include: any non-empty value"),
+        ("listeners", " ", "Configuration 'listeners' must not be empty. Valid values include: any non-empty value"),
+        ("log.dirs", "/a,/a", "Configuration 'log.dirs' values must not be duplicated."),
+        ("log.dirs", "/a,", "Configuration 'log.dirs' values must not be empty."),
+        ("log.dirs", ",", "Configuration 'log.dirs' values must not be duplicated."),
+        (
+            "process.roles",
+            "",
+            "Configuration 'process.roles' must not be empty. Valid values include: [broker, controller]",
+        ),
+        ("process.roles", "broker,bogus,broker", "Configuration 'process.roles' values must not be duplicated."),
+        ("process.roles", ",broker", "Configuration 'process.roles' values must not be empty."),
+        (
+            "process.roles",
+            "broker,bogus",
+            "Invalid value bogus for configuration process.roles: String must be one of: broker, controller",
+        ),
+        ("controller.listener.names", "A, B", None),
+    ],
+)
+def test_list_configs_name_something_each_once(name: str, value: str, problem: str | None) -> None:
+    """Kafka 4.1+'s ValidList: the words of the 4.4 ConfigDef for each (checked by the
+    differential config_bounds tests)."""
+    assert DECLARED[name].type == ConfigType.LIST
+    assert DECLARED[name].validate(value) == problem

@@ -10,6 +10,7 @@ import pytest
 from kafkalike.controller.broker_partition_changes import ELR_FEATURE
 from kafkalike.controller.cluster_control import BrokerHeartbeatReply, ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
+from kafkalike.controller.features import LEVELS_BY_NAME
 from kafkalike.controller.image import METADATA_VERSION_FEATURE, NO_LEADER, MetadataImage, PartitionRegistration
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, metadata_record
@@ -31,7 +32,7 @@ def registration(broker_id: int, incarnation: int = 1, **overrides: Any) -> Any:
         "cluster_id": CLUSTER,
         "incarnation_id": uuid.UUID(int=incarnation),
         "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092 + broker_id, "security_protocol": 0}],
-        "features": [{"name": METADATA_VERSION_FEATURE, "min_supported_version": 7, "max_supported_version": 25}],
+        "features": [{"name": METADATA_VERSION_FEATURE, "min_supported_version": 7, "max_supported_version": 33}],
         "rack": "r1",
         "log_dirs": [directory(broker_id)],
         **overrides,
@@ -53,9 +54,11 @@ def heartbeat(broker_id: int, epoch: int, offset: int, want_fence: bool = False,
 class Controller:
     """A manager with its log: what the facade does, records replayed as appended."""
 
-    def __init__(self, elr: bool = False, partitions: dict[int, list[int]] | None = None, **config: Any) -> None:
+    def __init__(
+        self, elr: bool = False, partitions: dict[int, list[int]] | None = None, mv: int = MV, **config: Any
+    ) -> None:
         self.manager = ClusterControlManager(cluster_id=CLUSTER, **config)
-        boot = [metadata_record(T.FEATURE_LEVEL_RECORD, name=METADATA_VERSION_FEATURE, feature_level=MV)]
+        boot = [metadata_record(T.FEATURE_LEVEL_RECORD, name=METADATA_VERSION_FEATURE, feature_level=mv)]
         if elr:
             boot.append(metadata_record(T.FEATURE_LEVEL_RECORD, name=ELR_FEATURE, feature_level=1))
         self.log = ControllerLog(self.manager, boot)
@@ -530,6 +533,44 @@ def test_a_directory_reported_offline_takes_the_broker_out_of_its_partitions() -
         c.manager.heartbeat(c.image, as_message("BrokerHeartbeat", "request", 1, body), next_offset=0, now_ms=1).records
         == ()
     )
+
+
+# -- cordoned log directories (metadata.version 4.3-IV0 on) ----------------------------------------
+
+
+def test_cordoned_directories_are_recorded_when_first_reported_and_when_they_change() -> None:
+    c = Controller(mv=LEVELS_BY_NAME["4.4-IV2"])
+    first, second = directory(1), uuid.UUID(int=(9 << 64) | 0xD2)
+    epoch = c.register(registration(1, log_dirs=[first, second])).broker_epoch
+    register = c.log.records[-1]
+    assert (register.version, register.cordoned_log_dirs) == (4, None)
+
+    def report(cordoned: list[uuid.UUID] | None) -> list[Any]:
+        offset = c.log.next_offset
+        body = {"broker_id": 1, "broker_epoch": epoch, "current_metadata_offset": offset, "cordoned_log_dirs": cordoned}
+        assert c.heartbeat(as_message("BrokerHeartbeat", "request", 2, body)).error_code == ErrorCode.NONE
+        return [r for r in c.log.records[offset:] if r.type == T.BROKER_REGISTRATION_CHANGE_RECORD and r.fenced != -1]
+
+    assert report(None) == []  # not yet known (before the broker's recovery)
+    (change,) = report([])  # known now, though none is cordoned
+    assert (change.version, change.broker_epoch, change.cordoned_log_dirs, change.fenced) == (3, epoch, [], 0)
+    assert c.image.brokers[1].cordoned_directories == ()
+    assert report([]) == []
+    (change,) = report([second])
+    assert change.cordoned_log_dirs == [second] and c.image.brokers[1].cordoned_directories == (second,)
+    assert report([second]) == []
+    # A snapshot keeps them (RegisterBrokerRecord v4).
+    (snapshot,) = [r for r in c.image.records() if r.type == T.REGISTER_BROKER_RECORD]
+    assert (snapshot.version, snapshot.cordoned_log_dirs) == (4, [second])
+
+
+def test_before_4_3_cordoned_directories_are_not_recorded() -> None:
+    c = Controller(mv=LEVELS_BY_NAME["4.2-IV1"])
+    epoch = c.register(registration(1)).broker_epoch
+    assert c.log.records[-1].version == 3
+    body = {"broker_id": 1, "broker_epoch": epoch, "current_metadata_offset": 0, "cordoned_log_dirs": []}
+    result = c.manager.heartbeat(c.image, as_message("BrokerHeartbeat", "request", 2, body), next_offset=0, now_ms=0)
+    assert result.records == ()
 
 
 def test_a_heartbeat_expired_in_the_queue_keeps_the_session_but_changes_nothing() -> None:

@@ -62,8 +62,47 @@ def test_an_empty_log_gets_the_bootstrap_records_in_a_metadata_transaction() -> 
     log = MetadataLog()
     controller.replay(append(controller, log, result))
     assert controller.image.metadata_version == LEVELS_BY_NAME[LATEST_PRODUCTION]
-    assert controller.image.features == {"group.version": 1, "transaction.version": 2}
+    assert controller.image.features == {
+        "eligible.leader.replicas.version": 1,
+        "group.version": 1,
+        "transaction.version": 2,
+    }
+    # ELR on: the cluster-level min.insync.replicas, the static one, last in the transaction
+    config = result.records[-2]
+    assert (config.type, config.version, config.resource_type, config.resource_name) == (T.CONFIG_RECORD, 0, 4, "")
+    assert (config.name, config.value) == ("min.insync.replicas", "1")
     assert controller.activate().records == ()  # a log that has them gets nothing more
+
+
+def test_without_elr_the_bootstrap_sets_no_cluster_level_min_insync_replicas() -> None:
+    records = bootstrap_records(feature_levels("4.0-IV3", dynamic_quorum=False))
+    result = QuorumController(node_id=1, rng=random.Random(0)).activate(records)
+    assert T.CONFIG_RECORD not in [r.type for r in result.records]
+
+
+def test_under_elr_min_insync_replicas_is_the_clusters_not_a_brokers() -> None:
+    controller, log = QuorumController(node_id=1, rng=random.Random(0)), MetadataLog()
+    controller.replay(append(controller, log, controller.activate()))
+
+    def alter(resource_name: str, value: str | None, operation: int = 0) -> tuple[int, str | None]:
+        entry = {"name": "min.insync.replicas", "config_operation": operation, "value": value}
+        body = {"resources": [{"resource_type": 4, "resource_name": resource_name, "configs": [entry]}]}
+        (reply,) = controller.incremental_alter_configs(
+            request(44, 1, {**body, "validate_only": False}), now_ms=0
+        ).reply
+        return reply.error.code, reply.error.message
+
+    broker_level = (
+        ErrorCode.INVALID_CONFIG,
+        "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+    )
+    assert alter("1", "2") == broker_level
+    assert alter("1", None, operation=1) == broker_level
+    assert alter("", None, operation=1) == (
+        ErrorCode.INVALID_CONFIG,
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+    )
+    assert alter("", "2") == (ErrorCode.NONE, None)
 
 
 def test_bootstrap_from_the_formatted_checkpoint_and_an_old_version_without_transactions() -> None:
