@@ -4,8 +4,9 @@ partitions, coordinators hear of leadership, and a batch it cannot read is skipp
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,26 @@ def has_topic(name: str, partitions: int | None = None) -> Any:
     return check
 
 
+@contextlib.asynccontextmanager
+async def publishing_with_topic(
+    publisher: MetadataPublisher, name: str, partitions: int
+) -> AsyncIterator[tuple[ControllerChannel, Any]]:
+    """``publisher`` running behind a one-voter controller with broker 1 registered and topic
+    ``name`` created and published; yields the controller channel and the CreateTopics answer."""
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(publisher.run)
+            async with one_voter_controller(listeners=[publisher]) as node:
+                channel = node.channel()
+                await register_unfenced(channel, 1)
+                created = await channel.request(19, 7, {"topics": [new_topic(name, partitions)], "timeout_ms": 5000})
+                assert created.topics[0].error_code == 0
+                assert await publisher.wait_until(has_topic(name))
+                yield channel, created
+                await channel.aclose()
+            nursery.cancel_scope.cancel()
+
+
 async def test_committed_topics_configs_and_deletions_reach_the_broker(tmp_path: Path) -> None:
     replicas = ReplicaManager(LogManager([tmp_path], storage="memory"), 1)
     broker_configs: list[tuple[dict[str, str], dict[str, str]]] = []
@@ -84,57 +105,46 @@ async def test_committed_topics_configs_and_deletions_reach_the_broker(tmp_path:
     )
     coordinator = Coordinator(publisher)
     publisher.on_replica_changes.append(coordinator)
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(publisher.run)
-            async with one_voter_controller(listeners=[publisher]) as node:
-                channel = node.channel()
-                await register_unfenced(channel, 1)
+    async with publishing_with_topic(publisher, "orders", 3) as (channel, created):
+        assert sorted(tp for tp in replicas if tp[0] == "orders") == [("orders", i) for i in range(3)]
+        assert all(replicas[("orders", i)].is_leader for i in range(3))
+        assert replicas[("orders", 0)].topic_id == created.topics[0].topic_id
+        assert coordinator.led == {("orders", i) for i in range(3)}
+        # The partitions were there before the image showed the topic.
+        assert "orders" not in coordinator.topics_published_at_change[-1]
 
-                created = await channel.request(19, 7, {"topics": [new_topic("orders", 3)], "timeout_ms": 5000})
-                assert created.topics[0].error_code == 0
-                assert await publisher.wait_until(has_topic("orders"))
-                assert sorted(tp for tp in replicas if tp[0] == "orders") == [("orders", i) for i in range(3)]
-                assert all(replicas[("orders", i)].is_leader for i in range(3))
-                assert replicas[("orders", 0)].topic_id == created.topics[0].topic_id
-                assert coordinator.led == {("orders", i) for i in range(3)}
-                # The partitions were there before the image showed the topic.
-                assert "orders" not in coordinator.topics_published_at_change[-1]
+        grown = await channel.request(
+            37,
+            3,
+            {
+                "topics": [{"name": "orders", "count": 5, "assignments": None}],
+                "timeout_ms": 5000,
+                "validate_only": False,
+            },
+        )
+        assert grown.results[0].error_code == 0
+        assert await publisher.wait_until(has_topic("orders", 5))
+        assert ("orders", 4) in replicas
 
-                grown = await channel.request(
-                    37,
-                    3,
-                    {
-                        "topics": [{"name": "orders", "count": 5, "assignments": None}],
-                        "timeout_ms": 5000,
-                        "validate_only": False,
-                    },
-                )
-                assert grown.results[0].error_code == 0
-                assert await publisher.wait_until(has_topic("orders", 5))
-                assert ("orders", 4) in replicas
+        changed = await channel.request(44, 1, alter(TOPIC, "orders", "retention.ms", "1000"))
+        assert changed.responses[0].error_code == 0
+        assert await publisher.wait_until(lambda i: i.topic_configs("orders").get("retention.ms") == "1000")
+        assert replicas[("orders", 0)].config.retention_ms == 1000
 
-                changed = await channel.request(44, 1, alter(TOPIC, "orders", "retention.ms", "1000"))
-                assert changed.responses[0].error_code == 0
-                assert await publisher.wait_until(lambda i: i.topic_configs("orders").get("retention.ms") == "1000")
-                assert replicas[("orders", 0)].config.retention_ms == 1000
+        changed = await channel.request(44, 1, alter(BROKER, "1", "log.retention.ms", "5000"))
+        assert changed.responses[0].error_code == 0, changed
+        assert await publisher.wait_until(lambda i: bool(broker_configs) and bool(broker_configs[-1][1]))
+        # the cluster-level min.insync.replicas of a new cluster under ELR, and ours
+        assert broker_configs[-1] == ({"min.insync.replicas": "1"}, {"log.retention.ms": "5000"})
 
-                changed = await channel.request(44, 1, alter(BROKER, "1", "log.retention.ms", "5000"))
-                assert changed.responses[0].error_code == 0, changed
-                assert await publisher.wait_until(lambda i: bool(broker_configs) and bool(broker_configs[-1][1]))
-                # the cluster-level min.insync.replicas of a new cluster under ELR, and ours
-                assert broker_configs[-1] == ({"min.insync.replicas": "1"}, {"log.retention.ms": "5000"})
-
-                deleted = await channel.request(
-                    20, 6, {"topics": [{"name": "orders", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}
-                )
-                assert deleted.responses[0].error_code == 0
-                assert await publisher.wait_until(lambda i: i.topic("orders") is None)
-                assert not any(tp[0] == "orders" for tp in replicas)
-                assert coordinator.removed == {("orders", i) for i in range(5)}
-                assert publisher.replay_errors == 0
-                await channel.aclose()
-            nursery.cancel_scope.cancel()
+        deleted = await channel.request(
+            20, 6, {"topics": [{"name": "orders", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}
+        )
+        assert deleted.responses[0].error_code == 0
+        assert await publisher.wait_until(lambda i: i.topic("orders") is None)
+        assert not any(tp[0] == "orders" for tp in replicas)
+        assert coordinator.removed == {("orders", i) for i in range(5)}
+        assert publisher.replay_errors == 0
 
 
 async def test_a_batch_that_cannot_be_read_is_skipped_and_counted(tmp_path: Path) -> None:
@@ -169,21 +179,11 @@ async def test_a_committed_config_the_broker_cannot_run_with_is_logged_and_the_o
 
     replicas = ReplicaManager(LogManager([tmp_path], storage="memory"), 1)
     publisher = MetadataPublisher(1, replicas, clock=SystemClock(), log_config=strict_log_config)
-    with trio.fail_after(DEADLINE_S):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(publisher.run)
-            async with one_voter_controller(listeners=[publisher]) as node:
-                channel = node.channel()
-                await register_unfenced(channel, 1)
-                created = await channel.request(19, 7, {"topics": [new_topic("kept", 1)], "timeout_ms": 5000})
-                assert created.topics[0].error_code == 0
-                assert await publisher.wait_until(has_topic("kept"))
-                for value, expected in (("0", 604_800_000), ("1000", 1000)):
-                    changed = await channel.request(44, 1, alter(TOPIC, "kept", "retention.ms", value))
-                    assert changed.responses[0].error_code == 0
-                    assert await publisher.wait_until(retention_shown(value))
-                    # The refused value leaves the partition as it ran; the publisher goes on.
-                    assert replicas[("kept", 0)].config.retention_ms == expected
-                assert "the new configs of topic kept not applied" in caplog.text
-                await channel.aclose()
-            nursery.cancel_scope.cancel()
+    async with publishing_with_topic(publisher, "kept", 1) as (channel, _):
+        for value, expected in (("0", 604_800_000), ("1000", 1000)):
+            changed = await channel.request(44, 1, alter(TOPIC, "kept", "retention.ms", value))
+            assert changed.responses[0].error_code == 0
+            assert await publisher.wait_until(retention_shown(value))
+            # The refused value leaves the partition as it ran; the publisher goes on.
+            assert replicas[("kept", 0)].config.retention_ms == expected
+        assert "the new configs of topic kept not applied" in caplog.text
