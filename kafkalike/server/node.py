@@ -172,9 +172,9 @@ def is_single_node(config: BrokerConfig) -> bool:
 
 
 # The single node (``kafkalike serve`` without a cluster's config) on its own one-voter quorum,
-# its broker reaching its controller in process. Off until the server tests pass on it: the
-# single node's broker then keeps its in-process metadata of old.
-SINGLE_NODE_ON_QUORUM = False
+# its broker reaching its controller in process (off: its broker keeps the in-process metadata
+# of earlier releases).
+SINGLE_NODE_ON_QUORUM = True
 
 
 def single_node_settings(config: BrokerConfig) -> QuorumSettings:
