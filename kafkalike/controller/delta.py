@@ -82,6 +82,27 @@ class LocalReplicaChanges:
     elected_leaders: Mapping[PartitionKey, LocalPartition]
     followers: Mapping[PartitionKey, LocalPartition]
 
+    def __bool__(self) -> bool:
+        return bool(self.deletes or self.leaders or self.followers)
+
+    def roles(self) -> LocalReplicaChanges:
+        """The same without the deletes (what remains to do once they are done)."""
+        return LocalReplicaChanges(EMPTY, self.leaders, self.elected_leaders, self.followers)
+
+    def then(self, later: LocalReplicaChanges) -> LocalReplicaChanges:
+        """These changes, not yet taken, followed by ``later``: one set of changes that leaves the
+        broker where taking both in turn would. A partition ``later`` names takes its state from
+        ``later``; one elected by either is elected if it is still led here."""
+        touched = later.deletes.keys() | later.leaders.keys() | later.followers.keys()
+        leaders = {k: v for k, v in self.leaders.items() if k not in touched} | dict(later.leaders)
+        followers = {k: v for k, v in self.followers.items() if k not in touched} | dict(later.followers)
+        elected = {k: leaders[k] for k in self.elected_leaders.keys() | later.elected_leaders.keys() if k in leaders}
+        deletes = {k: v for k, v in self.deletes.items() if k not in touched} | dict(later.deletes)
+        return LocalReplicaChanges(frozen(deletes), frozen(leaders), frozen(elected), frozen(followers))
+
+
+NO_LOCAL_CHANGES = LocalReplicaChanges(EMPTY, EMPTY, EMPTY, EMPTY)
+
 
 # -- deltas -----------------------------------------------------------------------------------------
 

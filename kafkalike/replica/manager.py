@@ -135,6 +135,9 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         self._on_progress = on_progress
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
+        # Partitions the metadata gives this broker whose logs could not be opened (Kafka's
+        # HostedPartition.Offline): requests for them answer KAFKA_STORAGE_ERROR.
+        self._offline: frozenset[TopicPartition] = frozenset()
 
     # -- lookups --------------------------------------------------------------------------------
 
@@ -149,6 +152,14 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
 
     def get_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None:
         return self._by_id.get((topic_id, index))
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is this broker's to host but its log could not be opened."""
+        return tp in self._offline
+
+    def set_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """The partitions whose logs could not be opened now (replacing the previous set)."""
+        self._offline = frozenset(tp for tp in tps if tp not in self._partitions)
 
     # -- opening --------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ its ``run`` task applies them in log order, one at a time:
 1. the loader replays the batch into a :class:`~kafkalike.controller.delta.MetadataDelta`;
 2. the replica manager takes ``delta.local_changes(node_id)``: deleted partitions stopped first,
    new ones opened on worker threads, leadership and follower roles taken
-   (``replica_files.apply_replica_changes``);
+   (``replica_files.apply_replica_changes``); changes a disk error kept from being taken are
+   taken again, with later ones, until they are (``_take``);
 3. what that changed is told to the coordinators (``on_replica_changes``: the group and
    transaction coordinators load the shards of ``__consumer_offsets`` / ``__transaction_state``
    partitions this broker now leads and unload those it no longer leads);
@@ -36,11 +37,11 @@ from dataclasses import dataclass
 
 import trio
 
-from kafkalike.controller.delta import MetadataDelta
+from kafkalike.controller.delta import NO_LOCAL_CHANGES, LocalReplicaChanges, MetadataDelta
 from kafkalike.controller.image import BROKER_RESOURCE, EMPTY, EMPTY_IMAGE, ConfigResource, MetadataImage
 from kafkalike.controller.loader import MetadataLoader
 from kafkalike.log import LogConfig
-from kafkalike.log.errors import KafkaStorageError
+from kafkalike.log.errors import LogError
 from kafkalike.log.snapshot_files import SnapshotId
 from kafkalike.protocol.metadata_records import MetadataBatch, MetadataRecordError, decode_metadata_record
 from kafkalike.raft.log import OffsetAndEpoch
@@ -51,6 +52,10 @@ from kafkalike.server.replica_files import apply_replica_changes
 
 log = logging.getLogger("kafkalike.metadata")
 NO_LEADER = -1
+# Partitions whose logs could not be opened are tried again after this long, doubling each
+# time up to the maximum (a directory that stays broken is not retried in a busy loop).
+PARTITION_RETRY_FIRST_S = 0.5
+PARTITION_RETRY_MAX_S = 30.0
 
 
 def metadata_batch(batch: CommittedBatch) -> MetadataBatch:
@@ -98,6 +103,11 @@ class MetadataPublisher:
         self._arrived = trio.Event()
         self._published = trio.Event()
         self._running = False
+        # Replica changes not taken yet (a log could not be opened), taken again at _retry_at.
+        self._untaken = NO_LOCAL_CHANGES
+        self._retry_s = PARTITION_RETRY_FIRST_S
+        self._retry_at = math.inf
+        self._taken = trio.Event()
 
     # -- CommitListener (on the event loop: quick) -------------------------------------------
 
@@ -146,7 +156,13 @@ class MetadataPublisher:
         try:
             while True:
                 await self.publish_pending()
-                await self._arrived.wait()
+                if not self._untaken:
+                    await self._arrived.wait()
+                    continue
+                with trio.move_on_after(max(0.0, self._retry_at - self.clock.monotonic_s())):
+                    await self._arrived.wait()
+                if not self._pending and self._untaken and self.clock.monotonic_s() >= self._retry_at:
+                    await self._take(self._untaken, self.image)
         finally:
             self._running = False
 
@@ -188,26 +204,8 @@ class MetadataPublisher:
     async def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         old = self.image
         changes = delta.local_changes(self.node_id)
-        if changes.deletes or changes.leaders or changes.followers:
-
-            def config_for(name: str) -> LogConfig:
-                return self.log_config(image.topic_configs(name))
-
-            try:
-                applied = await apply_replica_changes(self.replicas, changes, config_for, self.clock.wall_ms())
-            except (OSError, KafkaStorageError) as exc:
-                # The image moves on regardless (it is what was committed); the partitions this
-                # broker could not open are not hosted here: NOT_LEADER_OR_FOLLOWER for them.
-                self.replica_errors += 1
-                log.error(
-                    "node %d: partitions of metadata offset %d not opened: %s",
-                    self.node_id,
-                    image.provenance.last_offset,
-                    exc,
-                )
-            else:
-                for listener in self.on_replica_changes:
-                    listener(applied)
+        if changes:  # with those not taken before (else they wait for their retry time)
+            await self._take(self._untaken.then(changes), image)
         if image.configs != old.configs:
             # The broker's dynamic configs first: the topics' log configs fall back on them.
             if self.on_configs is not None:
@@ -219,6 +217,54 @@ class MetadataPublisher:
         self.image = image
         published, self._published = self._published, trio.Event()
         published.set()
+
+    async def _take(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
+        """The replica manager takes ``changes``. If a partition's log cannot be opened (a full
+        or failing disk), the image moves on regardless (it is what was committed), the deletes
+        stand, and no new partition or role is taken: those partitions answer KAFKA_STORAGE_ERROR
+        (Kafka's offline partitions) and the changes are taken again later (``run``), so that
+        they are hosted once the disk takes them, without a restart."""
+
+        def config_for(name: str) -> LogConfig:
+            return self.log_config(image.topic_configs(name))
+
+        try:
+            applied = await apply_replica_changes(self.replicas, changes, config_for, self.clock.wall_ms())
+        except (OSError, LogError) as exc:  # a full or failing disk, a directory of another topic
+            self.replica_errors += 1
+            first = not self._untaken
+            self._untaken = changes.roles()
+            self.replicas.set_offline(
+                (p.topic_name, p.partition_id) for p in [*changes.leaders.values(), *changes.followers.values()]
+            )
+            self._retry_s = PARTITION_RETRY_FIRST_S if first else min(self._retry_s * 2, PARTITION_RETRY_MAX_S)
+            self._retry_at = self.clock.monotonic_s() + self._retry_s
+            log.error(
+                "node %d: partitions of metadata offset %d not opened (trying again in %.1f s): %s",
+                self.node_id,
+                image.provenance.last_offset,
+                self._retry_s,
+                exc,
+            )
+            return
+        if self._untaken:
+            log.info("node %d: the partitions not opened before are open now", self.node_id)
+        self._untaken = NO_LOCAL_CHANGES
+        self.replicas.set_offline(())
+        for listener in self.on_replica_changes:
+            listener(applied)
+        taken, self._taken = self._taken, trio.Event()
+        taken.set()
+
+    @property
+    def offline(self) -> bool:
+        """Whether some partition this broker should host is not open (see ``_take``)."""
+        return bool(self._untaken)
+
+    async def wait_all_open(self) -> None:
+        """Until every partition the published image gives this broker is open."""
+        while self._untaken:
+            await self._taken.wait()
 
     def _config_if_known(self, image: MetadataImage, name: str) -> LogConfig | None:
         if image.topic(name) is None:

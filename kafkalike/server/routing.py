@@ -1,7 +1,8 @@
 """Requests for partitions this broker does not lead: which error, and where the leader is.
 
 Kafka's ReplicaManager.getPartitionOrError decides the error: a partition hosted here is
-served (its own checks then answer NOT_LEADER_OR_FOLLOWER on a follower); one the metadata
+served (its own checks then answer NOT_LEADER_OR_FOLLOWER on a follower); one this broker should
+host but could not open (its log directory failing) is KAFKA_STORAGE_ERROR; one the metadata
 knows but this broker does not host is NOT_LEADER_OR_FOLLOWER, so that the client refreshes
 its metadata and goes to the leader; one the metadata does not know is
 UNKNOWN_TOPIC_OR_PARTITION.
@@ -115,6 +116,8 @@ def partition_or_error(ctx: RequestContext, topic: str | None, index: int) -> Pa
     partition = ctx.replicas.get((topic, index)) if topic is not None else None
     if partition is not None:
         return partition
+    if topic is not None and ctx.replicas.is_offline((topic, index)):
+        return ErrorCode.KAFKA_STORAGE_ERROR
     if topic is not None and ctx.metadata.routing.knows(topic, index):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

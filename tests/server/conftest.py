@@ -26,6 +26,7 @@ class RunningBroker:
     host: str
     port: int
     clients: list[AsyncWireClient] = field(default_factory=list)
+    node: Node | None = None  # the node that runs the broker (``serving``)
 
     async def client(self) -> AsyncWireClient:
         """A raw protocol client, closed when the test ends."""
@@ -59,7 +60,7 @@ async def serving(
             for runtime in (node.broker.groups.runtime, node.broker.txn.runtime):
                 while runtime.shards.loading():
                     await runtime.loaded.wait()
-        running = RunningBroker(node.broker, *node.client_address)
+        running = RunningBroker(node.broker, *node.client_address, node=node)
         try:
             yield running
         finally:

@@ -193,29 +193,46 @@ async def test_create_partitions_past_the_limit_grow_nothing(running: RunningBro
     assert _partition_dirs(running) == {"grow-0", "grow-too-0"}
 
 
-async def test_a_full_disk_while_creating_undoes_the_request(
+async def _produce_error(client: Any, topic: str, partition: int) -> int:
+    response = await client.request(0, 9, _produce_body(topic, partition, build_batch([Record(value=b"v")])))
+    return int(response.responses[0].partition_responses[0].error_code)
+
+
+async def test_a_full_disk_while_creating_leaves_the_partitions_offline_until_the_disk_takes_them(
     running: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """As Kafka's controller answers, the topics are created: their records are committed before
+    any broker makes a log. The broker whose disk refuses a log keeps nothing half made and
+    answers KAFKA_STORAGE_ERROR for those partitions (Kafka's offline partitions), then opens
+    them once the disk takes them, without a restart."""
     client = await running.client()
     original = PartitionLog.open.__func__  # type: ignore[attr-defined]
     calls = 0
+    full = threading.Event()
+    full.set()
 
     def filling_open(cls: type[PartitionLog], *args: Any, **kwargs: Any) -> PartitionLog:
         nonlocal calls
         calls += 1
-        if calls == 150:
+        if calls >= 150 and full.is_set():
             raise OSError(errno.ENOSPC, "No space left on device")
         return original(cls, *args, **kwargs)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(PartitionLog, "open", classmethod(filling_open))
     response = await client.request(19, 7, _create_body([_spec("x", 100), _spec("y", 100)]))
-    assert {t.error_code for t in response.topics} == {ErrorCode.KAFKA_STORAGE_ERROR}
-    assert _partition_dirs(running) == set()
+    assert {t.error_code for t in response.topics} == {0}
+    publisher = running.broker.publisher
+    assert publisher.offline
+    assert await _produce_error(client, "x", 0) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert await _produce_error(client, "y", 99) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert await _produce_error(client, "y", 100) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert not any(name in ("x", "y") for name, _ in running.broker.partitions)
-    # The names are free again and the broker goes on.
-    response = await client.request(19, 7, _create_body([_spec("x", 2)]))
-    assert response.topics[0].error_code == 0
-    assert _partition_dirs(running) == {"x-0", "x-1"}
+    full.clear()  # room on the disk again: the next try opens them
+    with trio.fail_after(30):
+        await publisher.wait_all_open()
+    assert await _produce_error(client, "x", 0) == 0
+    assert await _produce_error(client, "y", 99) == 0
+    assert _partition_dirs(running) == {f"{t}-{i}" for t in ("x", "y") for i in range(100)}
 
 
 async def test_deleting_many_topics_removes_their_directories_and_frees_the_names(running: RunningBroker) -> None:
@@ -268,16 +285,25 @@ async def test_the_largest_operation_is_one_metadata_batch_and_replays_whole(tmp
 
 
 async def test_a_left_directory_of_another_topic_is_a_storage_error_not_a_closed_connection(
-    running: RunningBroker,
+    running: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kafkalike.log.checkpoint import format_partition_metadata
+    from kafkalike.server import metadata_publisher
 
+    monkeypatch.setattr(metadata_publisher, "PARTITION_RETRY_FIRST_S", 3600.0)  # tried again with the next change
     client = await running.client()
     stale = running.broker.data_dir / "stale-0"  # as a directory that could not be renamed leaves it
     stale.mkdir()
     (stale / "partition.metadata").write_bytes(format_partition_metadata(uuid.uuid4()))
     response = await client.request(19, 7, _create_body([_spec("stale", 1)]))
-    assert response.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
-    # Same connection, and the name can be created now that the stray files are gone.
-    response = await client.request(19, 7, _create_body([_spec("stale", 1)]))
     assert response.topics[0].error_code == 0
+    # Same connection: the partition answers KAFKA_STORAGE_ERROR, the stray files are removed,
+    # and it opens when the broker takes its next change.
+    assert await _produce_error(client, "stale", 0) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert running.broker.publisher.offline
+    assert (await _create(client, "next")).error_code == 0
+    assert not running.broker.publisher.offline
+    assert await _produce_error(client, "stale", 0) == 0
+    assert await _produce_error(client, "next", 0) == 0
+    topic_id = running.broker.publisher.image.topics_by_name["stale"].topic_id
+    assert (stale / "partition.metadata").read_bytes() == format_partition_metadata(topic_id)

@@ -191,6 +191,8 @@ async def _produce_partition(
         checked = _check_request_records(records, ctx.version)
         if acks not in (0, 1, -1):
             raise ProduceError(ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
+        if found is ErrorCode.KAFKA_STORAGE_ERROR:  # this broker's, its log not opened
+            raise ProduceError(found, f"Partition {topic}-{index} is in an offline log directory")
         if partition is None:  # in the metadata, not hosted here (Kafka's getPartitionOrException)
             raise ProduceError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This broker is not a replica of the partition.")
         if ctx.faults.is_paused(topic, index):

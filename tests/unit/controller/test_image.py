@@ -374,3 +374,24 @@ def test_local_changes_of_a_deleted_topic_delete_every_hosted_partition() -> Non
     delta = MetadataDelta(image_with_topic()).replay_all([rec(T.REMOVE_TOPIC_RECORD, topic_id=TOPIC)])
     assert set(delta.local_changes(2).deletes) == {(TOPIC, 0), (TOPIC, 1)}
     assert not delta.local_changes(3).deletes
+
+
+def test_changes_not_taken_then_later_ones_leave_the_broker_where_both_in_turn_would() -> None:
+    created = MetadataDelta(replay_records(EMPTY_IMAGE, [register(1), register(2)])).replay_all(topic_with_partitions())
+    untaken = created.local_changes(1).roles()  # broker 1 elected for both partitions, not taken
+    assert set(untaken.elected_leaders) == {(TOPIC, 0), (TOPIC, 1)} and not untaken.deletes
+    # Partition 0 moves to broker 2, partition 1 changes its ISR only: 1 stays elected for 1.
+    image = created.apply()
+    later = MetadataDelta(image).replay_all(
+        [change(leader=2), rec(T.PARTITION_CHANGE_RECORD, topic_id=TOPIC, partition_id=1, isr=[1])]
+    )
+    merged = untaken.then(later.local_changes(1))
+    assert set(merged.followers) == {(TOPIC, 0)} and set(merged.leaders) == set(merged.elected_leaders) == {(TOPIC, 1)}
+    assert merged.leaders[(TOPIC, 1)].registration.isr == (1,)  # the later state
+    # A deletion takes the partitions out of what is left to take, and is kept itself.
+    removed = untaken.then(
+        MetadataDelta(image).replay_all([rec(T.REMOVE_TOPIC_RECORD, topic_id=TOPIC)]).local_changes(1)
+    )
+    assert not (removed.leaders or removed.followers or removed.elected_leaders)
+    assert set(removed.deletes) == {(TOPIC, 0), (TOPIC, 1)}
+    assert removed and not removed.roles()
