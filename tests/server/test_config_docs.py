@@ -91,8 +91,10 @@ async def test_documentation_of_chosen_keys_and_of_the_cluster_defaults(running:
     }
     assert (await _set(client, BROKER, "", {"log.cleaner.backoff.ms": "500"})).error_code == 0
     defaults = await _describe(client, BROKER, "", documentation=True)
+    # A fresh cluster's own cluster-level min.insync.replicas (eligible leader replicas on, as Kafka 4.4's).
     assert {n: c.documentation for n, c in defaults.items()} == {
-        "log.cleaner.backoff.ms": DOCS["log.cleaner.backoff.ms"]
+        "log.cleaner.backoff.ms": DOCS["log.cleaner.backoff.ms"],
+        "min.insync.replicas": DOCS["min.insync.replicas"],
     }
 
 
