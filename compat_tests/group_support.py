@@ -38,6 +38,9 @@ from compat_tests.support import index_of
 GROUP_BROKER_OVERRIDES = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=500")
 SESSION_TIMEOUT_MS = 2000
 HEARTBEAT_INTERVAL_MS = 200
+# Members that keep their place across a broker restart: a session longer than a restart takes
+# (a process start, imports included, is 1-2 s here; more on a loaded machine).
+RESTART_SESSION_MS = 10_000
 # The longest any wait of these tests may take: several rebalances and session timeouts.
 GROUP_TIMEOUT_S = 30.0
 PARTITIONS = 6
@@ -365,6 +368,7 @@ class GroupClient(Protocol):
         group: str,
         strategy: str = RANGE,
         commit: bool = False,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> ThreadMember:
         """A member subscribed to ``topic``, with ``name`` as its client id; with ``commit``, it
         commits what it read after each batch (and when partitions are revoked, where the
@@ -519,7 +523,10 @@ def broker_restart(client: GroupClient, broker: Any, topic: str) -> None:
     try:
         by_group = {
             group: [
-                client.start_member(board, f"{group}-{i}", bootstrap, topic, group, commit=True) for i in range(count)
+                client.start_member(
+                    board, f"{group}-{i}", bootstrap, topic, group, commit=True, session_timeout_ms=RESTART_SESSION_MS
+                )
+                for i in range(count)
             ]
             for group, count in groups.items()
         }

@@ -88,14 +88,16 @@ def assignor(strategy: str) -> type[AbstractPartitionAssignor]:
     return ASSIGNORS[strategy]
 
 
-def new_consumer(bootstrap: str, group: str, strategy: str = RANGE, **config: Any) -> AIOKafkaConsumer:
+def new_consumer(
+    bootstrap: str, group: str, strategy: str = RANGE, session_timeout_ms: int = SESSION_TIMEOUT_MS, **config: Any
+) -> AIOKafkaConsumer:
     """Not started; must be made with the loop that will run it running."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        session_timeout_ms=SESSION_TIMEOUT_MS,
+        session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
         partition_assignment_strategy=(assignor(strategy),),
         **config,
@@ -214,13 +216,14 @@ class AioKafka:
         group: str,
         strategy: str = RANGE,
         commit: bool = False,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> ThreadMember:
         """The client is made and started here; then the member's thread runs its loop."""
         member = ThreadMember(name, board)
         loop = asyncio.new_event_loop()
 
         async def start() -> AIOKafkaConsumer:
-            client = new_consumer(bootstrap, group, strategy, client_id=name)
+            client = new_consumer(bootstrap, group, strategy, client_id=name, session_timeout_ms=session_timeout_ms)
             await client.start()
 
             async def on_revoke() -> None:

@@ -155,9 +155,12 @@ class Confluent:
         group: str,
         strategy: str = RANGE,
         commit: bool = False,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> ThreadMember:
         member = ThreadMember(name, board)
-        client = RdConsumer(consumer_config(bootstrap, group, strategy, **{"client.id": name}))
+        client = RdConsumer(
+            consumer_config(bootstrap, group, strategy, **{"client.id": name, "session.timeout.ms": session_timeout_ms})
+        )
 
         def on_revoke() -> None:
             if commit:

@@ -80,13 +80,15 @@ def admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
         client.close()
 
 
-def new_consumer(bootstrap: str, group: str, strategy: str = RANGE, **config: Any) -> KafkaConsumer:
+def new_consumer(
+    bootstrap: str, group: str, strategy: str = RANGE, session_timeout_ms: int = SESSION_TIMEOUT_MS, **config: Any
+) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        session_timeout_ms=SESSION_TIMEOUT_MS,
+        session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
         partition_assignment_strategy=(ASSIGNORS[strategy],),
         reconnect_backoff_max_ms=500,
@@ -178,9 +180,10 @@ class KafkaPython:
         group: str,
         strategy: str = RANGE,
         commit: bool = False,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> ThreadMember:
         member = ThreadMember(name, board)
-        client = new_consumer(bootstrap, group, strategy, client_id=name)
+        client = new_consumer(bootstrap, group, strategy, client_id=name, session_timeout_ms=session_timeout_ms)
         # ``commit``: after each batch only (see ``Listener``).
         subscribe(client, topic, Listener(lambda kind, partitions: member.report(callback=(kind, partitions))))
 

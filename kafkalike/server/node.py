@@ -520,6 +520,17 @@ class Node:
             self._scope.cancel()
         await self._stopped.wait()
 
+    async def wait_coordinators_loaded(self, timeout_s: float) -> None:
+        """Until the group and transaction coordinator shards this node's broker leads have
+        loaded (for at most ``timeout_s``): until then they answer COORDINATOR_LOAD_IN_PROGRESS,
+        which not every client retries (aiokafka's admin client returns no offsets)."""
+        broker = self.broker
+        if broker is None:
+            return
+        with trio.move_on_after(timeout_s):
+            for runtime in (broker.groups.runtime, broker.txn.runtime):
+                await runtime.wait_loaded(timeout_s)
+
     def request_stop(self) -> None:
         """:meth:`stop` without waiting, from any thread (the test kit runs nodes in threads)."""
         token = self._token
@@ -859,6 +870,10 @@ class Node:
 # -- a node as a process ----------------------------------------------------------------------------
 
 
+# How long the single node's ready line waits for its coordinator shards to load.
+READY_LOAD_WAIT_S = 30.0
+
+
 async def run_node(
     config: BrokerConfig,
     *,
@@ -875,6 +890,9 @@ async def run_node(
             await nursery.start(node.run)
             address = node.client_address or node.controller_address
             assert address is not None
+            if node.single:
+                # Ready means ready for a drop-in broker: its coordinators serve what it had.
+                await node.wait_coordinators_loaded(READY_LOAD_WAIT_S)
             if port_file is not None and write_port_file is not None:
                 write_port_file(port_file, address[1])
             _log_ready(node, address)

@@ -56,10 +56,9 @@ async def serving(
         assert node.broker is not None and node.client_address is not None
         # Coordinator shards load in the background once the broker leads their partitions
         # (COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's): a test starts once they serve.
-        with trio.fail_after(LOAD_DEADLINE_S):
-            for runtime in (node.broker.groups.runtime, node.broker.txn.runtime):
-                while runtime.shards.loading():
-                    await runtime.loaded.wait()
+        await node.wait_coordinators_loaded(LOAD_DEADLINE_S)
+        for runtime in (node.broker.groups.runtime, node.broker.txn.runtime):
+            assert not runtime.shards.loading(), f"coordinator shards not loaded within {LOAD_DEADLINE_S} s"
         running = RunningBroker(node.broker, *node.client_address, node=node)
         try:
             yield running
