@@ -5,7 +5,8 @@ Built from the node's ``server.properties`` (Kafka's names), a node runs, as its
 - one :class:`~kafkalike.server.quorum.driver.QuorumDriver` over the ``__cluster_metadata-0`` log
   under ``metadata.log.dir`` (or the first of ``log.dirs``): a voter when ``node.id`` is in
   ``controller.quorum.voters``, an observer otherwise (a broker-only node follows the metadata log
-  as Kafka's brokers do, fetching from the leader and voting never);
+  as Kafka's brokers do, fetching from the leader and voting never; without
+  ``controller.quorum.voters`` it finds the leader through ``controller.quorum.bootstrap.servers``);
 - a :class:`~kafkalike.server.controller_host.ControllerHost` with the controller role, served on
   the CONTROLLER listener together with the quorum's own APIs;
 - a :class:`~kafkalike.server.broker.Broker` with the broker role.
