@@ -617,12 +617,24 @@ class RaftNode:
     def _follow_if_new(self, leader_id: int, epoch: int, now_ms: int) -> None:
         """Kafka's maybeTransition: a higher epoch, or a leader for this epoch we did not know."""
         if epoch > self.epoch:
-            if leader_id >= 0 and leader_id != self.node_id:
+            if leader_id >= 0 and leader_id != self.node_id and self._can_reach(leader_id):
                 self._become_follower(epoch, leader_id, now_ms)
             else:
                 self._become_unattached(epoch, now_ms)
-        elif epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id and not self._knows_leader():
+        elif (
+            epoch == self.epoch
+            and leader_id >= 0
+            and leader_id != self.node_id
+            and not self._knows_leader()
+            and self._can_reach(leader_id)
+        ):
             self._become_follower(epoch, leader_id, now_ms)
+
+    def _can_reach(self, leader_id: int) -> bool:
+        """Whether this node could fetch from ``leader_id``: a node that knows no voters needs
+        the leader's endpoint (from a response's NodeEndpoints), else it asks the bootstrap
+        servers again rather than follow a leader it cannot find."""
+        return bool(self.config.voters) or leader_id in self.endpoints
 
     # -- fetch, leader side -----------------------------------------------------------------------
 
@@ -820,7 +832,7 @@ class RaftNode:
         if epoch > self.epoch or error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
             self._follow_if_new(leader_id, epoch, now_ms)
             return True
-        if leader_id >= 0 and leader_id != self.node_id and not self._knows_leader():
+        if leader_id >= 0 and leader_id != self.node_id and not self._knows_leader() and self._can_reach(leader_id):
             self._become_follower(epoch, leader_id, now_ms)
             return error is not ErrorCode.NONE
         return False

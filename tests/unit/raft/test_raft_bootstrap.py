@@ -43,6 +43,18 @@ def test_observer_follows_the_leader_a_bootstrap_server_names_at_its_endpoint() 
     assert partition(fetch)["current_leader_epoch"] == 5
 
 
+def test_a_leader_named_without_its_endpoint_is_not_followed() -> None:
+    h = bootstrap_observer()
+    probe = only(h.advance(0), m.FETCH)
+    h.respond(probe, not_leader(5, 2, None))  # an answer below Fetch v17, say
+    assert (h.node.role, h.node.epoch, h.node.leader_id) == (Role.UNATTACHED, 5, -1)
+    h.persist()
+    retry = only(h.run_to_deadline(), m.FETCH)
+    assert retry.destination in h.node.bootstrap_ids
+    h.respond(retry, not_leader(5, 2, ("ctl-2", 9092)))
+    assert (h.node.role, h.node.leader_id) == (Role.FOLLOWER, 2)
+
+
 def test_one_bootstrap_server_at_a_time_and_another_after_a_failure() -> None:
     h = bootstrap_observer()
     first = only(h.advance(0), m.FETCH)
