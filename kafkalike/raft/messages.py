@@ -226,9 +226,13 @@ def fetch_response(
     records: bytes = b"",
     diverging: tuple[int, int] | None = None,
     snapshot: tuple[int, int] | None = None,
+    leader_endpoint: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """``diverging`` is the leader's (epoch, end offset) where the follower's log parts from it;
-    ``snapshot`` the (end offset, epoch) of the snapshot a follower behind the log start must fetch."""
+    ``snapshot`` the (end offset, epoch) of the snapshot a follower behind the log start must fetch;
+    ``leader_endpoint`` the (host, port) of the leader's controller listener, when known (the
+    response's NodeEndpoints, v16+; Kafka's raft sends it from v17 on, see
+    :func:`without_node_endpoints`)."""
     div_epoch, div_end = diverging if diverging is not None else (-1, -1)
     snap_end, snap_epoch = snapshot if snapshot is not None else (-1, -1)
     partition = {
@@ -244,13 +248,36 @@ def fetch_response(
         "preferred_read_replica": -1,
         "records": records,
     }
+    endpoints = []
+    if leader_endpoint is not None and leader_id >= 0:
+        host, port = leader_endpoint
+        endpoints.append({"node_id": leader_id, "host": host, "port": port, "rack": None})
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "session_id": 0,
         "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [partition]}],
-        "node_endpoints": [],
+        "node_endpoints": endpoints,
     }
+
+
+# Kafka's raft puts the leader's endpoint into Fetch responses from this version on (RaftUtil).
+FETCH_NODE_ENDPOINTS_VERSION = 17
+
+
+def without_node_endpoints(body: Body) -> dict[str, Any]:
+    """A Fetch response as Kafka's raft answers a request below v17: no NodeEndpoints."""
+    return {**body, "node_endpoints": []}
+
+
+def node_endpoints(body: Body) -> dict[int, tuple[str, int]]:
+    """The (host, port) of each node a response's NodeEndpoints name."""
+    found: dict[int, tuple[str, int]] = {}
+    for endpoint in body.get("node_endpoints") or []:
+        node_id, host, port = int(endpoint["node_id"]), endpoint["host"], int(endpoint["port"])
+        if node_id >= 0 and host and 0 < port < 65536:
+            found[node_id] = (str(host), port)
+    return found
 
 
 def fetch_snapshot_request(

@@ -59,6 +59,9 @@ from kafkalike.raft.state import (
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
+# As Kafka's raft client, the bootstrap servers of a node without known voters go by synthetic
+# ids counting down from here (-1 is no node): the first -2, the next -3...
+FIRST_BOOTSTRAP_ID = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,16 @@ class RaftNode:
         self._requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
         self._parked: dict[int, _ParkedFetch] = {}  # by the node that sent the fetch
         self._flush_requested = log.durable_end_offset
+        # Where the nodes it talks to listen (the voters' controller endpoints, the bootstrap
+        # servers by their synthetic ids, leaders learned from responses' NodeEndpoints): what
+        # its responses tell others of the leader, and where a driver sends its requests.
+        self.endpoints: dict[int, tuple[str, int]] = {e.key.node_id: (e.host, e.port) for e in config.endpoints}
+        # Whom an observer without a leader asks (Kafka's RequestManager bootstrap servers): the
+        # voters when it knows them, else controller.quorum.bootstrap.servers.
+        self.bootstrap_ids: tuple[int, ...] = tuple(v.node_id for v in config.voters)
+        if not config.voters:
+            self.bootstrap_ids = tuple(FIRST_BOOTSTRAP_ID - i for i in range(len(config.bootstrap_servers)))
+            self.endpoints.update(zip(self.bootstrap_ids, config.bootstrap_servers, strict=True))
         self.high_watermark: int | None = None
         self.state: EpochState = self._initial_state(now_ms)
 
@@ -180,7 +193,10 @@ class RaftNode:
             return Resigned(stored.epoch, now_ms if alone else self._election_deadline(now_ms), [], set())
         if stored.voted_for is not None and stored.voted_for.node_id == self.node_id and self.is_voter:
             return Election(stored.epoch, self._election_deadline(now_ms), granted={self.node_id})
-        if stored.leader_id >= 0:
+        # A node that knows no voters has no endpoint for a leader it followed before (the
+        # quorum-state file keeps none): as Kafka's QuorumState, it starts unattached and asks
+        # the bootstrap servers again.
+        if stored.leader_id >= 0 and (self.config.voters or stored.leader_id in self.endpoints):
             return Follower(stored.epoch, stored.leader_id, now_ms + self.config.fetch_timeout_ms)
         if alone:
             return Unattached(stored.epoch, now_ms, stored.voted_for)
@@ -475,10 +491,11 @@ class RaftNode:
                 self._send_request(node_id, m.END_QUORUM_EPOCH, body, now_ms)
 
     def _fetch_from_any_voter(self, now_ms: int) -> None:
-        """An observer without a leader asks a voter (Kafka's maybeSendAnyVoterFetch)."""
+        """An observer without a leader asks a voter, or a bootstrap server when it knows no
+        voters (Kafka's maybeSendFetchToAnyBootstrap): the answer names the leader."""
         if self._requests.has_inflight():
             return
-        candidates = [v.node_id for v in self.config.voters if self._requests.can_send(v.node_id, now_ms)]
+        candidates = [node_id for node_id in self.bootstrap_ids if self._requests.can_send(node_id, now_ms)]
         if candidates:
             self._send_fetch(self._random.choice(candidates), now_ms)
 
@@ -600,12 +617,24 @@ class RaftNode:
     def _follow_if_new(self, leader_id: int, epoch: int, now_ms: int) -> None:
         """Kafka's maybeTransition: a higher epoch, or a leader for this epoch we did not know."""
         if epoch > self.epoch:
-            if leader_id >= 0 and leader_id != self.node_id:
+            if leader_id >= 0 and leader_id != self.node_id and self._can_reach(leader_id):
                 self._become_follower(epoch, leader_id, now_ms)
             else:
                 self._become_unattached(epoch, now_ms)
-        elif epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id and not self._knows_leader():
+        elif (
+            epoch == self.epoch
+            and leader_id >= 0
+            and leader_id != self.node_id
+            and not self._knows_leader()
+            and self._can_reach(leader_id)
+        ):
             self._become_follower(epoch, leader_id, now_ms)
+
+    def _can_reach(self, leader_id: int) -> bool:
+        """Whether this node could fetch from ``leader_id``: a node that knows no voters needs
+        the leader's endpoint (from a response's NodeEndpoints), else it asks the bootstrap
+        servers again rather than follow a leader it cannot find."""
+        return bool(self.config.voters) or leader_id in self.endpoints
 
     # -- fetch, leader side -----------------------------------------------------------------------
 
@@ -663,7 +692,19 @@ class RaftNode:
         return ErrorCode.NONE
 
     def _fetch_error(self, error: ErrorCode) -> dict[str, Any]:
-        return m.fetch_response(error, self.epoch, self.leader_id, self._wire_high_watermark(), self.log.start_offset)
+        return m.fetch_response(
+            error,
+            self.epoch,
+            self.leader_id,
+            self._wire_high_watermark(),
+            self.log.start_offset,
+            leader_endpoint=self._leader_endpoint(),
+        )
+
+    def _leader_endpoint(self) -> tuple[str, int] | None:
+        """The current leader's controller endpoint, as far as this node knows it."""
+        leader_id = self.leader_id
+        return self.endpoints.get(leader_id) if leader_id >= 0 else None
 
     def _wire_high_watermark(self) -> int:
         """The leader's high watermark of this epoch; -1 until it has one (as Kafka: a new leader
@@ -688,6 +729,7 @@ class RaftNode:
             records,
             diverging,
             (snapshot.offset, snapshot.epoch) if snapshot is not None else None,
+            self._leader_endpoint(),
         )
 
     def _handle_fetch_snapshot(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any]:
@@ -740,6 +782,7 @@ class RaftNode:
         if inflight is None:
             return  # a duplicate, or an answer to a request an older state sent
         body = response.body
+        self._learn_endpoints(body)
         if body.get("error_code", 0) != ErrorCode.NONE:
             self._requests.fail(response.source, now_ms)
             return
@@ -774,6 +817,14 @@ class RaftNode:
             if isinstance(state, Resigned):
                 state.unacknowledged.discard(response.source)
 
+    def _learn_endpoints(self, body: m.Body) -> None:
+        """A response's NodeEndpoints (the leader's): where an observer that knows no voters
+        finds the leader. A voter's configured endpoint stays as configured."""
+        for node_id, address in m.node_endpoints(body).items():
+            if node_id not in self.config.voter_ids and self.endpoints.get(node_id) != address:
+                logger.info("node %d: node %d is at %s:%d", self.node_id, node_id, *address)
+                self.endpoints[node_id] = address
+
     def _handle_common_response(self, error: ErrorCode, leader_id: int, epoch: int, now_ms: int) -> bool:
         """Kafka's maybeHandleCommonResponse; True when the response needs no further handling."""
         if epoch < self.epoch or error is ErrorCode.UNKNOWN_LEADER_EPOCH:
@@ -781,7 +832,7 @@ class RaftNode:
         if epoch > self.epoch or error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
             self._follow_if_new(leader_id, epoch, now_ms)
             return True
-        if leader_id >= 0 and leader_id != self.node_id and not self._knows_leader():
+        if leader_id >= 0 and leader_id != self.node_id and not self._knows_leader() and self._can_reach(leader_id):
             self._become_follower(epoch, leader_id, now_ms)
             return error is not ErrorCode.NONE
         return False

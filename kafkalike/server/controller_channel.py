@@ -7,7 +7,9 @@ controller now, and returns its response body as the wire decodes it:
 
 - the active controller is the metadata quorum's leader (``leader.leader_id``); when that is
   this node and the node has a controller host, the request is answered in process (no socket),
-  else it goes over the network to the leader's CONTROLLER endpoint (from the voters' endpoints);
+  else it goes over the network to the leader's CONTROLLER endpoint (from the voters' endpoints,
+  or, on a broker that finds the quorum through ``controller.quorum.bootstrap.servers`` alone, the
+  endpoint its quorum observer learned of the leader, as Kafka's RaftControllerNodeProvider);
 - a response naming NOT_CONTROLLER anywhere, a refused or broken connection, or no known leader
   sends it again once the leader is known (or has changed), as Kafka's channel puts the request
   back at the head of its queue and looks up the controller again;
@@ -85,13 +87,16 @@ class ControllerChannel:
         clock: Clock | None = None,
         faults: NetworkFaults | None = None,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        learned_endpoint: Callable[[int], tuple[str, int] | None] | None = None,
     ) -> None:
-        """``controller_endpoints``: each voter's CONTROLLER listener (host, port).
+        """``controller_endpoints``: each voter's CONTROLLER listener (host, port);
+        ``learned_endpoint``: where a controller not among them listens, as the quorum learned it.
         ``local`` and ``local_context``: the node's own controller host and how it wants a
         request's context (``ControllerRequestContext``); none on a broker-only node."""
         self.node_id = node_id
         self.leader = leader
         self.endpoints = dict(controller_endpoints)
+        self.learned_endpoint = learned_endpoint
         self.local = local
         self.local_context = local_context
         self.clock = clock or SystemClock()
@@ -160,6 +165,8 @@ class ControllerChannel:
         if self.faults is not None and self.faults.blocks(self.node_id, leader_id):
             return None
         address = self.endpoints.get(leader_id)
+        if address is None and self.learned_endpoint is not None:
+            address = self.learned_endpoint(leader_id)
         if address is None:
             log.warning("node %d: the controller %d has no known endpoint", self.node_id, leader_id)
             return None

@@ -5,7 +5,8 @@ Built from the node's ``server.properties`` (Kafka's names), a node runs, as its
 - one :class:`~kafkalike.server.quorum.driver.QuorumDriver` over the ``__cluster_metadata-0`` log
   under ``metadata.log.dir`` (or the first of ``log.dirs``): a voter when ``node.id`` is in
   ``controller.quorum.voters``, an observer otherwise (a broker-only node follows the metadata log
-  as Kafka's brokers do, fetching from the leader and voting never);
+  as Kafka's brokers do, fetching from the leader and voting never; without
+  ``controller.quorum.voters`` it finds the leader through ``controller.quorum.bootstrap.servers``);
 - a :class:`~kafkalike.server.controller_host.ControllerHost` with the controller role, served on
   the CONTROLLER listener together with the quorum's own APIs;
 - a :class:`~kafkalike.server.broker.Broker` with the broker role.
@@ -214,11 +215,6 @@ def quorum_settings(config: BrokerConfig) -> QuorumSettings:
         raise NodeConfigError(
             f"If using process.roles, either {quorum_config.QUORUM_BOOTSTRAP_SERVERS} must contain the set of "
             f"bootstrap controllers or {quorum_config.QUORUM_VOTERS} must contain a parseable set of controllers."
-        )
-    if not qconfig.voter_ids and CONTROLLER not in roles:
-        raise NodeConfigError(
-            f"{quorum_config.QUORUM_VOTERS} must list the controllers: a broker that finds the quorum through "
-            f"{quorum_config.QUORUM_BOOTSTRAP_SERVERS} alone is not available yet"
         )
     # Without static voters a controller reads its quorum's voters from its directory at start
     # (:func:`read_formatted_voters`): they are not known here.
@@ -625,6 +621,7 @@ class Node:
             clock=self.clock,
             faults=self.faults,
             request_timeout_ms=int(self.config.get("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS),
+            learned_endpoint=driver.endpoint_of,
         )
         broker.describe_quorum = driver.describe
         broker.attach_controller(channel, lambda: None if driver.high_watermark is None else driver.high_watermark - 1)
@@ -645,7 +642,7 @@ class Node:
             )
         else:
             self.cluster_id = self.config.get("cluster.id") or "kafkalike-node-cluster0"
-        if not settings.config.voters:
+        if not settings.config.voters and CONTROLLER in self.roles:
             await self._read_formatted_voters(directory, settings)
         if self._memory_log is None:
             # The broker locks its own log.dirs; the metadata directory is locked here only when

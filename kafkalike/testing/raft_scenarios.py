@@ -231,6 +231,11 @@ FAMILIES = {
         Family("observers_following", SimConfig(voters=3, observers=2, append_interval_ms=300), observers_following),
         Family("random_faults", SimConfig(voters=3, observers=1, snapshot_interval_ms=1000), random_faults),
         Family(
+            "bootstrap_observers_following",
+            SimConfig(voters=3, observers=2, bootstrap_observers=2, append_interval_ms=300),
+            observers_following,
+        ),
+        Family(
             "follower_behind_the_log_start",
             SimConfig(
                 voters=3,

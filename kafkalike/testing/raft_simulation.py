@@ -38,7 +38,7 @@ from typing import Any, NoReturn, Protocol
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.records import iter_batches
 from kafkalike.raft import messages as m
-from kafkalike.raft.config import QuorumConfig, VoterKey
+from kafkalike.raft.config import QuorumConfig, VoterEndpoint, VoterKey
 from kafkalike.raft.log import LogBatch, MemoryRaftLog, OffsetAndEpoch, RaftLog
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
 from kafkalike.raft.state import Leader, QuorumStateRecord, Role
@@ -68,6 +68,9 @@ class SimConfig:
     snapshot_min_records: int = 4
     # Put every message through the real codec (encode, then decode) on its way.
     wire: bool = False
+    # How many of the observers know no voters, only the voters' addresses as
+    # controller.quorum.bootstrap.servers (KIP-853): their messages are routed by address.
+    bootstrap_observers: int = 0
     quorum: QuorumConfig | None = None
 
 
@@ -130,6 +133,20 @@ class Simulation:
         base = self.config.quorum or QuorumConfig(voters=voters)
         self.quorum = replace(base, voters=voters)
         ids = list(range(1, self.config.voters + self.config.observers + 1))
+        # Node ids by address, for the nodes that send by address (bootstrap observers); then
+        # every voter has an address, which its Fetch responses give for the leader.
+        self.addresses: dict[tuple[str, int], int] = {}
+        self.bootstrap_observer_ids = ids[len(ids) - self.config.bootstrap_observers :]
+        self.bootstrap_quorum = self.quorum
+        if self.bootstrap_observer_ids:
+            endpoints = tuple(VoterEndpoint(v, f"node-{v.node_id}", 9093) for v in voters)
+            self.addresses = {(e.host, e.port): e.key.node_id for e in endpoints}
+            self.quorum = replace(self.quorum, endpoints=endpoints)
+            bootstrap = tuple((e.host, e.port) for e in endpoints)
+            self.bootstrap_quorum = replace(self.quorum, voters=(), endpoints=(), bootstrap_servers=bootstrap)
+        # A request sent to a bootstrap server's synthetic id: its sender and correlation id ->
+        # that id, which the answer comes from.
+        self._aliases: dict[tuple[int, int], int] = {}
         self.nodes = {i: SimNode(i, log_factory(i)) for i in ids}
         self.voter_ids = [v.node_id for v in voters]
         self.blocked: set[tuple[int, int]] = set()
@@ -187,7 +204,7 @@ class Simulation:
         rng = random.Random(self.rng.getrandbits(64))
         sim_node.node = self._node_factory(
             sim_node.node_id,
-            self.quorum,
+            self.bootstrap_quorum if sim_node.node_id in self.bootstrap_observer_ids else self.quorum,
             sim_node.log,
             rng,
             self.now,
@@ -324,12 +341,16 @@ class Simulation:
         sim_node.node.tick(self.now)
         return sim_node
 
-    def _on_deliver(self, message: m.RaftMessage, src_inc: int, dst_inc: int) -> SimNode | None:
+    def _on_deliver(
+        self, message: m.RaftMessage, src_inc: int, dst_inc: int, alias: int | None = None
+    ) -> SimNode | None:
         dst, src = self.nodes[message.destination], self.nodes[message.source]
         if dst.node is None or dst.incarnation != dst_inc or src.incarnation != src_inc:
             return None  # the connection died with one of its ends
         if (message.source, message.destination) in self.blocked:
             return None
+        if alias is not None:
+            message = replace(message, source=alias)  # an answer from the bootstrap server asked
         self._note(f"deliver {message}")
         end = dst.log.end_offset
         dst.node.receive(message, self.now)
@@ -383,7 +404,30 @@ class Simulation:
         sim_node.disk_free_at = done
         self._push(done, kind, (sim_node.node_id, sim_node.incarnation, *args))
 
+    def _route(self, message: m.RaftMessage) -> tuple[m.RaftMessage, int | None] | None:
+        """The message between real node ids, and the id its answer must come from when that is
+        another (a bootstrap server's); None when its sender knows no address for it."""
+        if message.is_response:
+            alias = self._aliases.pop((message.destination, message.correlation_id), None)
+            return message, alias
+        if message.source not in self.bootstrap_observer_ids:
+            return message, None
+        sender = self.nodes[message.source].node
+        address = sender.endpoints.get(message.destination) if sender is not None else None
+        node_id = self.addresses.get(address) if address is not None else None
+        if node_id is None:
+            self._note(f"no address for {message}")
+            return None
+        if node_id != message.destination:
+            self._aliases[(message.source, message.correlation_id)] = message.destination
+            message = replace(message, destination=node_id)
+        return message, None
+
     def _send(self, message: m.RaftMessage) -> None:
+        routed = self._route(message)
+        if routed is None:
+            return
+        message, alias = routed
         if (message.source, message.destination) in self.blocked or self.rng.random() < self.config.drop_rate:
             return
         if self.config.wire:
@@ -392,7 +436,8 @@ class Simulation:
         src, dst = self.nodes[message.source], self.nodes[message.destination]
         low, high = self.config.network_delay_ms
         for _ in range(copies):
-            self._push(self.now + self.rng.randint(low, high), "deliver", (message, src.incarnation, dst.incarnation))
+            delivery = (message, src.incarnation, dst.incarnation, alias)
+            self._push(self.now + self.rng.randint(low, high), "deliver", delivery)
 
 
 def _through_the_wire(message: m.RaftMessage) -> m.RaftMessage:

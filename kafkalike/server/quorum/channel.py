@@ -119,6 +119,15 @@ class PeerChannels:
         except trio.WouldBlock:
             self._answer(error_answer(message, ErrorCode.BROKER_NOT_AVAILABLE))
 
+    def update_endpoints(self, endpoints: Mapping[int, tuple[str, int]]) -> None:
+        """The node learned where a node listens (an observer, of its leader): its next
+        connection goes there."""
+        self.endpoints = dict(endpoints)
+        for node_id, connection in self._connections.items():
+            address = self.endpoints.get(node_id)
+            if address is not None:
+                connection.address = address
+
     def _answer(self, message: m.RaftMessage) -> None:
         if self.deliver is not None:
             self.deliver(message)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -99,6 +99,9 @@ class Transport(Protocol):
 
     def send(self, message: m.RaftMessage) -> None: ...
 
+    def update_endpoints(self, endpoints: Mapping[int, tuple[str, int]]) -> None:
+        """Where each node listens, as the node knows it now (a leader it learned of)."""
+
 
 @dataclass(slots=True)
 class _Step:
@@ -110,6 +113,7 @@ class _Step:
     snapshot: tuple[OffsetAndEpoch, bytes] | None = None
     commits: list[CommittedBatch] = field(default_factory=list)
     leader: tuple[int, int] | None = None
+    endpoints: dict[int, tuple[str, int]] | None = None  # when the node's changed
 
 
 Event = Callable[[RaftNode, int], Any]
@@ -143,6 +147,7 @@ class QuorumDriver:
         self._delivered_offset = node.log.start_offset  # the next offset the listeners are owed
         self._snapshot_owed = node.log.start_offset > 0
         self._leader: tuple[int, int] = (-1, -1)
+        self._endpoints: dict[int, tuple[str, int]] = dict(node.endpoints)  # read on the loop
         self.running = False
         self.steps = 0
 
@@ -163,6 +168,11 @@ class QuorumDriver:
     @property
     def epoch(self) -> int:
         return self.node.epoch
+
+    def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where node ``node_id``'s controller listener is, as the node knows it (a voter's
+        configured endpoint, or a leader's learned from a response)."""
+        return self._endpoints.get(node_id)
 
     @property
     def is_leader(self) -> bool:
@@ -342,6 +352,8 @@ class QuorumDriver:
         if leader != self._leader and node.role in (Role.LEADER, Role.FOLLOWER, Role.RESIGNED):
             self._leader = leader
             step.leader = leader
+        if node.endpoints != self._endpoints:
+            step.endpoints = dict(node.endpoints)
         self.steps += 1
         return step
 
@@ -384,6 +396,10 @@ class QuorumDriver:
                 self._delivered_offset = header.last_offset + 1
 
     def _carry_out(self, step: _Step, events: list[tuple[Event, trio.Event | None]]) -> None:
+        if step.endpoints is not None:
+            self._endpoints = step.endpoints
+            if self.transport is not None:
+                self.transport.update_endpoints(step.endpoints)
         for message in step.sends:
             if message.is_response:
                 waiting = self._responses.get(message.correlation_id)

@@ -105,7 +105,10 @@ async def handle_raft_request(ctx: ControllerContext, header: RequestHeader, bod
     timeout_ms = ctx.request_timeout_ms
     if header.api_key == m.FETCH:
         timeout_ms += max(0, int(body.get("max_wait_ms", 0)))
-    return await ctx.driver.request(header.api_key, body, source, timeout_ms / 1000)
+    answer = await ctx.driver.request(header.api_key, body, source, timeout_ms / 1000)
+    if answer is not None and header.api_key == m.FETCH and header.api_version < m.FETCH_NODE_ENDPOINTS_VERSION:
+        return m.without_node_endpoints(answer)
+    return answer
 
 
 async def handle_describe_quorum(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:

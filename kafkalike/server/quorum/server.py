@@ -99,8 +99,8 @@ class QuorumServer:
             cluster_id=settings.cluster_id,
             quorum_state=stored,
         )
-        endpoints = {e.key.node_id: (e.host, e.port) for e in settings.config.endpoints}
-        channels = PeerChannels(settings.node_id, endpoints, self.faults, clock=self.clock)
+        # The node's: the voters', and the bootstrap servers' of a node that knows no voters.
+        channels = PeerChannels(settings.node_id, node.endpoints, self.faults, clock=self.clock)
         self.driver = QuorumDriver(
             node, clock=self.clock, transport=channels, quorum_state_file=state_file, listener=self.listener
         )

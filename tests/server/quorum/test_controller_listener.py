@@ -11,6 +11,7 @@ import trio
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.spec import api_specs
 from kafkalike.raft import messages as m
+from kafkalike.raft.config import VoterKey
 from kafkalike.server.quorum.handlers import HANDLERS
 from kafkalike.testing.quorum import CLUSTER_ID, InProcessQuorum
 from kafkalike.testing.wire_client import AsyncWireClient
@@ -97,6 +98,28 @@ async def test_describe_cluster_lists_the_controllers_and_the_active_one() -> No
             assert brokers.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
             unknown = await client.request(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 7})
             assert unknown.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_fetch_from_v17_names_the_leaders_endpoint() -> None:
+    """What an observer that knows only bootstrap servers asks any voter: the answer names the
+    leader and, from Fetch v17 as Kafka's raft, the leader's controller endpoint."""
+    quorum = InProcessQuorum(3)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await quorum.start_all(nursery)
+            leader = await quorum.wait_for_leader()
+            other = next(i for i in quorum.node_ids if i != leader.node_id)
+            await quorum.wait(lambda: quorum.driver(other).leader_id == leader.node_id)
+            client = await AsyncWireClient.connect("127.0.0.1", quorum.port(other))
+            body = m.fetch_request(CLUSTER_ID, VoterKey(9), 0, 0, 0, 0, 1024)
+            for version, endpoints in ((17, [(leader.node_id, quorum.port(leader.node_id))]), (16, [])):
+                answer = await client.request(m.FETCH, version, body)
+                (p,) = answer.responses[0].partitions
+                assert p.error_code == ErrorCode.FENCED_LEADER_EPOCH
+                assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader.node_id, leader.epoch)
+                assert [(n.node_id, n.port) for n in answer.node_endpoints] == endpoints
             await client.aclose()
             nursery.cancel_scope.cancel()
 

@@ -82,6 +82,13 @@ def test_a_broker_only_node_is_an_observer_without_a_controller_listener() -> No
     assert 4 not in settings.config.voter_ids
 
 
+def test_a_broker_only_node_may_find_the_quorum_through_bootstrap_servers_alone() -> None:
+    bootstrap = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "ctl:9093,[::1]:9094"}
+    settings = quorum_settings(BrokerConfig({**BROKER_ONLY, **bootstrap}))
+    assert settings.listen is None and not settings.config.voters
+    assert settings.config.bootstrap_servers == (("ctl", 9093), ("::1", 9094))
+
+
 @pytest.mark.parametrize(
     ("change", "words"),
     [
@@ -90,8 +97,8 @@ def test_a_broker_only_node_is_an_observer_without_a_controller_listener() -> No
         ({"process.roles": "broker,zookeeper"}, "Unknown process role 'zookeeper'"),
         ({"controller.listener.names": ""}, "controller.listener.names must contain at least one value"),
         (
-            {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
-            "is not available yet",
+            {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": ""},
+            "controller.quorum.bootstrap.servers must contain the set of bootstrap controllers",
         ),
     ],
 )

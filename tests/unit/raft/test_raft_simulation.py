@@ -42,6 +42,17 @@ def test_messages_survive_the_codec() -> None:
     assert violation is None, str(violation)
 
 
+def test_bootstrap_observers_find_and_follow_the_leader_by_its_endpoint() -> None:
+    sim = run_seed(FAMILIES["bootstrap_observers_following"], 0)
+    leader = sim.leader()
+    assert leader is not None
+    for node_id in sim.bootstrap_observer_ids:
+        observer = sim.nodes[node_id].node
+        assert observer is not None and not observer.config.voters
+        assert observer.leader_id == leader.node_id
+        assert observer.endpoints[leader.node_id] == (f"node-{leader.node_id}", 9093)
+
+
 def test_a_seed_replays_exactly() -> None:
     family = FAMILIES["leader_partitioned"]
     first = run_seed(family, 7, trace=True)
