@@ -8,8 +8,10 @@ from pathlib import Path
 import trio
 
 from kafkalike.server.broker import Broker
+from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import make_config, serving
+from tests.server.test_cluster_broker import NoLeader
 
 API_VERSIONS = 18
 HELD_S = 0.5  # long enough for an answer that should not come; an answer ends it at once
@@ -18,6 +20,8 @@ BOUND_S = 10
 
 async def test_requests_wait_until_clients_are_enabled(tmp_path: Path) -> None:
     broker = Broker(make_config(tmp_path), ephemeral=True)
+    # A cluster node's broker whose controller is not reached yet (not unfenced).
+    broker.attach_controller(ControllerChannel(1, NoLeader(), {}), lambda: None)
     broker.open()
     broker.hold_clients = True
     try:
