@@ -44,6 +44,7 @@ from kafkalike.protocol.records import Record, build_batch  # noqa: E402
 from kafkalike.server import connection  # noqa: E402
 from kafkalike.server.broker import Broker  # noqa: E402
 from kafkalike.server.config import BrokerConfig  # noqa: E402
+from kafkalike.server.node import Node  # noqa: E402
 
 # (value bytes, partitions per request, Produce version, codec): the shapes of the slow bench rows.
 LOADS = ((1024, 1, 11, NONE), (1024, 6, 11, NONE), (100, 6, 11, NONE), (1024, 1, 11, ZSTD), (100, 6, 11, ZSTD))
@@ -76,14 +77,16 @@ def produce_frame(value_size: int, partitions: int, version: int, codec: int, rn
 
 async def _serve(broker: Broker, frame: bytes) -> Any:
     # A fresh writable copy per request, as the connection receives one: offsets are stamped in place.
-    return await connection._handle_frame(broker, bytearray(frame), "127.0.0.1")
+    return await connection._handle_frame(broker, bytearray(frame), "127.0.0.1", "PLAINTEXT")
 
 
 async def measure(frames: dict[tuple[int, int, int, int], bytes], requests: int, profile: bool) -> None:
     with tempfile.TemporaryDirectory() as data:
-        broker = Broker(BrokerConfig({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}))
-        broker.open()
-        try:
+        node = Node(BrokerConfig({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            broker = node.broker
+            assert broker is not None
             create = {
                 "topics": [
                     {"name": "bench", "num_partitions": 6, "replication_factor": 1, "assignments": [], "configs": []}
@@ -92,7 +95,7 @@ async def measure(frames: dict[tuple[int, int, int, int], bytes], requests: int,
                 "validate_only": False,
             }
             await connection._handle_frame(
-                broker, bytearray(encode_request(RequestHeader(19, 5, 1, "a"), create)[4:]), "h"
+                broker, bytearray(encode_request(RequestHeader(19, 5, 1, "a"), create)[4:]), "h", "PLAINTEXT"
             )
             print(f"{'value':>6} {'parts':>5} {'ver':>3} {'codec':>5} {'CPU µs/request':>15}  (best of 5 x {requests})")
             for (size, parts, version, codec), frame in frames.items():
@@ -113,8 +116,7 @@ async def measure(frames: dict[tuple[int, int, int, int], bytes], requests: int,
                     await _serve(broker, frame)
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-        finally:
-            broker.close()
+            await node.stop()
 
 
 def main(argv: list[str]) -> None:

@@ -45,9 +45,9 @@ from kafkalike.protocol.validation import (  # noqa: E402
     ValidBatch,
     validate_produce_records,
 )
-from kafkalike.server.broker import Broker  # noqa: E402
 from kafkalike.server.config import BrokerConfig  # noqa: E402
 from kafkalike.server.handlers import produce as produce_handler  # noqa: E402
+from kafkalike.server.node import Node  # noqa: E402
 from kafkalike.testing.wire_client import AsyncWireClient  # noqa: E402
 
 CODECS = {"none": compression.NONE, "lz4": compression.LZ4, "zstd": compression.ZSTD}
@@ -156,32 +156,30 @@ async def bench_produce_once(value_size: int, codec: int, validate: bool, second
         produce_handler.validate_produce_records = header_and_crc_only  # type: ignore[assignment]
     try:
         with tempfile.TemporaryDirectory() as data:
-            broker = Broker(BrokerConfig({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}))
-            broker.open()
-            try:
-                async with trio.open_nursery() as nursery:
-                    _, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-                    client = await AsyncWireClient.connect("127.0.0.1", port)
-                    create = {
-                        "topics": [
-                            {
-                                "name": "b",
-                                "num_partitions": 1,
-                                "replication_factor": 1,
-                                "assignments": [],
-                                "configs": [],
-                            }
-                        ],
-                        "timeout_ms": 5000,
-                        "validate_only": False,
-                    }
-                    await client.request(19, 7, create)
-                    await client.aclose()
-                    batches = [batch_of(value_size, codec, 64 << 10, seed) for seed in range(8)]
-                    elapsed, records = await produce_load(port, "b", batches, seconds)
-                    nursery.cancel_scope.cancel()
-            finally:
-                broker.close()
+            node = Node(BrokerConfig({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}))
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run)
+                assert node.client_address is not None
+                port = node.client_address[1]
+                client = await AsyncWireClient.connect("127.0.0.1", port)
+                create = {
+                    "topics": [
+                        {
+                            "name": "b",
+                            "num_partitions": 1,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
+                    ],
+                    "timeout_ms": 5000,
+                    "validate_only": False,
+                }
+                await client.request(19, 7, create)
+                await client.aclose()
+                batches = [batch_of(value_size, codec, 64 << 10, seed) for seed in range(8)]
+                elapsed, records = await produce_load(port, "b", batches, seconds)
+                await node.stop()
     finally:
         produce_handler.validate_produce_records = real
     return records / elapsed

@@ -2,7 +2,8 @@
 
 The controller's operations answer per topic or per config resource; ``ApiError.NONE`` is
 success. ``ControllerApiError`` is the same, raised by the checks an operation runs in order, so
-that the first one failing decides the answer, as Kafka's exceptions do.
+that the first one failing decides the answer, as Kafka's exceptions do. ``ControllerError`` is
+what a broker's metadata operation raises when the controller refused it or could not be reached.
 """
 
 from __future__ import annotations
@@ -34,3 +35,12 @@ class ControllerApiError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message)
         self.error = ApiError(code, message)
+
+
+class ControllerError(Exception):
+    """A broker's metadata operation refused (by the controller, or for want of one)."""
+
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

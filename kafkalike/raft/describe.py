@@ -4,8 +4,7 @@ and what it knows of each voter and observer (log end offset, last fetch, last c
 The server layer (``server/quorum/describe.py``) checks that the request names
 ``__cluster_metadata`` partition 0 and calls :func:`describe_quorum` on the local node; a node that
 does not lead answers NOT_LEADER_OR_FOLLOWER (Kafka's DescribeQuorumResponse.singletonErrorResponse).
-:func:`describe_single_voter` is the same answer for the single node, the only voter of its own
-metadata log. The ``nodes`` of v2 (the voters' listeners) are the server's to fill in: the quorum
+The ``nodes`` of v2 (the voters' listeners) are the server's to fill in: the quorum
 knows voters by id, not by listener. Error messages Kafka leaves unset are "" (its default).
 """
 
@@ -66,29 +65,6 @@ def describe_quorum(node: RaftNode, now_ms: int) -> dict[str, Any]:
         "high_watermark": state.high_watermark if state.high_watermark is not None else -1,
         "current_voters": voters,
         "observers": observers,
-    }
-    return _response(partition)
-
-
-def describe_single_voter(node_id: int, epoch: int, end_offset: int, now_ms: int) -> dict[str, Any]:
-    """The leader's answer where ``node_id`` is the only voter, a static one (no directory id),
-    and every record below ``end_offset`` is flushed, hence committed."""
-    leader_self = {
-        "replica_id": node_id,
-        "replica_directory_id": NO_DIRECTORY_ID,
-        "log_end_offset": end_offset,
-        "last_fetch_timestamp": now_ms,
-        "last_caught_up_timestamp": now_ms,
-    }
-    partition = {
-        "partition_index": METADATA_PARTITION,
-        "error_code": ErrorCode.NONE,
-        "error_message": "",
-        "leader_id": node_id,
-        "leader_epoch": epoch,
-        "high_watermark": end_offset,
-        "current_voters": [leader_self],
-        "observers": [],
     }
     return _response(partition)
 

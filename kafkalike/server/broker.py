@@ -19,34 +19,26 @@ from typing import Any, TypeVar
 
 import trio
 
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.controller.limits import (
-    BATCH_TOO_LARGE,
     MAX_RECORDS_PER_USER_OP,
     PARTITIONS_OVER_LIMIT,
-    RecordBudget,
-    topic_records,
 )
-from kafkalike.controller.metadata import ControllerError, QuorumController, TopicImage
-from kafkalike.log import LogConfig, LogManager, PartitionLog
+from kafkalike.log import LogConfig, LogManager
 from kafkalike.log.cleaner import LogCleaner
 from kafkalike.log.dir_lock import LOCK_FILE_NAME, DirLock, LogDirError, lock_log_dirs
-from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.manager import run_flushes, write_checkpoints
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.log.storage_errors import reporter
-from kafkalike.protocol.errors import ErrorCode
-from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.replica import ReplicaManager, delete_directories, rename_for_removal
+from kafkalike.replica import ReplicaManager
 from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock, SystemClock
-from kafkalike.server.cluster_metadata import ClusterController, MetadataSource
+from kafkalike.server.cluster_metadata import ClusterController, TopicView
 from kafkalike.server.config import (
     INTERNAL_TOPIC_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
-    is_topic_config,
     parse_properties,
-    validate_value,
 )
 from kafkalike.server.context import HandlerServices
 from kafkalike.server.controller_channel import ControllerChannel
@@ -56,8 +48,7 @@ from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.listener_config import BrokerListeners, ListenerEndpoint
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.registry import Handler, load_handlers
-from kafkalike.server.replica_files import open_logs_off_loop, undo_new
-from kafkalike.server.routing import ClusterRouting, ImageRouting, LocalRouting, NodeEndpoint
+from kafkalike.server.routing import ClusterRouting, ImageRouting
 from kafkalike.server.txn_service import TxnService
 from kafkalike.server.waiters import PartitionWaiters
 
@@ -73,10 +64,6 @@ class StartupError(Exception):
     """Why the broker cannot start, in one line (Kafka's words where Kafka has them)."""
 
 
-TOPICS_BETWEEN_CHECKPOINTS = 64
-# One operation's records (up to 10,000) are one batch of the metadata log: as KRaft's batches
-# may be, up to 8 MiB, beyond the default max.message.bytes.
-METADATA_BATCH_BYTES = 8 * 1024 * 1024
 # Metadata requests whose auto-creations may wait for the creator task; beyond it the names are
 # answered as unknown and not created (the client asks again).
 AUTO_CREATE_QUEUE = 64
@@ -90,10 +77,6 @@ def _new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-class OperationTooLarge(ControllerError):
-    """A whole request refused: its records would not fit in one metadata operation."""
 
 
 @dataclass
@@ -113,10 +96,10 @@ class Broker:
         ephemeral: bool = False,
         logs: LogManager | None = None,
         clock: Clock | None = None,
-        own_metadata_log: bool = True,
     ) -> None:
-        """``own_metadata_log`` False (a node of a cluster, whose metadata log is the quorum's):
-        the broker's own controller keeps its records in memory, off ``__cluster_metadata-0``.
+        """The broker of a node: its metadata is the quorum's committed log, followed through
+        ``publisher``, and its metadata operations go to the active controller once
+        ``attach_controller`` has given it the channel there.
         ``ephemeral`` keeps every log in memory (no disk, no fsync); ``logs`` reuses the
         storage of a previous broker object, so an ephemeral broker can be restarted; ``clock``
         is the only clock the broker and everything it runs read (``SystemClock`` by default).
@@ -150,31 +133,9 @@ class Broker:
         # ``clients_enabled`` once unfenced (connections wait in the listen backlog meanwhile).
         self.hold_clients = False
         self.clients_enabled = trio.Event()
-        # Where partitions are led (server/routing.py): this node alone until a cluster's metadata
-        # publisher replaces it with an ImageRouting over the published image.
-        self.routing: ClusterRouting = LocalRouting(
-            self.node_id,
-            lambda name: None if (t := self.controller.image.topics.get(name)) is None else t.partitions,
-            lambda listener: (
-                None
-                if (found := self.advertised_listeners.get(listener)) is None
-                else NodeEndpoint(self.node_id, *found, self.config.get("broker.rack"))
-            ),
-        )
         # Shared by every connection: connection counts, and memory for requests in flight.
         self.connection_quotas = ConnectionQuotas(config)
         self.request_memory = RequestMemoryPool.from_config(config.get_int("queued.max.request.bytes"))
-        self._metadata_log: PartitionLog | None = None
-        self._metadata_logs = self.logs if own_metadata_log else LogManager(config.log_dirs, storage="memory")
-        # The metadata quorum's leader epoch (DescribeQuorum); set when the metadata log is opened.
-        self.metadata_epoch = 0
-        # True while a metadata operation's records wait for their fsync on a worker thread
-        # (``_commit_metadata``): nothing else may append to the metadata log meanwhile.
-        self._metadata_syncing = False
-        # The single node's own controller (its JSON records in ``__cluster_metadata-0``); a node
-        # of a cluster runs on the quorum's committed metadata instead (``attach_controller``).
-        self._legacy = QuorumController(self._append_metadata)
-        self.controller: MetadataSource = self._legacy
         self.publisher = MetadataPublisher(
             self.node_id,
             self.replicas,
@@ -182,11 +143,13 @@ class Broker:
             log_config=self.log_config_for,
             on_configs=self._take_dynamic_configs,
         )
-        self.cluster: ClusterController | None = None
-        # The node's quorum state for DescribeQuorum (set by a node on the metadata quorum).
+        # Where partitions are led (server/routing.py): the published image says.
+        publisher = self.publisher
+        self.routing: ClusterRouting = ImageRouting(lambda: publisher.image)
+        self.cluster: ClusterController | None = None  # set by ``attach_controller``
+        # The node's quorum state for DescribeQuorum (set by the node).
         self.describe_quorum: Callable[[], Awaitable[dict[str, Any]]] | None = None
-        self.lifecycle: Any = None  # a cluster node's BrokerLifecycleTask (registration, heartbeats)
-        self.in_cluster = not own_metadata_log
+        self.lifecycle: Any = None  # a node's BrokerLifecycleTask (registration, heartbeats)
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
@@ -197,10 +160,6 @@ class Broker:
         ]
         # What handlers may touch (server/context.py): not this object.
         self.handler_services = HandlerServices(self)
-        # Changes to topics that wait for disk work take turns, as operations on Kafka's
-        # controller queue do; everything else (produce, fetch, metadata) goes on meanwhile.
-        self._topic_changes = trio.Lock()
-        self._topics_in_creation: set[str] = set()
         self._auto_create_pending: set[str] = set()
         self._auto_create_done = trio.Event()  # replaced after each auto-creation request is handled
         self._auto_create_send, self._auto_create_receive = trio.open_memory_channel[list[str]](AUTO_CREATE_QUEUE)
@@ -225,43 +184,23 @@ class Broker:
         return self.cluster_id
 
     def open(self) -> None:
-        """Load the data directory: identity, metadata log replay, partition logs."""
+        """Load the data directory (its identity) and the coordinators: after ``attach_controller``.
+        Partitions open as the publisher replays the quorum's committed log."""
         self.prepare_identity()
-        if self.in_cluster:
-            # Partitions open as the publisher replays the quorum's committed log.
-            self._open_groups()
-            self._open_transactions()
-            return
-        # Kept whole: Kafka deletes the metadata log only below its latest snapshot, never by age
-        # or size (a restart replays every record from the start).
-        metadata_config = LogConfig(
-            flush_interval_messages=1, max_message_bytes=METADATA_BATCH_BYTES, retention_ms=-1, retention_bytes=-1
-        )
-        self._metadata_log = self._metadata_logs.get_or_create(METADATA_TOPIC, 0, metadata_config, self.clock.wall_ms())
-        # The only voter wins each start's election: one epoch past the newest its log holds,
-        # so a fresh node leads epoch 1, as a KRaft controller's first election does.
-        self.metadata_epoch = (self._metadata_log.epoch_cache.latest_epoch or 0) + 1
-        try:
-            self._legacy.replay(self._read_metadata_values())
-        except ValueError:  # not this node's JSON records: never misread them
-            raise StartupError(
-                f"The metadata log in {self.data_dir / (METADATA_TOPIC + '-0')} holds Kafka metadata records written "
-                "by a node of a cluster: start this node with the server.properties of that node (--config)"
-            ) from None
-        self.apply_configs()
-        for topic in self.controller.image.topics.values():
-            self._open_partitions(topic)
-        self.logs.remove_orphans(self.replicas.hosted() | {(METADATA_TOPIC, 0)})
         self._open_groups()
         self._open_transactions()
+
+    @property
+    def controller(self) -> ClusterController:
+        """The metadata operations (through the active controller) and the published image they
+        read: what ``attach_controller`` made."""
+        assert self.cluster is not None, "Broker.attach_controller() first"
+        return self.cluster
 
     def attach_controller(self, channel: ControllerChannel, committed_offset: Callable[[], int | None]) -> None:
         """A node of a cluster: metadata operations go to the active controller through
         ``channel``; ``committed_offset`` is the last offset this node knows committed."""
         self.cluster = ClusterController(self.node_id, channel, self.publisher, self.clock, committed_offset)
-        self.controller = self.cluster
-        publisher = self.publisher
-        self.routing = ImageRouting(lambda: publisher.image)
 
     def remove_stray_partitions(self) -> list[tuple[str, int]]:
         """A node of a cluster, once its first image is published: partition directories the
@@ -329,126 +268,25 @@ class Broker:
         # A version-0 file may lack a cluster id; Kafka then takes the configured one (or a new one).
         return stored_cluster_id or configured_cluster_id or _new_cluster_id()
 
-    def _read_metadata_values(self) -> list[bytes]:
-        assert self._metadata_log is not None
-        values = []
-        blob = self._metadata_log.read_bytes(self._metadata_log.log_start_offset, 1 << 62)
-        for pos, header in iter_batches(blob):
-            values += [r.value for r in decode_records(blob, pos, header) if r.value is not None]
-        return values
-
-    def _append_metadata(self, values: list[bytes]) -> None:
-        """Durable before the controller applies the records; a disk error leaves neither changed.
-        The at-once path (start-up seeding, a producer id block ``reserve_producer_id`` missed):
-        refused while an operation's records wait for their fsync, which a failure would cut."""
-        assert self._metadata_log is not None
-        if self._metadata_syncing:
-            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, "another metadata operation is being written")
-        # One batch per operation, so a crash keeps all of it or none.
-        batch = bytearray(build_batch([Record(value=v) for v in values], base_timestamp=self.clock.wall_ms()))
-        try:
-            self._metadata_log.append_durably(batch, leader_epoch=self.metadata_epoch, now_ms=self.clock.wall_ms())
-        except KafkaStorageError as exc:
-            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-
-    async def _commit_metadata(self, records: list[dict[str, Any]]) -> None:
-        """``controller.commit`` with the metadata log's fsync on a worker thread, for a caller
-        holding ``_topic_changes`` (one metadata operation at a time, as Kafka's controller
-        queue runs them): appended on the event loop, applied to the image only once durable
-        (Kafka applies metadata records once committed); a failed fsync cuts the records off
-        again and raises ControllerError (KAFKA_STORAGE_ERROR), the image unchanged."""
-        assert self._metadata_log is not None
-        plog = self._metadata_log
-        now = self.clock.wall_ms()
-        batch = bytearray(build_batch([Record(value=v) for v in self._legacy.encode(records)], base_timestamp=now))
-        syncs = DeferredSyncs()
-        error: OSError | None = None
-        try:
-            result = plog.append(batch, leader_epoch=self.metadata_epoch, now_ms=now, syncs=syncs)
-            try:
-                result = result._replace(flush=result.flush or plog.prepare_flush(syncs))
-            except OSError as exc:
-                syncs.discard()
-                error = exc
-            if error is None and syncs:
-                self._metadata_syncing = True
-                try:
-                    with trio.CancelScope(shield=True):  # its outcome must reach the log
-                        await trio.to_thread.run_sync(syncs.run)
-                except OSError as exc:
-                    error = exc
-                finally:
-                    self._metadata_syncing = False
-            plog.complete_append(result, error, self.clock.wall_ms())
-        except KafkaStorageError as exc:
-            raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-        self._legacy.apply_durable(records)
-
     async def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
         """An internal topic (``__consumer_offsets``, ``__transaction_state``) as a metadata
-        operation of its own, in turn with the others; True if this call created it. Raises
-        ControllerError (KAFKA_STORAGE_ERROR when the disk refused it)."""
-        if self.cluster is not None:
-            return await self.cluster.create_internal_topic(name, partitions, configs)
-        async with self._topic_changes:
-            if name in self.controller.image.topics:
-                return False
-            if self.ephemeral:  # no disk: nothing to wait for
-                self.create_topic(name, partitions, configs)
-                return True
-            self._check_topic_configs(configs)
-            topic, records = self._legacy.plan_topic(name, partitions, configs)
-            try:
-                await self._make_partitions([(topic, 0)], lambda: self._commit_metadata(records))
-            except (KafkaStorageError, OSError) as exc:
-                raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-            return True
+        operation of its own; True if this call created it. Raises ControllerError."""
+        return await self.controller.create_internal_topic(name, partitions, configs)
 
     def registered_brokers(self) -> int:
-        """How many brokers the metadata has registered (1: a single node)."""
-        return 1 if self.cluster is None else len(self.cluster.image.cluster.brokers)
+        """How many brokers the metadata has registered."""
+        return len(self.controller.image.cluster.brokers)
 
     async def reserve_producer_id(self) -> None:
-        """Before ``controller.allocate_producer_id``: a producer id block with an id left, its
-        record written (off the event loop, in turn) if a new one is needed, so the allocation
-        itself writes nothing. Raises ControllerError when the disk refused it."""
-        if self.cluster is not None:
-            await self.cluster.reserve_producer_id()
-            return
-        if not self._legacy.plan_producer_ids():
-            return
-        async with self._topic_changes:
-            records = self._legacy.plan_producer_ids()
-            if records:
-                await self._commit_metadata(records)
+        """Before ``controller.allocate_producer_id``: a producer id block with an id left (asked
+        of the controller when needed). Raises ControllerError."""
+        await self.controller.reserve_producer_id()
 
     async def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
-        """``controller.set_configs`` as a metadata operation in turn with the others."""
-        if self.cluster is not None:
-            await self.cluster.set_configs(resource_type, resource_name, changes)
-            return
-        async with self._topic_changes:
-            records = self._legacy.plan_configs(resource_type, resource_name, changes)
-            await self._commit_metadata(records)
-
-    @property
-    def metadata_end_offset(self) -> int:
-        """The metadata log's end offset; every record below it is flushed, so it is also the
-        quorum's high watermark."""
-        assert self._metadata_log is not None
-        return self._metadata_log.log_end_offset
+        """A config change as a metadata operation of the active controller."""
+        await self.controller.set_configs(resource_type, resource_name, changes)
 
     # -- topics -----------------------------------------------------------------------------
-
-    def topic_properties(self, topic: TopicImage) -> dict[str, str | None]:
-        """Every topic config's effective value: the topic's own, else the broker's (and the
-        internal ones the topic sets, which have no default)."""
-        return _with_internal(
-            {name: topic.configs.get(name, self.config.topic_default(name)) for name in TOPIC_CONFIGS}, topic.configs
-        )
-
-    def log_config(self, topic: TopicImage) -> LogConfig:
-        return LogConfig.from_properties(self.topic_properties(topic))
 
     def log_config_problem(self, overrides: Mapping[str, str], config: BrokerConfig | None = None) -> str | None:
         """Why a topic with ``overrides`` over ``config``'s defaults (this broker's unless given)
@@ -497,229 +335,35 @@ class Broker:
         self.config.dynamic_default = dict(cluster_default)
         self.config.dynamic_broker = dict(this_broker)
 
-    def apply_configs(self) -> None:
-        """Make changed topic and broker configs take effect at once, without a restart."""
-        image = self.controller.image
-        self.config.dynamic_default = dict(image.broker_configs.get("", {}))
-        self.config.dynamic_broker = dict(image.broker_configs.get(str(self.node_id), {}))
-        self.replicas.apply_configs(lambda name: None if (t := image.topics.get(name)) is None else self.log_config(t))
-
     @property
     def partitions(self) -> ReplicaManager:
         """The replica manager, by its old name (the coordinator adapters' call sites)."""
         return self.replicas
 
-    def _open_partitions(self, topic: TopicImage) -> None:
-        config = self.log_config(topic)
-        for index in range(topic.partitions):
-            self.replicas.open_now(topic.name, index, topic.topic_id, config, self.clock.wall_ms())
-
-    def _check_topic_configs(self, configs: Mapping[str, str]) -> None:
-        for key, value in configs.items():
-            if not is_topic_config(key):
-                raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
-            problem = validate_value(key, value)
-            if problem is not None:
-                raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
-        problem = self.log_config_problem(configs)
-        if problem is not None:
-            raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
-
-    def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str], validate_only: bool = False
-    ) -> TopicImage:
-        """Create a topic at once, its partitions opened on the event loop: for internal topics
-        and start-up seeding. Requests use ``create_topics``."""
-        self._check_topic_configs(configs)
-        if name in self._topics_in_creation:
-            raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        topic = self._legacy.create_topic(name, partitions, configs, validate_only)
-        if not validate_only:
-            self._open_partitions(topic)
-        return topic
-
-    def seed_topics(self, topics: list[tuple[str, int]]) -> None:
-        """Create the named topics unless they exist (start-up seeding)."""
-        for name, partitions in topics:
-            if name not in self.controller.image.topics:
-                self.create_topic(name, partitions, {})
-
     def may_auto_create(self, name: str) -> bool:
         """Whether a client asking for an unknown topic gets it created (auto.create.topics.enable)."""
         return self.config.get_bool("auto.create.topics.enable") and not name.startswith("__")
 
-    # -- topic changes that wait for the disk ------------------------------------------------
+    # -- topic changes -----------------------------------------------------------------------
     #
-    # A request's topics become one metadata operation. Their partition directories and files
-    # are made on worker threads before the operation is committed, so the event loop keeps
-    # answering other clients, and a topic appears to them (Metadata, Produce) only once all of
-    # its partitions are ready; until then it is unknown, as it is in Kafka while the controller
-    # creates it. A crash half-way leaves directories no metadata names, removed at start-up.
+    # A request's topics become one metadata operation of the active controller, answered once
+    # this broker's published image shows it (server/cluster_metadata.py).
 
     async def create_topics(
         self, wanted: list[NewTopic], validate_only: bool = False
-    ) -> list[TopicImage | ControllerError]:
-        """Create the topics as one operation: per topic the new topic or why not. Raises
-        OperationTooLarge when their records would not fit in one operation (nothing created)."""
-        if self.cluster is not None:
-            return await self.cluster.create_topics(wanted, validate_only)
-        async with self._topic_changes:
-            names: set[str] = set()  # held back from the at-once path (internal topics) meanwhile
-            try:
-                return await self._create_topics_locked(wanted, validate_only, names)
-            finally:
-                self._topics_in_creation -= names
-
-    async def _create_topics_locked(
-        self, wanted: list[NewTopic], validate_only: bool, names: set[str]
-    ) -> list[TopicImage | ControllerError]:
-        results: list[TopicImage | ControllerError] = []
-        records: list[dict[str, Any]] = []
-        record_count = 0
-        problems: dict[tuple[tuple[str, str], ...], str | None] = {}
-        for index, topic in enumerate(wanted):
-            try:
-                self._check_topic_configs_cached(topic.configs, problems)
-                if topic.name in self._topics_in_creation:
-                    raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
-                planned, topic_records_ = self._legacy.plan_topic(topic.name, topic.partitions, topic.configs)
-            except ControllerError as exc:
-                results.append(exc)
-                continue
-            record_count += topic_records(topic.partitions, len(topic.configs))
-            if record_count > MAX_RECORDS_PER_USER_OP:
-                raise OperationTooLarge(ErrorCode.POLICY_VIOLATION, BATCH_TOO_LARGE)
-            results.append(planned)
-            records += topic_records_
-            names.add(topic.name)
-            self._topics_in_creation.add(topic.name)
-            if index % TOPICS_BETWEEN_CHECKPOINTS == TOPICS_BETWEEN_CHECKPOINTS - 1:
-                await trio.lowlevel.checkpoint()  # other clients get in between a big request's topics
-        created = [r for r in results if isinstance(r, TopicImage)]
-        if validate_only or not created:
-            return results
-        await self._make_partitions([(t, 0) for t in created], lambda: self._commit_metadata(records))
-        return [self.controller.image.topics[r.name] if isinstance(r, TopicImage) else r for r in results]
-
-    def _check_topic_configs_cached(
-        self, configs: Mapping[str, str], problems: dict[tuple[tuple[str, str], ...], str | None]
-    ) -> None:
-        """``_check_topic_configs``, checked once per distinct set of configs in a request."""
-        key = tuple(sorted(configs.items()))
-        if key not in problems:
-            try:
-                self._check_topic_configs(configs)
-                problems[key] = None
-            except ControllerError as exc:
-                problems[key] = exc.message
-        problem = problems[key]
-        if problem is not None:
-            raise ControllerError(ErrorCode.INVALID_CONFIG, problem)
+    ) -> list[TopicView | ControllerError]:
+        """Create the topics as one operation: per topic the new topic or why not."""
+        return await self.controller.create_topics(wanted, validate_only)
 
     async def grow_topics(
         self, wanted: list[tuple[str, int]], validate_only: bool = False
-    ) -> list[TopicImage | ControllerError]:
-        """CreatePartitions as one operation: per (topic, new count) the topic or why not. A topic
-        whose new partitions overflow the operation gets UNKNOWN_SERVER_ERROR, as do the ones
-        after it (see controller/limits.py)."""
-        if self.cluster is not None:
-            return await self.cluster.grow_topics(wanted, validate_only)
-        async with self._topic_changes:
-            results: list[TopicImage | ControllerError] = []
-            grown: list[tuple[TopicImage, int]] = []
-            records: list[dict[str, Any]] = []
-            budget = RecordBudget()
-            for name, count in wanted:
-                try:
-                    topic, record = self._legacy.plan_partitions(name, count)
-                except ControllerError as exc:
-                    results.append(exc)
-                    continue
-                if not budget.take(count - topic.partitions):
-                    log.warning("CreatePartitions for %s refused: %s", name, BATCH_TOO_LARGE)
-                    results.append(ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, None))
-                    continue
-                results.append(topic)
-                grown.append((TopicImage(topic.name, topic.topic_id, count, topic.configs), topic.partitions))
-                records.append(record)
-            if validate_only or not grown:
-                return results
-            await self._make_partitions(grown, lambda: self._commit_metadata(records))
-            return results
+    ) -> list[TopicView | ControllerError]:
+        """CreatePartitions as one operation: per (topic, new count) the topic or why not."""
+        return await self.controller.grow_topics(wanted, validate_only)
 
-    async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
-        """Delete the topics as one operation; their directories are removed on worker threads."""
-        if self.cluster is not None:
-            return await self.cluster.delete_topics(names)
-        async with self._topic_changes:
-            results: list[TopicImage | ControllerError] = []
-            doomed: dict[str, TopicImage] = {}
-            for name in names:
-                topic = self.controller.image.topics.get(name)
-                if topic is None or name in doomed:
-                    results.append(
-                        ControllerError(
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
-                        )
-                    )
-                    continue
-                results.append(topic)
-                doomed[name] = topic
-            if not doomed:
-                return results
-            try:
-                await self._commit_metadata(
-                    [{"type": "remove_topic", "topic_id": str(t.topic_id)} for t in doomed.values()]
-                )
-            except ControllerError as exc:  # the metadata log's disk refused the records: nothing deleted
-                return [exc if isinstance(r, TopicImage) else r for r in results]
-            paths = [p for t in doomed.values() for p in self._forget_partitions(t)]
-            # Renamed before the next topic change may reuse the names; deleted after.
-            renamed = await trio.to_thread.run_sync(rename_for_removal, paths)
-            await self.groups.durable()  # the deleted topics' offset tombstones, before the answer
-        await trio.to_thread.run_sync(delete_directories, renamed)
-        return results
-
-    def _forget_partitions(self, topic: TopicImage) -> list[Path]:
-        paths = []
-        for index in range(topic.partitions):
-            path = self.replicas.detach(topic.name, index)
-            if path is not None:
-                paths.append(path)
-        self.groups.on_topic_deleted(topic.name)
-        return paths
-
-    async def _make_partitions(
-        self, topics: list[tuple[TopicImage, int]], commit: Callable[[], Awaitable[None]]
-    ) -> None:
-        """Create the partitions ``index >= first`` of each (topic, first) on worker threads, then
-        ``await commit()`` (records durable, then applied) and register them, with no await
-        between the apply and the registration; all or none. An error (OSError:
-        a full disk, no file descriptors left) undoes what was made and propagates."""
-        now = self.clock.wall_ms()
-        wanted = [(topic, index) for topic, first in topics for index in range(first, topic.partitions)]
-        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}  # LogConfig is frozen: shared
-        configs = {}
-        for topic, _ in topics:
-            key = tuple(sorted(topic.configs.items()))
-            if key not in by_overrides:
-                by_overrides[key] = self.log_config(topic)
-            configs[topic.name] = by_overrides[key]
-        # Placed in one pass.
-        jobs = self.replicas.plan_new((t.name, index, t.topic_id, configs[t.name]) for t, index in wanted)
-        try:
-            await open_logs_off_loop(jobs, now, memory=self.logs.memory)
-            try:
-                await commit()
-            except ControllerError as exc:  # the metadata log's disk refused the records
-                raise KafkaStorageError(exc.message or "the metadata log could not be written") from None
-        except BaseException as exc:
-            await undo_new(self.replicas, jobs, exc)
-            raise
-        for new in jobs:
-            if new.log is not None:
-                new.topic_id = self.controller.image.topics[new.tp[0]].topic_id
-                self.replicas.adopt(new)
+    async def delete_topics(self, names: list[str]) -> list[TopicView | ControllerError]:
+        """Delete the topics as one operation."""
+        return await self.controller.delete_topics(names)
 
     def request_auto_create(self, names: list[str]) -> None:
         """Have the named topics created in the background (Metadata answers them as unknown

@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import trio
 
-from kafkalike.controller.api_error import ApiError
+from kafkalike.controller.api_error import ApiError, ControllerError
 from kafkalike.controller.image import BROKER_RESOURCE, MetadataImage
-from kafkalike.controller.metadata import ControllerError, TopicImage
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
@@ -47,12 +47,21 @@ DEFAULT_TIMEOUT_MS = 30_000
 ZERO_UUID = uuid.UUID(int=0)
 
 
+@dataclass
+class TopicView:
+    """A topic as handlers and coordinators read it: its name, id, partition count and configs."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
 class TopicsImage(Protocol):
-    """What handlers and coordinators read of the metadata: the single node's own image
-    (``controller.metadata.MetadataImage``) or a cluster broker's ``ImageTopics``."""
+    """What handlers and coordinators read of the metadata (a broker's ``ImageTopics``)."""
 
     @property
-    def topics(self) -> Mapping[str, TopicImage]: ...
+    def topics(self) -> Mapping[str, TopicView]: ...
 
     @property
     def topic_names_by_id(self) -> Mapping[uuid.UUID, str]: ...
@@ -61,22 +70,13 @@ class TopicsImage(Protocol):
     def broker_configs(self) -> Mapping[str, Mapping[str, str]]: ...
 
 
-class MetadataSource(Protocol):
-    """``Broker.controller`` as the rest of the server uses it."""
-
-    @property
-    def image(self) -> TopicsImage: ...
-
-    def allocate_producer_id(self) -> int: ...
-
-
-class _Topics(Mapping[str, TopicImage]):
+class _Topics(Mapping[str, TopicView]):
     def __init__(self, image: MetadataImage) -> None:
         self._image = image
 
-    def __getitem__(self, name: str) -> TopicImage:
+    def __getitem__(self, name: str) -> TopicView:
         topic = self._image.topics_by_name[name]
-        return TopicImage(topic.name, topic.topic_id, len(topic.partitions), dict(self._image.topic_configs(name)))
+        return TopicView(topic.name, topic.topic_id, len(topic.partitions), dict(self._image.topic_configs(name)))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._image.topics_by_name)
@@ -107,7 +107,7 @@ class ImageTopics:
 
     def __init__(self, image: MetadataImage) -> None:
         self.cluster = image
-        self.topics: Mapping[str, TopicImage] = _Topics(image)
+        self.topics: Mapping[str, TopicView] = _Topics(image)
         self.topic_names_by_id: Mapping[uuid.UUID, str] = _NamesById(image)
 
     @property
@@ -212,7 +212,7 @@ class ClusterController:
 
     async def create_topics(
         self, wanted: list[Any], validate_only: bool = False, timeout_ms: int | None = None
-    ) -> list[TopicImage | ControllerError]:
+    ) -> list[TopicView | ControllerError]:
         """``wanted``: NewTopic (name, partitions, configs); per topic the topic or why not."""
         body = {
             "topics": [
@@ -229,42 +229,42 @@ class ClusterController:
             "validate_only": validate_only,
         }
         response = await self._checked(self.forward(CREATE_TOPICS, 7, request_message(CREATE_TOPICS, 7, body)))
-        results: list[TopicImage | ControllerError] = []
+        results: list[TopicView | ControllerError] = []
         for asked, answer in zip(wanted, response.topics, strict=False):
             if answer.error_code:
                 results.append(ControllerError(ErrorCode(answer.error_code), answer.error_message))
             else:
-                results.append(TopicImage(asked.name, answer.topic_id, answer.num_partitions, dict(asked.configs)))
+                results.append(TopicView(asked.name, answer.topic_id, answer.num_partitions, dict(asked.configs)))
         return results
 
     async def grow_topics(
         self, wanted: list[tuple[str, int]], validate_only: bool = False
-    ) -> list[TopicImage | ControllerError]:
+    ) -> list[TopicView | ControllerError]:
         body = {
             "topics": [{"name": n, "count": c, "assignments": None} for n, c in wanted],
             "timeout_ms": DEFAULT_TIMEOUT_MS,
             "validate_only": validate_only,
         }
         response = await self._checked(self.forward(CREATE_PARTITIONS, 3, request_message(CREATE_PARTITIONS, 3, body)))
-        results: list[TopicImage | ControllerError] = []
+        results: list[TopicView | ControllerError] = []
         for (name, _), answer in zip(wanted, response.results, strict=False):
             if answer.error_code:
                 results.append(ControllerError(ErrorCode(answer.error_code), answer.error_message))
             else:
-                results.append(self.image.topics[name] if name in self.image.topics else TopicImage(name, ZERO_UUID, 0))
+                results.append(self.image.topics[name] if name in self.image.topics else TopicView(name, ZERO_UUID, 0))
         return results
 
-    async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
+    async def delete_topics(self, names: list[str]) -> list[TopicView | ControllerError]:
         before = self.image.topics
         known = {n: before[n] for n in names if n in before}
         body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names], "timeout_ms": DEFAULT_TIMEOUT_MS}
         response = await self._checked(self.forward(DELETE_TOPICS, 6, request_message(DELETE_TOPICS, 6, body)))
-        results: list[TopicImage | ControllerError] = []
+        results: list[TopicView | ControllerError] = []
         for name, answer in zip(names, response.responses, strict=False):
             if answer.error_code:
                 results.append(ControllerError(ErrorCode(answer.error_code), answer.error_message))
             else:
-                results.append(known.get(name) or TopicImage(name, answer.topic_id, 0))
+                results.append(known.get(name) or TopicView(name, answer.topic_id, 0))
         return results
 
     async def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:

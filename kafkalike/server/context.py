@@ -6,8 +6,8 @@ A handler may touch:
   them (file work off the loop) and ``waiters`` to wait for them to move;
 - ``metadata``: what this node knows of the cluster (the metadata image, this node's id and
   address, the cluster id, the broker config);
-- ``controller``: the operations that change metadata (create, grow and delete topics, set
-  configs, producer-id blocks, auto-creation), as the Broker offers them today;
+- ``controller``: the operations that change metadata: a client's admin requests forwarded to
+  the active controller, producer ids, auto-creation;
 - ``groups`` and ``txn``: the group and transaction coordinators;
 - ``log_dirs``: the data directory as DescribeLogDirs and DeleteRecords see it;
 - the request's own facts: header (and version), client host, listener and principal;
@@ -19,7 +19,6 @@ from importing ``PartitionLog``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,10 +29,9 @@ from kafkalike.server.txn_service import MarkerEntry, write_markers
 
 if TYPE_CHECKING:
     from kafkalike.controller import image as cluster
-    from kafkalike.controller.metadata import ControllerError, TopicImage
     from kafkalike.replica import ReplicaManager
     from kafkalike.server.appends import PartitionWriter
-    from kafkalike.server.broker import Broker, NewTopic
+    from kafkalike.server.broker import Broker
     from kafkalike.server.clock import Clock
     from kafkalike.server.cluster_metadata import TopicsImage
     from kafkalike.server.config import BrokerConfig
@@ -59,10 +57,9 @@ class MetadataView:
         return self._broker.controller.image
 
     @property
-    def cluster_image(self) -> cluster.MetadataImage | None:
-        """The published image of the quorum's committed metadata, on a node of a cluster (None
-        on the single node, which answers from its own controller's image)."""
-        return self._broker.publisher.image if self._broker.cluster is not None else None
+    def cluster_image(self) -> cluster.MetadataImage:
+        """The published image of the quorum's committed metadata (brokers, partition registrations)."""
+        return self._broker.publisher.image
 
     @property
     def node_id(self) -> int:
@@ -90,55 +87,16 @@ class MetadataView:
         """Which partitions exist and who leads them (server/routing.py)."""
         return self._broker.routing
 
-    @property
-    def metadata_epoch(self) -> int:
-        """The metadata quorum's leader epoch."""
-        return self._broker.metadata_epoch
-
-    @property
-    def metadata_end_offset(self) -> int:
-        return self._broker.metadata_end_offset
-
-    @property
-    def describe_quorum(self) -> Callable[[], Awaitable[dict[str, Any]]] | None:
-        """DescribeQuorum's answer from this node's quorum state (None: no quorum here)."""
-        return self._broker.describe_quorum
-
     def api_versions(self) -> list[dict[str, Any]]:
         return self._broker.api_versions()
 
 
 class ControllerFacade:
-    """The operations that change metadata, with the Broker's signatures (what is behind them
-    moves to the controller quorum next)."""
+    """The operations that change metadata: a client's admin requests go to the active
+    controller (``forward``), producer ids come in blocks from it, auto-creation asks it."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-
-    async def create_topics(
-        self, wanted: list[NewTopic], validate_only: bool = False
-    ) -> list[TopicImage | ControllerError]:
-        return await self._broker.create_topics(wanted, validate_only)
-
-    async def grow_topics(
-        self, wanted: list[tuple[str, int]], validate_only: bool = False
-    ) -> list[TopicImage | ControllerError]:
-        return await self._broker.grow_topics(wanted, validate_only)
-
-    async def delete_topics(self, names: list[str]) -> list[TopicImage | ControllerError]:
-        return await self._broker.delete_topics(names)
-
-    async def set_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None]) -> None:
-        await self._broker.set_configs(resource_type, resource_name, changes)
-
-    def apply_configs(self) -> None:
-        self._broker.apply_configs()
-
-    def log_config_problem(self, overrides: Mapping[str, str]) -> str | None:
-        return self._broker.log_config_problem(overrides)
-
-    def broker_config_problem(self, resource_name: str, dynamic: Mapping[str, str]) -> str | None:
-        return self._broker.broker_config_problem(resource_name, dynamic)
 
     async def reserve_producer_id(self) -> None:
         await self._broker.reserve_producer_id()
@@ -146,22 +104,15 @@ class ControllerFacade:
     def allocate_producer_id(self) -> int:
         return self._broker.controller.allocate_producer_id()
 
-    @property
-    def forwarding(self) -> bool:
-        """Whether admin requests go to the cluster's active controller (``forward``)."""
-        return self._broker.cluster is not None
-
     async def forward(self, api_key: int, version: int, request: Any) -> Any:
         """A client's CreateTopics, CreatePartitions, DeleteTopics or (Incremental)AlterConfigs
         answered by the active controller, once this broker's metadata shows what it did."""
-        assert self._broker.cluster is not None
-        return await self._broker.cluster.forward(api_key, version, request)
+        return await self._broker.controller.forward(api_key, version, request)
 
     async def forward_to_quorum(self, api_key: int, version: int, request: Any) -> Any:
         """A client's DescribeQuorum answered by the active controller (nothing to wait for in
         this broker's metadata)."""
-        assert self._broker.cluster is not None
-        return await self._broker.cluster.describe_quorum(version, request)
+        return await self._broker.controller.describe_quorum(version, request)
 
     def may_auto_create(self, name: str) -> bool:
         return self._broker.may_auto_create(name)

@@ -35,7 +35,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
-from kafkalike.controller.metadata import TopicImage
 from kafkalike.coordinator import NotActive, Shard, ShardSlot, ShardTable
 from kafkalike.log import LogError, PartitionLog
 from kafkalike.log.coordinator_log import READ_CHUNK_BYTES, Appended, StoreError, partition_for
@@ -43,6 +42,7 @@ from kafkalike.log.partition_log import FileRange
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import RecordBatchHeader, iter_batches
 from kafkalike.replica import AppliedChanges, Partition, ReplicaManager
+from kafkalike.server.cluster_metadata import TopicView
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
 
 # How long a request that made an internal topic waits for its new (empty) shards to serve.
@@ -146,7 +146,7 @@ class CoordinatorRuntime(Generic[S]):
         kind: ShardKind[S],
         replicas: ReplicaManager,
         wall_ms: Callable[[], int],
-        topics: Callable[[], Mapping[str, TopicImage]],
+        topics: Callable[[], Mapping[str, TopicView]],
         leaders: Callable[[str, int], tuple[int, int] | None] | None = None,
     ) -> None:
         """``replicas``: this broker's partitions; ``topics()``: the metadata image's topics;

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import trio
 
-from kafkalike.controller.metadata import ControllerError
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.coordinator import ShardSlot
 from kafkalike.group import (
     OFFSETS_TOPIC,

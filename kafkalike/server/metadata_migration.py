@@ -1,7 +1,7 @@
 """The metadata log of an earlier release, moved to Kafka's records on first start.
 
 Releases before the cluster wrote ``__cluster_metadata-0`` with one small JSON document per record
-(``{"type": "topic", ...}``, controller/metadata.py). A node that runs the metadata quorum reads
+(``{"type": "topic", ...}``, replayed here by ``JsonImage``). A node that runs the metadata quorum reads
 Kafka's metadata records there, so such a directory is never opened as it is:
 
 - ``inspect(directory)`` reads the log's segment files without changing them and says what they
@@ -23,15 +23,15 @@ import logging
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from kafkalike.controller.delta import MetadataDelta
 from kafkalike.controller.features import default_bootstrap_records
-from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
+from kafkalike.controller.image import BROKER_RESOURCE, EMPTY_IMAGE, TOPIC_RESOURCE, MetadataImage, MetadataProvenance
 from kafkalike.controller.loader import build_image_snapshot
-from kafkalike.controller.metadata import MetadataImage as JsonImage
 from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 from kafkalike.protocol.records import batch_crc_ok, decode_records, iter_batches
@@ -42,6 +42,57 @@ METADATA_DIR = "__cluster_metadata-0"
 BACKUP_SUFFIX = ".json-backup"
 MIGRATING_SUFFIX = ".migrating"
 SNAPSHOT_NAME = "{offset:020d}-{epoch:010d}.checkpoint"
+
+
+@dataclass
+class JsonTopic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int = 0
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class JsonImage:
+    """What an earlier release's JSON records made, replayed as that release replayed them."""
+
+    topics: dict[str, JsonTopic] = field(default_factory=dict)
+    topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    # Dynamic broker configs by resource name: "" is the cluster-wide default, "1" broker 1.
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    next_producer_id_block: int = 0  # producer ids below this were handed out in earlier blocks
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """One record; ValueError, KeyError or TypeError for one this release never wrote."""
+        kind = record["type"]
+        if kind == "topic":
+            topic_id = uuid.UUID(record["id"])
+            self.topics[record["name"]] = JsonTopic(record["name"], topic_id)
+            self.topic_names_by_id[topic_id] = record["name"]
+        elif kind == "partitions":
+            name = self.topic_names_by_id[uuid.UUID(record["topic_id"])]
+            self.topics[name].partitions = record["count"]
+        elif kind == "config":
+            target = self._config_target(record)
+            if record["value"] is None:
+                target.pop(record["name"], None)
+            else:
+                target[record["name"]] = record["value"]
+        elif kind == "producer_ids":
+            self.next_producer_id_block = record["next_block_start"]
+        elif kind == "remove_topic":
+            name = self.topic_names_by_id.pop(uuid.UUID(record["topic_id"]))
+            del self.topics[name]
+        else:
+            raise ValueError(f"unknown metadata record type {kind!r}")
+
+    def _config_target(self, record: dict[str, Any]) -> dict[str, str]:
+        if record["resource_type"] == TOPIC_RESOURCE:
+            topic = self.topics.get(record["resource_name"])
+            # A config of a topic removed before it (a change that raced the deletion): nothing
+            # holds it, as the removal took the topic's configs with it.
+            return {} if topic is None else topic.configs
+        return self.broker_configs.setdefault(record["resource_name"], {})
 
 
 class MigrationRefused(Exception):
@@ -132,12 +183,14 @@ def translate(json_values: tuple[bytes, ...] | list[bytes], node_id: int) -> lis
             for index in range(topic.partitions)
         ]
         records += [
-            metadata_record(T.CONFIG_RECORD, resource_type=2, resource_name=topic.name, name=k, value=v)
+            metadata_record(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name=topic.name, name=k, value=v)
             for k, v in sorted(topic.configs.items())
         ]
     for resource_name, values in sorted(image.broker_configs.items()):
         records += [
-            metadata_record(T.CONFIG_RECORD, resource_type=4, resource_name=resource_name, name=k, value=v)
+            metadata_record(
+                T.CONFIG_RECORD, resource_type=BROKER_RESOURCE, resource_name=resource_name, name=k, value=v
+            )
             for k, v in sorted(values.items())
         ]
     if image.next_producer_id_block:

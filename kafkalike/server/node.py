@@ -29,9 +29,9 @@ voter, bounded), then the logs closed on worker threads. :meth:`Node.kill` stops
 as a killed process (nothing resigned), though its files are still closed.
 
 ``kafkalike serve`` without a config is the single node: broker and controller in one process,
-its own only voter. Its broker keeps running its controller in process (no second port) on the
-metadata it has in its data directory, as before the quorum existed; it moves onto the quorum's
-committed metadata with the broker's metadata publisher and the directory migration.
+its own only voter, its broker reaching its controller in process (no second port). A data
+directory an earlier release wrote (JSON metadata records) is migrated to Kafka's records at its
+first start (``server/metadata_migration.py``).
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ from typing import Any, Protocol
 
 import trio
 
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.controller.delta import MetadataDelta
 from kafkalike.controller.features import BOOTSTRAP_CHECKPOINT, bootstrap_metadata_version
 from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.loader import MetadataLoader, build_image_snapshot
-from kafkalike.controller.metadata import ControllerError
 from kafkalike.controller.snapshot_policy import SnapshotPolicy
 from kafkalike.log import LogManager
 from kafkalike.log.dir_lock import DirLock, LogDirError, lock_log_dirs
@@ -170,12 +170,6 @@ def is_single_node(config: BrokerConfig) -> bool:
     names = set(controller_listener_names(config))
     listed = {e.split("://", 1)[0].strip().upper() for e in (config.get("listeners") or "").split(",") if "://" in e}
     return not names & listed
-
-
-# The single node (``kafkalike serve`` without a cluster's config) on its own one-voter quorum,
-# its broker reaching its controller in process (off: its broker keeps the in-process metadata
-# of earlier releases).
-SINGLE_NODE_ON_QUORUM = True
 
 
 def single_node_settings(config: BrokerConfig) -> QuorumSettings:
@@ -400,13 +394,8 @@ class Node:
         self.ephemeral = ephemeral
         self.single = is_single_node(config)
         self.roles = [BROKER, CONTROLLER] if self.single and not roles_of(config) else roles_of(config)
-        # The single node runs its quorum (its own only voter, no CONTROLLER listener) unless
-        # SINGLE_NODE_ON_QUORUM is off: then its broker keeps the in-process metadata of old.
-        self.legacy = self.single and not SINGLE_NODE_ON_QUORUM
-        if self.legacy:
-            self.settings: QuorumSettings | None = None
-        else:
-            self.settings = single_node_settings(config) if self.single else quorum_settings(config)
+        # The single node runs its own quorum: its only voter, no CONTROLLER listener.
+        self.settings = single_node_settings(config) if self.single else quorum_settings(config)
         self._memory_log = memory_log
         self._logs = logs
         self._controller_bound = controller_bound
@@ -463,10 +452,10 @@ class Node:
 
     def caught_up(self) -> bool:
         """This node knows the leader, and has replayed the log up to the high watermark it was
-        last told of (a single in-process node always has)."""
+        last told of."""
         driver = self.driver
         if driver is None:
-            return self.legacy
+            return False
         hw = driver.high_watermark
         return driver.leader_id >= 0 and hw is not None and driver.delivered_offset >= hw
 
@@ -547,11 +536,10 @@ class Node:
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self.broker = None
-        if BROKER in self.roles and not self.legacy:
+        if BROKER in self.roles:
             # Made before the quorum runs: its metadata publisher follows the log from the start.
             self.broker = self._new_broker()
-        if self.settings is not None:
-            await self._start_quorum(nursery)
+        await self._start_quorum(nursery)
         if BROKER in self.roles:
             await self._start_broker(nursery)
 
@@ -600,9 +588,7 @@ class Node:
 
     def _new_broker(self) -> Broker:
         try:
-            return Broker(
-                self.config, ephemeral=self.ephemeral, logs=self._logs, clock=self.clock, own_metadata_log=self.legacy
-            )
+            return Broker(self.config, ephemeral=self.ephemeral, logs=self._logs, clock=self.clock)
         except OSError as exc:
             raise StartupError(f"Failed to create or validate data directory {self.config.log_dirs[0]}: {exc}") from exc
 
@@ -628,7 +614,7 @@ class Node:
 
     async def _start_quorum(self, nursery: trio.Nursery) -> None:
         settings = self.settings
-        assert settings is not None and settings.metadata_log_dir is not None
+        assert settings.metadata_log_dir is not None
         directory = settings.metadata_log_dir
         if self._memory_log is None and self.single and self.ephemeral:
             self._memory_log = MemoryRaftLog()
@@ -708,25 +694,18 @@ class Node:
         if not entries:
             raise StartupError("listeners must name a listener for clients when the node has the broker role")
         host, port = parse_listener(entries[0])
-        broker = self.broker or self._new_broker()
-        self.broker = broker
+        broker = self.broker
+        assert broker is not None
         try:
             broker.open()
-            if self.legacy:  # a cluster node's seed topics go to the controller once it is registered
-                broker.seed_topics(self._seed_topics)
         except OSError as exc:
             raise StartupError(f"Failed to load data directory {broker.data_dir}: {exc}") from exc
-        except ControllerError as exc:
-            raise StartupError(f"Failed to create the seed topics: {exc.message}") from exc
-        if self.legacy:
-            self.cluster_id = broker.cluster_id
-        else:
-            # As Kafka's BrokerServer: clients are served once the metadata has caught up, and
-            # the broker's partitions are open for it.
-            await nursery.start(broker.publisher.run)
-            await self.wait_caught_up()
-            await broker.publisher.wait_for_offset(self.metadata_offset)
-            broker.remove_stray_partitions()
+        # As Kafka's BrokerServer: clients are served once the metadata has caught up, and the
+        # broker's partitions are open for it.
+        await nursery.start(broker.publisher.run)
+        await self.wait_caught_up()
+        await broker.publisher.wait_for_offset(self.metadata_offset)
+        broker.remove_stray_partitions()
         broker.hold_clients = not self.single
         try:
             self.client_address = await nursery.start(broker.serve, host, port)
@@ -739,9 +718,8 @@ class Node:
             name = entries[0].split("://", 1)[0].strip().upper() if "://" in entries[0] else "PLAINTEXT"
             self.controller.voters = (VoterEndpoint(VoterKey(self.node_id), *broker.advertised),)
             self.controller.listener_name = name
-        if not self.legacy:
-            await self._register_broker(nursery, broker)
-            broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does
+        await self._register_broker(nursery, broker)
+        broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does
 
     async def _register_broker(self, nursery: trio.Nursery, broker: Broker) -> None:
         """Registration and heartbeats with the active controller (the broker lifecycle task),
@@ -786,8 +764,7 @@ class Node:
         ids below 100 in a zero high half) gets an id derived from the cluster, the node and the
         path, the same at every start: the controller assigns partitions to a directory id, and
         a broker back with another id would find none of its replicas online."""
-        settings = self.settings
-        found = None if settings is None else settings.directory_id
+        found = self.settings.directory_id
         if found is not None and found.int >= 100:
             return found
         return uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalike:{self.cluster_id}/{self.node_id}/{self.config.log_dirs[0]}")

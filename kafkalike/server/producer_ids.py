@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kafkalike.controller.metadata import ControllerError
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.txn.api import ProducerIdUnavailable
 

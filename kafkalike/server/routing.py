@@ -13,8 +13,8 @@ replica's view when it is hosted here, else the metadata's, else -1/-1), and the
 the endpoint of each such leader that is alive (registered and unfenced) on the listener the
 request came in on (Kafka's getCurrentLeader and getAliveBrokerNode).
 
-Where the cluster is described comes from ``ClusterRouting``: ``ImageRouting`` over the metadata
-image of a broker in a cluster, ``LocalRouting`` for a single node that hosts every partition.
+Where the cluster is described comes from ``ClusterRouting``: ``ImageRouting`` over the broker's
+published metadata image.
 """
 
 from __future__ import annotations
@@ -84,31 +84,6 @@ class ImageRouting:
             if endpoint.name == listener:
                 return NodeEndpoint(broker_id, endpoint.host, endpoint.port, broker.rack)
         return None
-
-
-class LocalRouting:
-    """A single node: every partition of the metadata is hosted here and led by this node."""
-
-    def __init__(
-        self,
-        node_id: int,
-        partition_count: Callable[[str], int | None],
-        endpoint: Callable[[str], NodeEndpoint | None],
-    ) -> None:
-        """``endpoint(listener)``: this node's endpoint on that listener, None when it advertises none there."""
-        self._node_id = node_id
-        self._partition_count = partition_count
-        self._endpoint = endpoint
-
-    def knows(self, topic: str, index: int) -> bool:
-        count = self._partition_count(topic)
-        return count is not None and 0 <= index < count
-
-    def leader_of(self, topic: str, index: int) -> tuple[int, int] | None:
-        return (self._node_id, 0) if self.knows(topic, index) else None
-
-    def alive_endpoint(self, broker_id: int, listener: str) -> NodeEndpoint | None:
-        return self._endpoint(listener) if broker_id == self._node_id else None
 
 
 def partition_or_error(ctx: RequestContext, topic: str | None, index: int) -> Partition | ErrorCode:

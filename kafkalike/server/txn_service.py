@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from kafkalike.controller.metadata import ControllerError
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.coordinator import NotActive, ShardSlot
 from kafkalike.group import OFFSETS_TOPIC
 from kafkalike.group.txn_offsets import TxnCommitRequest
@@ -325,11 +325,10 @@ class TxnService:
         return self.runtime.shard_for(transactional_id)
 
     def coordinator_node(self, transactional_id: str) -> int | None:
-        """The node coordinating the id (the leader of its partition), None while there is none;
-        until ``__transaction_state`` exists, a single node answers itself (it makes the topic on
-        the first InitProducerId and leads all of it), a broker in a cluster None."""
+        """The node coordinating the id (the leader of its partition), None while there is none
+        (``__transaction_state`` not made yet, or its partition leaderless)."""
         if not self.runtime.topic_exists():
-            return self.broker.node_id if self.broker.cluster is None else None
+            return None
         return self.runtime.leader_of(transactional_id)
 
     def request_state_topic(self) -> bool:
@@ -450,8 +449,8 @@ class TxnService:
         return self._inter_broker
 
     def _route(self, tp: TopicPartition) -> int | None:
-        """Where a marker of ``tp`` goes: this broker when it hosts the partition (or is a single
-        node), else its leader in the metadata (-1: none now, or one without a live endpoint;
+        """Where a marker of ``tp`` goes: this broker when it hosts the partition (or has no
+        controller to reach others through), else its leader in the metadata (-1: none now, or one without a live endpoint;
         None: the metadata does not have it, a deleted topic's)."""
         if self.inter_broker is None or tp in self.broker.replicas:
             return self.broker.node_id

@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from kafkalike.log import LogManager
 from kafkalike.server.broker import Broker
 from kafkalike.server.clock import Clock
 from kafkalike.server.config import BrokerConfig
@@ -43,14 +44,19 @@ def make_config(tmp_path: Path, **overrides: str) -> BrokerConfig:
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, *, clock: Clock | None = None, ephemeral: bool = False, **overrides: str
+    tmp_path: Path,
+    *,
+    clock: Clock | None = None,
+    ephemeral: bool = False,
+    logs: LogManager | None = None,
+    **overrides: str,
 ) -> AsyncIterator[RunningBroker]:
     """A broker on a loopback port with ``overrides`` (``make_config``'s), serving until the block
     ends; then its clients are closed and it is stopped. Again on the same ``tmp_path``: a restart.
-    ``clock``: the broker's clock (the real one by default); ``ephemeral``: logs in memory. The
-    broker is the single node's, run by a :class:`~kafkalike.server.node.Node` as ``kafkalike
-    serve`` runs it."""
-    node = Node(make_config(tmp_path, **overrides), clock=clock, ephemeral=ephemeral)
+    ``clock``: the broker's clock (the real one by default); ``ephemeral``: logs in memory;
+    ``logs``: the broker's log storage (one whose disk calls a test intercepts). The broker is the
+    single node's, run by a :class:`~kafkalike.server.node.Node` as ``kafkalike serve`` runs it."""
+    node = Node(make_config(tmp_path, **overrides), clock=clock, ephemeral=ephemeral, logs=logs)
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
         assert node.broker is not None and node.client_address is not None

@@ -8,10 +8,9 @@ import trio
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch
-from kafkalike.server.broker import Broker
 from kafkalike.server.config import BrokerConfig
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create, _produce_body
 
 
@@ -120,25 +119,18 @@ async def test_metadata_auto_creates_unless_disabled(running: RunningBroker) -> 
 
 
 async def test_topics_and_data_survive_a_restart(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
     for round_ in range(2):
-        broker = Broker(config)
-        broker.open()
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-            client = await AsyncWireClient.connect(host, port)
+        async with serving(tmp_path) as running:
+            client = await running.client()
             if round_ == 0:
                 await _create(client, "keep", 2)
                 await client.request(0, 9, _produce_body("keep", 1, build_batch([Record(value=b"v")] * 3)))
-                cluster_id = broker.cluster_id
+                cluster_id = running.broker.cluster_id
             else:
-                assert broker.cluster_id == cluster_id
+                assert running.broker.cluster_id == cluster_id
                 meta = await client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
                 assert [(t.name, len(t.partitions)) for t in meta.topics] == [("keep", 2)]
                 assert (await _list_offset_p(client, "keep", 1)) == 3
-            await client.aclose()
-            nursery.cancel_scope.cancel()
-        broker.close()
 
 
 async def _list_offset_p(client: AsyncWireClient, topic: str, partition: int) -> int:

@@ -8,8 +8,10 @@ from pathlib import Path
 import trio
 
 from kafkalike.server.broker import Broker
+from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import make_config
+from tests.server.conftest import make_config, serving
+from tests.server.test_cluster_broker import NoLeader
 
 API_VERSIONS = 18
 HELD_S = 0.5  # long enough for an answer that should not come; an answer ends it at once
@@ -18,6 +20,8 @@ BOUND_S = 10
 
 async def test_requests_wait_until_clients_are_enabled(tmp_path: Path) -> None:
     broker = Broker(make_config(tmp_path), ephemeral=True)
+    # A cluster node's broker whose controller is not reached yet (not unfenced).
+    broker.attach_controller(ControllerChannel(1, NoLeader(), {}), lambda: None)
     broker.open()
     broker.hold_clients = True
     try:
@@ -38,17 +42,9 @@ async def test_requests_wait_until_clients_are_enabled(tmp_path: Path) -> None:
         broker.close()
 
 
-async def test_a_broker_not_held_serves_at_once(tmp_path: Path) -> None:
-    broker = Broker(make_config(tmp_path), ephemeral=True)
-    broker.open()
-    try:
-        with trio.fail_after(BOUND_S):
-            async with trio.open_nursery() as nursery:
-                host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-                client = await AsyncWireClient.connect(host, port)
-                body = {"client_software_name": "t", "client_software_version": "1"}
-                assert (await client.request(API_VERSIONS, 3, body)).error_code == 0
-                await client.aclose()
-                nursery.cancel_scope.cancel()
-    finally:
-        broker.close()
+async def test_the_single_node_serves_at_once(tmp_path: Path) -> None:
+    with trio.fail_after(BOUND_S):
+        async with serving(tmp_path, ephemeral=True) as running:
+            client = await running.client()
+            body = {"client_software_name": "t", "client_software_version": "1"}
+            assert (await client.request(API_VERSIONS, 3, body)).error_code == 0

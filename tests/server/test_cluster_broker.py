@@ -19,7 +19,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from kafkalike.controller.metadata import ControllerError
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.server.broker import Broker, NewTopic
@@ -59,7 +59,7 @@ async def register(node: OneVoterController, broker_id: int, port: int, *, unfen
 @asynccontextmanager
 async def cluster_broker(tmp_path: Path) -> AsyncIterator[ClusterBroker]:
     config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
-    broker = Broker(config, ephemeral=True, own_metadata_log=False)
+    broker = Broker(config, ephemeral=True)
     async with trio.open_nursery() as nursery, one_voter_controller(listeners=[broker.publisher]) as node:
         driver = node.driver
         broker.attach_controller(
@@ -224,7 +224,7 @@ async def test_admin_requests_without_a_controller_answer_request_timed_out(
     tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
 ) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
-    broker = Broker(config, ephemeral=True, own_metadata_log=False, clock=trio_clock)
+    broker = Broker(config, ephemeral=True, clock=trio_clock)
     broker.attach_controller(ControllerChannel(1, NoLeader(), {}, clock=trio_clock), lambda: None)
     broker.open()
     assert broker.cluster is not None
@@ -246,7 +246,7 @@ async def test_a_restarted_cluster_broker_reopens_its_partitions_from_the_commit
     batch = build_batch([Record(value=b"kept")], base_timestamp=int(time.time() * 1000))
     topic_ids = []
     for start in range(2):
-        broker = Broker(config, own_metadata_log=False)
+        broker = Broker(config)
         try:
             with trio.fail_after(DEADLINE_S):
                 async with (
@@ -289,7 +289,7 @@ async def test_partitions_deleted_while_their_broker_was_down_are_removed(tmp_pa
     for phase in ("create", "delete while down", "restart"):
         if phase == "restart":
             orphan.mkdir()
-        broker = Broker(config, own_metadata_log=False)
+        broker = Broker(config)
         listeners = [] if phase == "delete while down" else [broker.publisher]
         try:
             with trio.fail_after(DEADLINE_S):

@@ -9,9 +9,8 @@ import trio
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import make_config
+from tests.server.conftest import serving
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 
@@ -37,11 +36,8 @@ async def _batch_count(client: AsyncWireClient, topic: str) -> int:
 
 
 async def test_compacted_topic_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
-    broker = Broker(make_config(tmp_path, **{"log.cleaner.backoff.ms": "20"}))
-    broker.open()
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        client = await AsyncWireClient.connect(host, port)
+    async with serving(tmp_path, log_cleaner_backoff_ms="20") as running:
+        client = await running.client()
         await _create(
             client,
             "state",
@@ -69,6 +65,3 @@ async def test_compacted_topic_keeps_the_latest_value_per_key(tmp_path: Path) ->
         assert {k: v for k, v in latest.items() if v is not None} == {
             k: v for k, v in expected.items() if v is not None
         }
-        await client.aclose()
-        nursery.cancel_scope.cancel()
-    broker.close()

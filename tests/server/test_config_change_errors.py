@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalike.controller.metadata import TOPIC_RESOURCE, MetadataImage
+from kafkalike.controller.image import TOPIC_RESOURCE
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.metadata_migration import JsonImage
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create
@@ -88,7 +89,7 @@ async def _alter_and_receive(client: AsyncWireClient, answer: Answer) -> None:
 
 def test_a_config_record_of_a_removed_topic_replays_as_nothing() -> None:
     # Written by a change that raced the deletion before changes checked their topic in turn.
-    image = MetadataImage()
+    image = JsonImage()
     image.apply({"type": "topic", "name": "t", "id": str(uuid.UUID(int=1))})
     image.apply({"type": "remove_topic", "topic_id": str(uuid.UUID(int=1))})
     config = {"type": "config", "resource_type": TOPIC_RESOURCE, "resource_name": "t", "name": "retention.ms"}

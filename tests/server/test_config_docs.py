@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from kafkalike.configs import BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create
 
 TOPIC, BROKER = 2, 4
@@ -134,11 +132,9 @@ async def test_topic_values_come_from_the_broker_config_they_follow(running: Run
 
 
 async def test_every_layer_in_kafkas_order(tmp_path: Path) -> None:
-    broker = Broker(make_config(tmp_path, **{"log.retention.hours": "2", "message.max.bytes": "200000"}))
-    broker.open()
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-        client = await AsyncWireClient.connect(host, port)
+    async with serving(tmp_path, log_retention_hours="2", message_max_bytes="200000") as running:
+        broker = running.broker
+        client = await running.client()
         await _create(client, "layers")
         topic = await _describe(client, TOPIC, "layers")
         # Only log.retention.hours is set: the topic gets 2 h, and (as in Kafka) no synonym says why.
@@ -178,10 +174,9 @@ async def test_every_layer_in_kafkas_order(tmp_path: Path) -> None:
         assert {n: (c.value, c.config_source, _synonyms(c)) for n, c in defaults.items()} == {
             "log.retention.ms": ("5000000", DYNAMIC_DEFAULT, [("log.retention.ms", "5000000", DYNAMIC_DEFAULT)]),
             "message.max.bytes": ("300000", DYNAMIC_DEFAULT, [("message.max.bytes", "300000", DYNAMIC_DEFAULT)]),
+            # Written by the controller's bootstrap (eligible leader replicas on).
+            "min.insync.replicas": ("1", DYNAMIC_DEFAULT, [("min.insync.replicas", "1", DYNAMIC_DEFAULT)]),
         }
-        await client.aclose()
-        nursery.cancel_scope.cancel()
-    broker.close()
 
 
 # -- values a log could not run with --------------------------------------------------------------
@@ -204,13 +199,10 @@ async def test_every_layer_in_kafkas_order(tmp_path: Path) -> None:
 async def test_a_value_no_log_can_run_with_is_refused_and_not_stored(
     tmp_path: Path, rtype: int, name: str, value: str
 ) -> None:
-    config = make_config(tmp_path)
     for round_ in range(2):
-        broker = Broker(config)
-        broker.open()  # the second time: the refused value must not have reached the metadata log
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-            client = await AsyncWireClient.connect(host, port)
+        # The second time: the refused value must not have reached the metadata log.
+        async with serving(tmp_path) as running:
+            client = await running.client()
             if round_ == 0:
                 await _create(client, "guarded")
                 resource = "guarded" if rtype == TOPIC else "1"
@@ -221,9 +213,6 @@ async def test_a_value_no_log_can_run_with_is_refused_and_not_stored(
                 if rtype == TOPIC:
                     created = await _create(client, "born-bad", 1, **{name.replace(".", "_"): value})
                     assert created.error_code == ErrorCode.INVALID_CONFIG, created.error_message
-            assert "born-bad" not in broker.controller.image.topics
+            assert "born-bad" not in running.broker.controller.image.topics
             configs = await _describe(client, rtype, "guarded" if rtype == TOPIC else "1", keys=[name])
             assert configs[name].config_source == DEFAULT
-            await client.aclose()
-            nursery.cancel_scope.cancel()
-        broker.close()

@@ -5,13 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch
-from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker, serving
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
 
 TOPIC, BROKER = 2, 4
@@ -148,19 +145,12 @@ async def test_delete_records_moves_the_log_start(running: RunningBroker) -> Non
 
 
 async def test_configs_survive_a_restart(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
     for round_ in range(2):
-        broker = Broker(config)
-        broker.open()
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-            client = await AsyncWireClient.connect(host, port)
+        async with serving(tmp_path) as running:
+            client = await running.client()
             if round_ == 0:
                 await _create(client, "kept")
                 await _incremental(client, TOPIC, "kept", [("retention.ms", SET, "777")])
             else:
                 assert (await _describe(client, TOPIC, "kept"))["retention.ms"].value == "777"
-                assert broker.partitions[("kept", 0)].log.config.retention_ms == 777
-            await client.aclose()
-            nursery.cancel_scope.cancel()
-        broker.close()
+                assert running.broker.partitions[("kept", 0)].log.config.retention_ms == 777

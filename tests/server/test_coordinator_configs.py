@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.server.broker import Broker
-from tests.server.conftest import RunningBroker, make_config
+from kafkalike.server.node import Node
+from tests.server.conftest import RunningBroker, make_config, serving
 from tests.server.test_config_docs import _describe, _set, _synonyms
 
 BROKER = 4
@@ -64,17 +64,14 @@ async def test_static_values_are_listed_as_static_and_used(tmp_path: Path) -> No
         "group.consumer.max.size": "7",
         "group.consumer.migration.policy": "UPGRADE",  # any case, as in Kafka
     }
-    broker = Broker(make_config(tmp_path, **{k.replace(".", "_"): v for k, v in overrides.items()}))
-    broker.open()
-    try:
+    async with serving(tmp_path, **{k.replace(".", "_"): v for k, v in overrides.items()}) as running:
+        broker = running.broker
         sources = {name: broker.config.source(name) for name in overrides}
         assert sources == dict.fromkeys(overrides, STATIC)
         txn = broker.txn.config
         assert (txn.id_expiration_ms, txn.abort_timed_out_interval_ms) == (60_000, 500)
         consumer = broker.groups.new_shard(0, 0).consumer.config
         assert (consumer.session_timeout_ms, consumer.max_size) == (50_000, 7)
-    finally:
-        broker.close()
 
 
 # Each as Apache Kafka 4.0.2's KafkaConfig refuses it (ConfigException or a failed requirement).
@@ -139,7 +136,7 @@ def test_a_broker_does_not_start_with_a_value_kafka_refuses(
 ) -> None:
     config = make_config(tmp_path, **{k.replace(".", "_"): v for k, v in settings.items()})
     with pytest.raises(ValueError) as info:
-        Broker(config)
+        Node(config)
     assert str(info.value).startswith(message)
 
 

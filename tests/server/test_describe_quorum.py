@@ -116,7 +116,7 @@ async def test_a_cluster_broker_without_a_controller_answers_request_timed_out(
     tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
 ) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"})
-    broker = Broker(config, ephemeral=True, own_metadata_log=False, clock=trio_clock)
+    broker = Broker(config, ephemeral=True, clock=trio_clock)
     broker.attach_controller(
         ControllerChannel(1, NoLeader(), {}, clock=trio_clock, request_timeout_ms=4000), lambda: None
     )

@@ -20,7 +20,7 @@ from kafkalike.controller.image import (
 from kafkalike.protocol.errors import ErrorCode as E
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.replica import LeaderAndIsr
-from kafkalike.server.routing import ImageRouting, LocalRouting, NodeEndpoint
+from kafkalike.server.routing import ImageRouting
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import RunningBroker
 from tests.server.test_broker_basics import _create, _fetch_body, _produce_body
@@ -198,12 +198,3 @@ async def test_describe_producers_is_answered_by_a_follower(running: RunningBrok
         DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "followed", "partition_indexes": [0]}]}
     )
     assert producers.topics[0].partitions[0].error_code == E.NONE
-
-
-def test_local_routing_knows_the_partitions_of_its_topics_only() -> None:
-    me = NodeEndpoint(LOCAL, "127.0.0.1", 9092)
-    routing = LocalRouting(LOCAL, {"t": 2}.get, {"PLAINTEXT": me}.get)
-    assert [routing.knows("t", i) for i in (-1, 0, 1, 2)] == [False, True, True, False]
-    assert routing.leader_of("t", 1) == (LOCAL, 0) and routing.leader_of("u", 0) is None
-    assert routing.alive_endpoint(LOCAL, "PLAINTEXT") == me and routing.alive_endpoint(OTHER, "PLAINTEXT") is None
-    assert routing.alive_endpoint(LOCAL, "INTERNAL") is None  # not advertised on that listener

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from kafkalike.protocol.records import Record, build_batch, iter_batches
-from kafkalike.server.broker import Broker
+from kafkalike.server.node import Node
 from kafkalike.testing.loop_blocking import LoopBlockingCalls
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import make_config
@@ -167,38 +167,36 @@ async def _after_restart(client: AsyncWireClient) -> None:
         _ok(await client.request(0, 9, _produce_body("rolling", 0, build_batch([Record(value=b"r" * 300)]))))
 
 
-async def _serve_checked(broker: Broker, calls: LoopBlockingCalls, drive: Any) -> None:
-    with calls:
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-            client = await AsyncWireClient.connect(host, port)
+async def _serve_checked(tmp_path: Path, calls: LoopBlockingCalls, drive: Any) -> None:
+    """The single node on ``tmp_path``: started first (start-up, before anyone is served, is not
+    checked), then driven and stopped under ``calls``."""
+    node = Node(
+        make_config(
+            tmp_path,
+            log_retention_check_interval_ms="20",
+            log_cleaner_backoff_ms="20",
+            offsets_topic_num_partitions="2",
+            transaction_state_log_num_partitions="2",
+        )
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(node.run)
+        assert node.client_address is not None
+        with calls:
+            client = await AsyncWireClient.connect(*node.client_address)
             try:
                 await drive(client)
             finally:
                 await client.aclose()
-            nursery.cancel_scope.cancel()
-        await broker.aclose()
+            await node.stop()
 
 
 async def test_a_broker_on_a_data_dir_makes_no_blocking_file_call_on_its_event_loop(tmp_path: Path) -> None:
-    def configured() -> Broker:
-        broker = Broker(
-            make_config(
-                tmp_path,
-                log_retention_check_interval_ms="20",
-                log_cleaner_backoff_ms="20",
-                offsets_topic_num_partitions="2",
-                transaction_state_log_num_partitions="2",
-            )
-        )
-        broker.open()  # start-up, before anyone is served: not checked
-        return broker
-
     calls = LoopBlockingCalls(roots=[tmp_path])
-    await _serve_checked(configured(), calls, _drive)
+    await _serve_checked(tmp_path, calls, _drive)
     calls.check(allow=ALLOWED)
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
 
     restarted = LoopBlockingCalls(roots=[tmp_path])
-    await _serve_checked(configured(), restarted, _after_restart)
+    await _serve_checked(tmp_path, restarted, _after_restart)
     restarted.check(allow=ALLOWED)

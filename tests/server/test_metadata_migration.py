@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalike.server.broker import Broker, StartupError
+from kafkalike.server.broker import StartupError
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.controller_host import ControllerHost
 from kafkalike.server.metadata_migration import (
@@ -166,31 +166,28 @@ async def test_a_node_of_a_larger_quorum_refuses_a_previous_release_directory(tm
     assert inspect(data / METADATA_DIR).kind is LogKind.JSON  # left as it was
 
 
-async def test_the_single_node_refuses_a_log_of_kafka_records(tmp_path: Path) -> None:
+async def test_the_single_node_runs_on_a_log_of_kafka_records(tmp_path: Path) -> None:
+    """A directory a one-voter quorum wrote is the single node's own metadata: opened, not migrated."""
     data = tmp_path / "data"
     with trio.fail_after(DEADLINE_S):
         async with one_voter_controller(metadata_log_dir=data):
             pass
     (data / "meta.properties").write_text("version=1\ncluster.id=quorum-test-cluster-0A\nnode.id=1\n")
-    broker = Broker(BrokerConfig({"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0"}))
-    try:
-        with pytest.raises(StartupError) as refused:
-            broker.open()
-    finally:
-        broker.close()
-    assert "Kafka metadata records" in str(refused.value) and "\n" not in str(refused.value)
+    node = Node(BrokerConfig({"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1"}))
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            assert node.cluster_id == "quorum-test-cluster-0A"
+            await node.stop()
+    assert inspect(data / METADATA_DIR).kind is LogKind.KRAFT
+    assert not (data / (METADATA_DIR + BACKUP_SUFFIX)).exists()
 
 
-async def test_the_single_node_migrates_a_previous_release_directory_at_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_single_node_migrates_a_previous_release_directory_at_start(tmp_path: Path) -> None:
     """``kafkalike serve`` over its old data directory: the JSON log becomes a snapshot of the
     one-voter quorum at the first start, the topics keep their ids and their partition logs, and
     a later start finds nothing left to migrate."""
-    from kafkalike.server import node as node_module
     from kafkalike.testing.wire_client import AsyncWireClient
-
-    monkeypatch.setattr(node_module, "SINGLE_NODE_ON_QUORUM", True)
 
     data, made = previous_release_dir(tmp_path)
     config = {"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1"}
@@ -203,7 +200,7 @@ async def test_the_single_node_migrates_a_previous_release_directory_at_start(
     metadata_request = {"topics": None, "allow_auto_topic_creation": False}
     for start in range(2):
         node = Node(BrokerConfig(config))
-        assert node.single and not node.legacy
+        assert node.single
         with trio.fail_after(DEADLINE_S):
             async with trio.open_nursery() as nursery:
                 await nursery.start(node.run)

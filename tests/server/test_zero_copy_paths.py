@@ -5,6 +5,7 @@ files with os.sendfile, small ones copied, and the memory-storage fallback."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +14,8 @@ import trio
 from kafkalike.protocol.api import RequestHeader, encode_request
 from kafkalike.protocol.records import Record, build_batch, iter_batches, read_batch_header
 from kafkalike.server import connection
-from kafkalike.server.broker import Broker
-from kafkalike.server.config import BrokerConfig
 from kafkalike.testing.wire_client import AsyncWireClient
-from tests.server.conftest import RunningBroker
+from tests.server.conftest import RunningBroker, serving
 
 
 def produce_body(topic: str, partition: int, records: bytes) -> dict[str, Any]:
@@ -156,18 +155,11 @@ async def test_a_fetch_limited_below_a_batch_still_gets_whole_batches(running: R
     assert read_batch_header(records).base_offset == 0
 
 
-async def test_memory_storage_sends_copies(nursery: trio.Nursery) -> None:
-    broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"}), ephemeral=True)
-    broker.open()
-    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    client = await AsyncWireClient.connect(host, port)
-    try:
+async def test_memory_storage_sends_copies(tmp_path: Path) -> None:
+    async with serving(tmp_path, ephemeral=True) as running:
+        client = await running.client()
         await create(client, "mem", 1)
         records = batches(40, 5000, 5)
         await client.request(0, 9, produce_body("mem", 0, records))
         fetched = await client.request(1, 12, fetch_body("mem", [0]))
         assert without_offsets(bytes(fetched.responses[0].partitions[0].records)) == without_offsets(records)
-    finally:
-        await client.aclose()
-        nursery.cancel_scope.cancel()
-        broker.close()

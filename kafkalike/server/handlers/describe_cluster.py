@@ -1,7 +1,7 @@
 """DescribeCluster (key 60): v0-2. The brokers, the cluster id, and a controller id.
-v1 adds the endpoint type (1 = brokers); v2 adds fenced-broker listing. The single node names
-itself; a node of a cluster answers from the published image: the unfenced brokers (and the
-fenced ones when v2 asks), with any live broker as the controller id, as a KRaft broker does."""
+v1 adds the endpoint type (1 = brokers); v2 adds fenced-broker listing. Answered from the
+published image: the unfenced brokers (and the fenced ones when v2 asks), with any live broker as
+the controller id, as a KRaft broker does."""
 
 from __future__ import annotations
 
@@ -31,21 +31,10 @@ async def handle_describe_cluster(ctx: RequestContext, request: Message) -> Mapp
             "brokers": [],
         }
     cluster_image = ctx.metadata.cluster_image
-    if cluster_image is not None:
-        include_fenced = ctx.version >= 2 and request.include_fenced_brokers
-        brokers = _registered_brokers(cluster_image, ctx.listener, include_fenced)
-        # Any live broker, whichever listeners it has (Kafka's getRandomAliveBrokerId).
-        controller_id = any_of([b.broker_id for b in cluster_image.unfenced_brokers()])
-    else:
-        here = ctx.metadata.advertised_on(ctx.listener)
-        brokers = (
-            []
-            if here is None
-            else [
-                {"broker_id": ctx.metadata.node_id, "host": here[0], "port": here[1], "rack": None, "is_fenced": False}
-            ]
-        )
-        controller_id = ctx.metadata.node_id
+    include_fenced = ctx.version >= 2 and request.include_fenced_brokers
+    brokers = _registered_brokers(cluster_image, ctx.listener, include_fenced)
+    # Any live broker, whichever listeners it has (Kafka's getRandomAliveBrokerId).
+    controller_id = any_of([b.broker_id for b in cluster_image.unfenced_brokers()])
     return {
         "throttle_time_ms": 0,
         "error_code": 0,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalike.configs import BROKER_CONFIGS, INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigKey, ConfigType
-from kafkalike.controller.metadata import BROKER_RESOURCE, TOPIC_RESOURCE
+from kafkalike.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.config import DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, TOPIC_CONFIG, BrokerConfig

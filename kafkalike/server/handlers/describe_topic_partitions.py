@@ -93,21 +93,12 @@ def _describe(ctx: RequestContext, name: str, start: int, max_count: int) -> tup
     if name == CLUSTER_METADATA_TOPIC:
         return None
     cluster_image = ctx.metadata.cluster_image
-    if cluster_image is not None:
-        registered = cluster_image.topic(name)
-        if registered is None:
-            return None
-        topic_id, count = registered.topic_id, len(registered.partitions)
-    else:
-        topic = ctx.metadata.image.topics.get(name)
-        if topic is None:
-            return None
-        topic_id, count = topic.topic_id, topic.partitions
+    registered = cluster_image.topic(name)
+    if registered is None:
+        return None
+    topic_id, count = registered.topic_id, len(registered.partitions)
     upper = min(count, _int32(start + max_count))
-    if cluster_image is not None:
-        partitions = _registered(ctx, cluster_image, name, range(start, upper))
-    else:
-        partitions = [_local(ctx, name, index) for index in range(start, upper)]
+    partitions = _registered(ctx, cluster_image, name, range(start, upper))
     entry = {
         "error_code": ErrorCode.NONE,
         "name": name,
@@ -122,24 +113,6 @@ def _describe(ctx: RequestContext, name: str, start: int, max_count: int) -> tup
 def _int32(value: int) -> int:
     """``value`` as Java's int arithmetic leaves it (a cursor near 2**31 wraps, as in Kafka)."""
     return (value + 2**31) % 2**32 - 2**31
-
-
-def _local(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
-    """A partition of the single node, which leads every one of them."""
-    node = ctx.metadata.node_id
-    partition = ctx.replicas.get((name, index))
-    leader = partition.leader_id if partition is not None else node
-    return {
-        "error_code": ErrorCode.NONE,
-        "partition_index": index,
-        "leader_id": NO_LEADER if ctx.faults.is_paused(name, index) else leader,
-        "leader_epoch": partition.leader_epoch if partition is not None else 0,
-        "replica_nodes": list(partition.replicas) if partition is not None else [node],
-        "isr_nodes": list(partition.isr) if partition is not None else [node],
-        "eligible_leader_replicas": [],
-        "last_known_elr": [],
-        "offline_replicas": [],
-    }
 
 
 def _registered(ctx: RequestContext, image: MetadataImage, name: str, indexes: range) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalike.controller.metadata import ControllerError
+from kafkalike.controller.api_error import ControllerError
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.server.context import RequestContext

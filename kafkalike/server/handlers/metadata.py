@@ -3,12 +3,11 @@
 Version notes: v0 treats an empty topic list as "all topics" (v1+ uses null for that); v4+
 lets the client forbid auto-creation; v10+ carries topic ids; v8-10 cluster/topic authorized
 operations are returned as "not requested" (-2147483648); v13 adds a top-level error code.
-The single node leads every partition, its replicas and ISR are itself. A node of a cluster
-answers from the published image of the committed metadata: the unfenced brokers with an endpoint
-on the request's listener, each partition's registration (leader -1: LEADER_NOT_AVAILABLE), and
-any live broker as the controller id, as a KRaft broker does. Endpoints are those of the listener
-the request arrived on; a leader without one there is LISTENER_NOT_FOUND from v6 (see
-``_partition``), and the single node answers so too on a listener it does not advertise.
+The answer comes from the published image of the committed metadata: the unfenced brokers with
+an endpoint on the request's listener, each partition's registration (leader -1:
+LEADER_NOT_AVAILABLE), and any live broker as the controller id, as a KRaft broker does.
+Endpoints are those of the listener the request arrived on; a leader without one there is
+LISTENER_NOT_FOUND from v6 (see ``_partition``).
 
 Auto-creation answers as Kafka's does: an unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION
 and created in the background, one CreateTopics (with its limits) per request; the client asks
@@ -24,10 +23,12 @@ from typing import Any
 
 import trio
 
+from kafkalike.controller.api_error import ControllerApiError
 from kafkalike.controller.image import MetadataImage
-from kafkalike.controller.metadata import ControllerError, TopicImage, validate_topic_name
+from kafkalike.controller.topic_names import check_topic_name
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
+from kafkalike.server.cluster_metadata import TopicView
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
@@ -55,34 +56,11 @@ class _Reach:
     online: frozenset[int]
 
 
-def topic_entry(ctx: RequestContext, topic: TopicImage) -> dict[str, Any]:
-    cluster_image = ctx.metadata.cluster_image
-    if cluster_image is not None:
-        return _entry(topic, _registered_partitions(ctx, cluster_image, topic))
-    node = ctx.metadata.node_id
-    # The single node, registered with the listeners it advertises.
-    here = frozenset([node] if ctx.metadata.advertised_on(ctx.listener) is not None else [])
-    reach = _Reach(frozenset([node]), here, here)
-    partitions = []
-    for index in range(topic.partitions):
-        partition = ctx.replicas.get((topic.name, index))
-        paused = ctx.faults.is_paused(topic.name, index)
-        leader = partition.leader_id if partition is not None else node
-        partitions.append(
-            _partition(
-                ctx,
-                reach,
-                index,
-                -1 if paused else leader,
-                partition.leader_epoch if partition is not None else 0,
-                list(partition.replicas) if partition is not None else [node],
-                list(partition.isr) if partition is not None else [node],
-            )
-        )
-    return _entry(topic, partitions)
+def topic_entry(ctx: RequestContext, topic: TopicView) -> dict[str, Any]:
+    return _entry(topic, _registered_partitions(ctx, ctx.metadata.cluster_image, topic))
 
 
-def _entry(topic: TopicImage, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+def _entry(topic: TopicView, partitions: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -93,7 +71,7 @@ def _entry(topic: TopicImage, partitions: list[dict[str, Any]]) -> dict[str, Any
     }
 
 
-def _registered_partitions(ctx: RequestContext, image: MetadataImage, topic: TopicImage) -> list[dict[str, Any]]:
+def _registered_partitions(ctx: RequestContext, image: MetadataImage, topic: TopicView) -> list[dict[str, Any]]:
     """A topic's partitions as the controller registered them (Kafka's KRaftMetadataCache)."""
     registered = image.topic(topic.name)
     if registered is None:
@@ -179,17 +157,11 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Mapping[str,
         if to_create:
             ctx.controller.request_auto_create(to_create)
     cluster_image = ctx.metadata.cluster_image
-    if cluster_image is not None:
-        alive = live_brokers(cluster_image, ctx.listener)
-        brokers = [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in alive]
-        # As a KRaft broker answers: any live broker (on whichever listeners), since brokers
-        # forward controller requests.
-        controller_id = any_of([b.broker_id for b in cluster_image.unfenced_brokers()])
-    else:
-        here = ctx.metadata.advertised_on(ctx.listener)
-        brokers = [] if here is None else [{"node_id": ctx.metadata.node_id, "host": here[0], "port": here[1]}]
-        brokers = [{**b, "rack": None} for b in brokers]
-        controller_id = ctx.metadata.node_id
+    alive = live_brokers(cluster_image, ctx.listener)
+    brokers = [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in alive]
+    # As a KRaft broker answers: any live broker (on whichever listeners), since brokers forward
+    # controller requests.
+    controller_id = any_of([b.broker_id for b in cluster_image.unfenced_brokers()])
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,
@@ -216,8 +188,8 @@ def _lookup(
     if topic is not None:
         return topic_entry(ctx, topic)
     try:
-        validate_topic_name(name)
-    except ControllerError:
+        check_topic_name(name)
+    except ControllerApiError:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     allowed = ctx.version < 4 or request.allow_auto_topic_creation
     if allowed and ctx.controller.may_auto_create(name):

@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import trio
 
 from kafkalike.raft.log import MemoryRaftLog
-from kafkalike.server import node as node_module
 from kafkalike.server.config import BrokerConfig
 from kafkalike.server.node import Node
 from kafkalike.server.quorum.channel import NetworkFaults
@@ -270,13 +268,10 @@ async def test_a_node_stopped_or_killed_starts_again_and_replays_the_log_into_a_
             nursery.cancel_scope.cancel()
 
 
-async def test_the_single_node_on_its_own_one_voter_quorum_serves_and_keeps_its_topics(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The single node's quorum path (SINGLE_NODE_ON_QUORUM): no CONTROLLER port, its broker
-    registered with its own controller in process, its data directory formatted by itself, and
-    its topics back after a restart."""
-    monkeypatch.setattr(node_module, "SINGLE_NODE_ON_QUORUM", True)
+async def test_the_single_node_on_its_own_one_voter_quorum_serves_and_keeps_its_topics(tmp_path: Path) -> None:
+    """The single node on its own one-voter quorum: no CONTROLLER port, its broker registered with
+    its own controller in process, its data directory formatted by itself, and its topics back
+    after a restart."""
     # The restarted broker is a new incarnation: it registers once its predecessor's session lapsed.
     config = BrokerConfig(
         {
@@ -288,7 +283,7 @@ async def test_the_single_node_on_its_own_one_voter_quorum_serves_and_keeps_its_
     )
     for start in range(2):
         node = Node(config, seed_topics=[("orders", 2)] if start == 0 else [])
-        assert node.single and not node.legacy
+        assert node.single
         with trio.fail_after(DEADLINE_S):
             async with trio.open_nursery() as nursery:
                 await nursery.start(node.run)

@@ -1,15 +1,15 @@
-"""The new controller answers single-node requests as the running broker does today.
+"""The controller answers single-node requests as the running broker does.
 
-Each case sends the same requests to a real broker (today's JSON-metadata controller behind
-the handlers) and to ``QuorumController`` over a one-broker image, with the broker's own
-defaults and config checks injected, and compares every topic's or resource's error code and
-message. The cases are those the differential tests against Apache Kafka pin down
-(compat_tests/differential/), so that switching the broker over keeps what clients see.
+Each case sends the same requests to a real broker (the single node, whose handlers forward them
+to its in-process controller) and to a ``QuorumController`` of its own over the image the node
+started from, with the broker's own defaults and config checks injected, and compares every
+topic's or resource's error code and message. The cases are those the differential tests against
+Apache Kafka pin down (compat_tests/differential/), so that nothing between a client and the
+controller changes what clients see.
 
-Where the new controller follows Kafka on purpose and today's broker does not (manual replica
-assignments over registered brokers, names colliding by '.'/'_', a name deleted twice in one
-request, a resource twice in one AlterConfigs, ``__cluster_metadata``), the cases are in the
-unit tests instead, with Kafka's answers.
+Manual replica assignments over registered brokers, names colliding by '.'/'_', a name deleted
+twice in one request, a resource twice in one AlterConfigs and ``__cluster_metadata`` are in the
+controller's unit tests, with Kafka's answers.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controllertest_harness import cluster, request, topic_spec
+from controllertest_harness import request, topic_spec
 
 from kafkalike.controller.configuration_control import ConfigDefaults
 from kafkalike.controller.delta import replay_records
@@ -148,7 +148,9 @@ def new_controller(broker: Broker) -> QuorumController:
     return QuorumController(
         node_id=broker.node_id,
         rng=random.Random(1),
-        image=cluster([broker.node_id]),
+        # As the node's controller activated it: bootstrap, features (eligible leader replicas
+        # with its cluster-level min.insync.replicas), the broker registered.
+        image=broker.publisher.image,
         topic_defaults=TopicDefaults(config.get_int("num.partitions"), config.get_int("default.replication.factor")),
         config_defaults=ConfigDefaults(
             topic_default=config.topic_default, broker_value=config.get, broker_problem=broker.broker_config_problem
@@ -172,7 +174,7 @@ def run_controller(controller: QuorumController, api_key: int, version: int, bod
 
 
 async def differences(tmp_path: Path, case: str, make: Callable[[Broker], QuorumController]) -> list[str]:
-    """Where the controller ``make`` builds answers ``case`` unlike today's broker."""
+    """Where the controller ``make`` builds answers ``case`` unlike the running broker."""
     found = []
     async with serving(tmp_path, ephemeral=True) as running:
         client = await running.client()
