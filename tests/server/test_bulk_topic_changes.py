@@ -263,25 +263,23 @@ async def test_metadata_naming_more_topics_than_one_operation_holds_creates_none
 
 async def test_the_largest_operation_is_one_metadata_batch_and_replays_whole(tmp_path: Any) -> None:
     from kafkalike.protocol.records import iter_batches
-    from kafkalike.server.broker import Broker, NewTopic
-    from tests.server.conftest import make_config
+    from tests.server.conftest import serving
 
-    def metadata_batches(broker: Broker) -> int:
-        log = broker.logs.get("__cluster_metadata", 0)
-        assert log is not None
-        return sum(1 for _ in iter_batches(log.read_bytes(0, 1 << 62)))
+    def metadata_batches() -> int:
+        segments = sorted((tmp_path / "data" / "__cluster_metadata-0").glob("*.log"))
+        return sum(sum(1 for _ in iter_batches(path.read_bytes())) for path in segments)
 
-    broker = Broker(make_config(tmp_path), ephemeral=True)
-    broker.open()
-    before = metadata_batches(broker)
     # 4,999 topics of the longest name: 9,998 records as Kafka counts them, ~3 MB written here.
     names = [f"{i:04d}".ljust(249, "n") for i in range(4999)]
-    created = await broker.create_topics([NewTopic(n, 1, {}) for n in names])
-    assert not any(isinstance(c, Exception) for c in created)
-    assert metadata_batches(broker) == before + 1  # a crash keeps all of the operation or none
-    restarted = Broker(make_config(tmp_path), logs=broker.logs)
-    restarted.open()
-    assert set(names) <= set(restarted.controller.image.topics)
+    async with serving(tmp_path) as running:
+        client = await running.client()
+        before = metadata_batches()
+        with trio.fail_after(60):
+            response = await client.request(19, 7, _create_body([_spec(n, 1) for n in names]))
+        assert {t.error_code for t in response.topics} == {0}
+        assert metadata_batches() == before + 1  # a crash keeps all of the operation or none
+    async with serving(tmp_path) as restarted:
+        assert set(names) <= set(restarted.broker.publisher.image.topics_by_name)
 
 
 async def test_a_left_directory_of_another_topic_is_a_storage_error_not_a_closed_connection(

@@ -23,10 +23,9 @@ from kafkalike.group import OFFSETS_TOPIC
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode as E
 from kafkalike.protocol.records import decode_records, iter_batches
-from kafkalike.server.broker import Broker
 from kafkalike.testing.wire_client import AsyncWireClient
 from kafkalike.txn import TRANSACTION_STATE_TOPIC
-from tests.server.conftest import RunningBroker, make_config
+from tests.server.conftest import RunningBroker
 from tests.server.conftest import serving as serving_with
 from tests.server.test_broker_basics import _create, _fetch_body
 from tests.server.test_groups import assignment, subscription
@@ -505,32 +504,25 @@ async def test_a_failed_metadata_fsync_is_written_again_and_an_internal_topic_be
 
 
 async def test_an_in_memory_broker_waits_for_no_thread_for_coordinator_or_metadata_records(
-    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker = Broker(make_config(tmp_path, **SMALL), ephemeral=True)
-    broker.open()
-    host, port = await nursery.start(broker.serve, "127.0.0.1", 0)
-    running = RunningBroker(broker, host, port)
-    real_run_sync = trio.to_thread.run_sync
-    threads: list[str] = []
+    async with serving(tmp_path, ephemeral=True, **SMALL) as running:
+        real_run_sync = trio.to_thread.run_sync
+        threads: list[str] = []
 
-    async def run_sync(fn: Callable[..., object], *args: object, **kwargs: object) -> object:
-        threads.append(getattr(fn, "__qualname__", repr(fn)))
-        return await real_run_sync(fn, *args, **kwargs)  # type: ignore[arg-type]
+        async def run_sync(fn: Callable[..., object], *args: object, **kwargs: object) -> object:
+            threads.append(getattr(fn, "__qualname__", repr(fn)))
+            return await real_run_sync(fn, *args, **kwargs)  # type: ignore[arg-type]
 
-    client = await with_offsets_topic(running)  # topics made before the count starts
-    producer = await open_transaction_on(running, client)
-    monkeypatch.setattr(trio.to_thread, "run_sync", run_sync)
-    assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", 4))) == 0
-    assert await fetch_committed(client, "g") == 4
-    assert await producer.end(True) == 0
-    assert (await client.request(DELETE_TOPICS, 6, _delete_body("events"))).responses[0].error_code == 0
-    assert [t for t in threads if "DeferredSyncs" in t] == []
-    monkeypatch.undo()
-    for c in running.clients:
-        await c.aclose()
-    nursery.cancel_scope.cancel()
-    broker.close()
+        client = await with_offsets_topic(running)  # topics made before the count starts
+        producer = await open_transaction_on(running, client)
+        monkeypatch.setattr(trio.to_thread, "run_sync", run_sync)
+        assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", 4))) == 0
+        assert await fetch_committed(client, "g") == 4
+        assert await producer.end(True) == 0
+        assert (await client.request(DELETE_TOPICS, 6, _delete_body("events"))).responses[0].error_code == 0
+        assert threads == []  # no fsync, no file work: nothing for a worker thread
+        monkeypatch.undo()
 
 
 async def open_transaction_on(running: RunningBroker, client: AsyncWireClient) -> Producer:
