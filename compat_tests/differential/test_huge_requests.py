@@ -91,10 +91,12 @@ def test_create_partitions_past_the_limit(pair: Pair, name: Callable[[str], str]
     # The thousands of partitions it grew take its broker half a minute or more to make: wait for
     # them here, not in the next test's wait for its own topic. Its broker applies the metadata
     # log in order, so a topic created now is ready only once they are made.
+    # On both, since later tests compare the brokers' lists of topics.
     marker = name("marker")
-    created = pair.ak.request(19, 7, create_topics_body([topic_spec(marker)]))
-    assert created.topics[0].error_code == 0, created.topics[0]
-    wait_ready(pair.ak, marker, 1, timeout_s=300)
+    for side in (pair.ak, pair.kl):
+        created = side.request(19, 7, create_topics_body([topic_spec(marker)]))
+        assert created.topics[0].error_code == 0, (side.name, created.topics[0])
+        wait_ready(side, marker, 1, timeout_s=300)
 
 
 def test_just_under_the_limit_is_accepted(pair: Pair, name: Callable[[str], str]) -> None:
