@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 
 from compat_tests.differential.compare import differences
+from kafkalike.cli.storage_format import random_uuid
 from kafkalike.testing.apache_kafka import ApacheKafkaProcess
 from kafkalike.testing.process import BrokerProcess
 from kafkalike.testing.wire_client import WireClient
@@ -212,11 +215,35 @@ def wait_ready(side: Side, topic: str, partitions: int, timeout_s: float = 30.0)
         time.sleep(0.1)
 
 
+# The metadata.version Kafka formats a new node at, where kafkalike's own differs: 4.0.x formats at
+# 4.0-IV3 (no eligible leader replicas), kafkalike's single node at 4.4's default, 4.4-IV2.
+KAFKA_RELEASE_VERSION = "4.0-IV3" if AK_BEFORE_4_1 else None
+
+
+def format_single_node(data_dir: Path, release_version: str) -> None:
+    """Format the single node's data directory at ``release_version`` as a user would: a
+    server.properties describing the node (``kafkalike serve`` without a config: node 1, broker and
+    controller, its own only voter) and ``kafkalike storage format -r``."""
+    properties = data_dir.parent / f"{data_dir.name}.properties"
+    properties.write_text(
+        "process.roles=broker,controller\n"
+        "node.id=1\n"
+        "controller.listener.names=CONTROLLER\n"
+        "controller.quorum.voters=1@127.0.0.1:9093\n"
+        f"log.dirs={data_dir}\n"
+    )
+    command = [sys.executable, "-m", "kafkalike", "storage", "format", "-t", random_uuid(), "-c", str(properties)]
+    ran = subprocess.run([*command, "-r", release_version], capture_output=True, text=True, timeout=60, check=False)
+    assert ran.returncode == 0, f"storage format failed: {ran.stdout}{ran.stderr}"
+
+
 @contextmanager
 def running_pair(work: Path, settings: Mapping[str, str], name: str = "differential") -> Iterator[Pair]:
     """Both brokers with the same ``settings``, data under ``work``, stopped when the block ends;
     ``name`` names their logs, which scripts/compat.py keeps with its own."""
     ak = ApacheKafkaProcess(Path(AK_LIB), work / "apache-kafka", settings)
+    if KAFKA_RELEASE_VERSION is not None:
+        format_single_node(work / "kafkalike", KAFKA_RELEASE_VERSION)
     kl = BrokerProcess(work / "kafkalike", [f"{k}={v}" for k, v in settings.items()])
     ak.start()
     try:

@@ -7,7 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
-from compat_tests.differential.conftest import AK_BEFORE_4_1, Pair, assert_same, create_topics_body, topic_spec
+from compat_tests.differential.conftest import (
+    AK_BEFORE_4_1,
+    Pair,
+    assert_same,
+    create_topics_body,
+    topic_spec,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.differential
 
@@ -81,6 +88,15 @@ def test_create_partitions_past_the_limit(pair: Pair, name: Callable[[str], str]
     # suffix); it and the later ones are UNKNOWN_SERVER_ERROR, and it grows part of the way.
     assert -1 in {r.error_code for r in ak.results}
     assert [r.name for r in ak.results] == [r.name for r in kl.results]
+    # The thousands of partitions it grew take its broker half a minute or more to make: wait for
+    # them here, not in the next test's wait for its own topic. Its broker applies the metadata
+    # log in order, so a topic created now is ready only once they are made.
+    # On both, since later tests compare the brokers' lists of topics.
+    marker = name("marker")
+    for side in (pair.ak, pair.kl):
+        created = side.request(19, 7, create_topics_body([topic_spec(marker)]))
+        assert created.topics[0].error_code == 0, (side.name, created.topics[0])
+        wait_ready(side, marker, 1, timeout_s=300)
 
 
 def test_just_under_the_limit_is_accepted(pair: Pair, name: Callable[[str], str]) -> None:
