@@ -24,14 +24,10 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from kafkalike.testing.process_cluster import (
-    MAX_NODES,
-    KafkalikeCluster,
-    KafkalikeNode,
-    NodeExited,
-    NodeNotReady,
-)
+if TYPE_CHECKING:  # imported where a cluster is run: ``kafkalike serve`` does not pay for it
+    from kafkalike.testing.process_cluster import KafkalikeCluster, KafkalikeNode
 
 BAD_USAGE_EXIT, CANNOT_START_EXIT = 2, 1
 DEFAULT_BASE_PORT = 9092
@@ -86,6 +82,8 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafkalike.testing.process_cluster import MAX_NODES, KafkalikeCluster
+
     if not 1 <= args.brokers <= MAX_NODES:
         return fail(f"bad --brokers {args.brokers}: a cluster has 1 to {MAX_NODES} nodes", BAD_USAGE_EXIT)
     try:
@@ -117,6 +115,8 @@ def _request_stop(signum: int, frame: FrameType | None) -> None:
 
 
 def _serve(cluster: KafkalikeCluster) -> int:
+    from kafkalike.testing.process_cluster import NodeExited, NodeNotReady
+
     try:
         cluster.start()
     except NodeExited as exc:

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from kafkalike.cli.storage_format import FormatError, FormatRequest, plan_format, random_uuid, run_format
-from kafkalike.log.verify import format_text, verify
 from kafkalike.server.config import parse_properties
+
+# The tools' own modules are imported where they run: ``kafkalike serve`` does not pay for them.
 
 FAILED_EXIT = 1
 
@@ -63,6 +63,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafkalike.cli.storage_format import random_uuid
+
     if args.storage_command == "random-uuid":
         print(random_uuid())
         return 0
@@ -72,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_format_command(args: argparse.Namespace) -> int:
+    from kafkalike.cli.storage_format import FormatError, FormatRequest, plan_format, run_format
+
     try:
         text = args.config.read_text(encoding="utf-8")
     except OSError as exc:
@@ -100,6 +104,8 @@ def run_format_command(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from kafkalike.log.verify import format_text, verify
+
     try:
         report = verify(args.dir)
     except OSError as exc:
