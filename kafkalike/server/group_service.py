@@ -305,7 +305,9 @@ class GroupService:
 
     async def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         return await self.runtime.write(
-            group_id, lambda shard, now: shard.heartbeat(group_id, member_id, instance_id, generation_id, now), E
+            group_id,
+            lambda shard, now: shard.heartbeat(group_id, member_id, instance_id, generation_id, now),
+            _heartbeat_error,
         )
 
     async def leave_group(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
@@ -464,3 +466,10 @@ def _no_offsets(error: ErrorCode) -> tuple[ErrorCode, list[tuple[str, int, Error
 def _stored_but_cut(result: list[tuple[str, int, ErrorCode]]) -> list[tuple[str, int, ErrorCode]]:
     """An offset commit whose records were cut: NOT_COORDINATOR where it had stored one."""
     return [(t, p, E.NOT_COORDINATOR if e is E.NONE else e) for t, p, e in result]
+
+
+def _heartbeat_error(error: ErrorCode) -> ErrorCode:
+    """A classic Heartbeat without an active shard. While the group is still loading Kafka's
+    GroupCoordinatorService answers NONE ("blindly respond"): a member that heartbeats right after
+    its coordinator's broker restarted keeps its place (some clients give up on LOAD_IN_PROGRESS)."""
+    return E.NONE if error is E.COORDINATOR_LOAD_IN_PROGRESS else error

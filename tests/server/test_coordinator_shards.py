@@ -148,6 +148,8 @@ async def test_a_loading_shard_answers_coordinator_load_in_progress_until_it_is_
         assert listed.error_code == loading
         listed = await client.request(LIST, 4, {"states_filter": []})
         assert (listed.error_code, listed.groups) == (loading, [])
+        # A Heartbeat is answered NONE while its group loads, as Kafka's coordinator answers it.
+        assert (await client.request(HEARTBEAT, 4, heartbeat_body("m", 1))).error_code == E.NONE
 
         assert groups.runtime.finish_load(group_slot) and txns.runtime.finish_load(txn_slot)
         assert await fetch_committed(client, "g") == 3
