@@ -30,7 +30,10 @@ from kafkalike.server.node import Node
 from kafkalike.testing.metadata_node import one_voter_controller
 
 # The release before the cluster: its tree, as checked out on its branch.
-PREVIOUS_RELEASE = Path(os.environ.get("KAFKALIKE_PREVIOUS_RELEASE", "/work/main"))
+# The last commit of the release that kept the single node's metadata as JSON records; its tree
+# is taken from this repository's history (KAFKALIKE_PREVIOUS_RELEASE: a checkout of it instead).
+PREVIOUS_RELEASE_COMMIT = "4a729e51d5cbc7e41d5231976361ae549ce11d1a"
+REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 30
 
 WRITER = r"""
@@ -56,14 +59,36 @@ print(json.dumps({"topics": topics, "producer_id": producer_id}))
 """
 
 
-def previous_release_dir(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+@pytest.fixture(scope="session")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The previous release's tree (its Python code and protocol specs), from git."""
+    given = os.environ.get("KAFKALIKE_PREVIOUS_RELEASE")
+    if given:
+        return Path(given)
+    tree = tmp_path_factory.mktemp("previous-release")
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", PREVIOUS_RELEASE_COMMIT, "kafkalike", "protocol_specs"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    if archive.returncode != 0:
+        pytest.fail(
+            f"the previous release ({PREVIOUS_RELEASE_COMMIT}) is not in this clone's history: "
+            f"{archive.stderr.decode(errors='replace').strip()}"
+        )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=120)
+    return tree
+
+
+def previous_release_dir(tmp_path: Path, previous_release: Path) -> tuple[Path, dict[str, Any]]:
     """A data directory made by the previous release's code; what it made."""
-    if not (PREVIOUS_RELEASE / "kafkalike" / "controller" / "metadata.py").exists():
-        pytest.fail(f"the previous release's tree is not at {PREVIOUS_RELEASE} (KAFKALIKE_PREVIOUS_RELEASE)")
+    assert (previous_release / "kafkalike" / "controller" / "metadata.py").exists()
     data = tmp_path / "data"
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "KAFKALIKE_REQUIRE_NATIVE"}  # its walk is not built
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     done = subprocess.run(
-        [sys.executable, "-c", WRITER, str(PREVIOUS_RELEASE), str(data)],
+        [sys.executable, "-c", WRITER, str(previous_release), str(data)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -75,8 +100,10 @@ def previous_release_dir(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     return data, made
 
 
-async def test_a_previous_release_directory_is_migrated_with_its_topic_ids(tmp_path: Path) -> None:
-    data, made = previous_release_dir(tmp_path)
+async def test_a_previous_release_directory_is_migrated_with_its_topic_ids(
+    tmp_path: Path, previous_release: Path
+) -> None:
+    data, made = previous_release_dir(tmp_path, previous_release)
     metadata = data / METADATA_DIR
     assert inspect(metadata).kind is LogKind.JSON
 
@@ -106,8 +133,8 @@ async def test_a_previous_release_directory_is_migrated_with_its_topic_ids(tmp_p
             assert loaded.metadata_version > 0
 
 
-def test_records_the_release_does_not_know_are_refused_in_one_line(tmp_path: Path) -> None:
-    data, _ = previous_release_dir(tmp_path)
+def test_records_the_release_does_not_know_are_refused_in_one_line(tmp_path: Path, previous_release: Path) -> None:
+    data, _ = previous_release_dir(tmp_path, previous_release)
     metadata = data / METADATA_DIR
     found = inspect(metadata)
     from kafkalike.server.metadata_migration import translate
@@ -118,8 +145,8 @@ def test_records_the_release_does_not_know_are_refused_in_one_line(tmp_path: Pat
     assert "\n" not in message and "cannot be migrated" in message and "move the metadata directory aside" in message
 
 
-def test_an_interrupted_migration_is_finished_at_the_next_start(tmp_path: Path) -> None:
-    data, _ = previous_release_dir(tmp_path)
+def test_an_interrupted_migration_is_finished_at_the_next_start(tmp_path: Path, previous_release: Path) -> None:
+    data, _ = previous_release_dir(tmp_path, previous_release)
     metadata = data / METADATA_DIR
     migrate(metadata, 1, now_ms=0)
     # As a crash after the old log was moved aside and before the new one was renamed in.
@@ -141,8 +168,10 @@ async def test_a_log_of_kafka_records_is_left_as_it_is(tmp_path: Path) -> None:
     assert not (tmp_path / (METADATA_DIR + BACKUP_SUFFIX)).exists()
 
 
-async def test_a_node_of_a_larger_quorum_refuses_a_previous_release_directory(tmp_path: Path) -> None:
-    data, _ = previous_release_dir(tmp_path)
+async def test_a_node_of_a_larger_quorum_refuses_a_previous_release_directory(
+    tmp_path: Path, previous_release: Path
+) -> None:
+    data, _ = previous_release_dir(tmp_path, previous_release)
     config = BrokerConfig(
         {
             "process.roles": "broker,controller",
@@ -183,13 +212,15 @@ async def test_the_single_node_runs_on_a_log_of_kafka_records(tmp_path: Path) ->
     assert not (data / (METADATA_DIR + BACKUP_SUFFIX)).exists()
 
 
-async def test_the_single_node_migrates_a_previous_release_directory_at_start(tmp_path: Path) -> None:
+async def test_the_single_node_migrates_a_previous_release_directory_at_start(
+    tmp_path: Path, previous_release: Path
+) -> None:
     """``kafkalike serve`` over its old data directory: the JSON log becomes a snapshot of the
     one-voter quorum at the first start, the topics keep their ids and their partition logs, and
     a later start finds nothing left to migrate."""
     from kafkalike.testing.wire_client import AsyncWireClient
 
-    data, made = previous_release_dir(tmp_path)
+    data, made = previous_release_dir(tmp_path, previous_release)
     config = {"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1"}
     produce = {
         "transactional_id": None,
