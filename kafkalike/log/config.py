@@ -57,6 +57,8 @@ class LogConfig:
     message_timestamp_after_max_ms: int = _declared("message.timestamp.after.max.ms")
     compression_type: str = _declared("compression.type")
     cleanup_policy: str = _declared("cleanup.policy")
+    # Read by the replica layer (acks=all, the high watermark), as Kafka's LogConfig carries it.
+    min_insync_replicas: int = _declared("min.insync.replicas")
     # A broker setting in Kafka (producer.id.expiration.ms); per log here because the log owns the state.
     producer_id_expiration_ms: int = _declared("producer.id.expiration.ms")
     # Log compaction (cleanup.policy=compact), read by ``cleaner.py``: how long tombstones and

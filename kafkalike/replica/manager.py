@@ -27,7 +27,14 @@ from kafkalike.controller.delta import LocalPartition, LocalReplicaChanges
 from kafkalike.log.config import LogConfig
 from kafkalike.log.manager import LogManager, NewPartition
 from kafkalike.log.partition_log import PartitionLog
-from kafkalike.replica.partition import LeaderAndIsr, Partition, TopicPartition
+from kafkalike.replica.partition import (
+    ALL_ELIGIBLE,
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    BrokerEligibility,
+    LeaderAndIsr,
+    Partition,
+    TopicPartition,
+)
 
 log = logging.getLogger("kafkalike.replica")
 
@@ -129,10 +136,14 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         logs: LogManager,
         local_broker_id: int,
         on_progress: Callable[[TopicPartition], None] = lambda tp: None,
+        brokers: BrokerEligibility = ALL_ELIGIBLE,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     ) -> None:
         self.logs = logs
         self.local_broker_id = local_broker_id
         self._on_progress = on_progress
+        self.brokers = brokers  # replaced by the server once it has the cluster's metadata
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
         # Partitions the metadata gives this broker whose logs could not be opened (Kafka's
@@ -181,13 +192,13 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
             NewReplica(new, topic_id, config) for new, (_, _, topic_id, config) in zip(planned, wanted, strict=True)
         ]
 
-    def adopt(self, new: NewReplica) -> Partition:
+    def adopt(self, new: NewReplica, now_ms: int) -> Partition:
         """Register a partition whose log ``open_log`` made (back on the owning thread)."""
         assert new.log is not None
         self.logs.adopt(new.planned, new.log)
         partition = self._register(new.tp[0], new.tp[1], new.topic_id, new.log)
         if new.state is not None:
-            self._take_role(partition, new.state)
+            self._take_role(partition, new.state, now_ms)
         return partition
 
     def unplan(self, new: NewReplica) -> None:
@@ -200,7 +211,14 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
 
     def _register(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog) -> Partition:
         partition = Partition(
-            topic, index, topic_id, plog, local_broker_id=self.local_broker_id, on_progress=self._on_progress
+            topic,
+            index,
+            topic_id,
+            plog,
+            local_broker_id=self.local_broker_id,
+            on_progress=self._on_progress,
+            brokers=self.brokers,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
         )
         self._partitions[partition.tp] = partition
         self._by_id[(topic_id, index)] = partition
@@ -259,7 +277,7 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
             replica.state = state
         return ReplicaChangePlan(changes, new, applied)
 
-    def complete_changes(self, plan: ReplicaChangePlan) -> AppliedChanges:
+    def complete_changes(self, plan: ReplicaChangePlan, now_ms: int) -> AppliedChanges:
         """New partitions registered and roles taken, on the owning thread; with the deletes
         ``plan_changes`` made, what changed. If opening a new partition failed, no new partition
         and no role is applied, every place given back, and the error raised (the caller removes
@@ -271,15 +289,15 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         applied = plan.applied
         new = {replica.tp for replica in plan.new}
         for replica in plan.new:
-            partition = self.adopt(replica)
+            partition = self.adopt(replica, now_ms)
             (applied.became_leader if partition.is_leader else applied.became_follower).append(partition)
         for local in plan.changes.leaders.values():
             partition = self._partitions[(local.topic_name, local.partition_id)]
-            if partition.tp not in new and partition.make_leader(_leader_and_isr(local)):
+            if partition.tp not in new and partition.make_leader(_leader_and_isr(local), now_ms=now_ms):
                 applied.became_leader.append(partition)
         for local in plan.changes.followers.values():
             partition = self._partitions[(local.topic_name, local.partition_id)]
-            if partition.tp not in new and partition.make_follower(_leader_and_isr(local)):
+            if partition.tp not in new and partition.make_follower(_leader_and_isr(local), now_ms=now_ms):
                 applied.became_follower.append(partition)
         return applied
 
@@ -289,17 +307,19 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         """Every step here and now, the removed directories deleted too (in-memory logs, tests)."""
         plan = self.plan_changes(changes, config_for)
         plan.open_logs(now_ms)
-        applied = self.complete_changes(plan)
+        applied = self.complete_changes(plan, now_ms)
         delete_directories(applied.removed_paths)
         return applied
 
-    def _take_role(self, partition: Partition, state: LeaderAndIsr) -> None:
+    def _take_role(self, partition: Partition, state: LeaderAndIsr, now_ms: int) -> None:
         if state.leader == self.local_broker_id:
-            partition.make_leader(state)
+            partition.make_leader(state, now_ms=now_ms)
         else:
-            partition.make_follower(state)
+            partition.make_follower(state, now_ms=now_ms)
 
 
 def _leader_and_isr(local: LocalPartition) -> LeaderAndIsr:
     reg = local.registration
-    return LeaderAndIsr(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr)
+    return LeaderAndIsr(
+        reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr, reg.leader_recovery_state
+    )

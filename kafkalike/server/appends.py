@@ -80,6 +80,33 @@ class PartitionWriter:
                 self._done(partition)
         return partition.complete_append(result, error, self.clock.wall_ms())
 
+    async def append_as_follower(self, partition: Partition, records: bytes | memoryview) -> int:
+        """Append a leader's batches to the partition this broker follows (their offsets and
+        epochs kept), with a flush's fsyncs and a roll's files off the loop as for a leader's
+        append; the offset after the last batch appended. Raises the log's errors."""
+        if partition.write_in_flight:
+            await self.waiters.wait_idle(partition)
+        syncs = DeferredSyncs()
+        try:
+            result = partition.append_as_follower(
+                records, now_ms=self.clock.wall_ms(), syncs=syncs, defer_roll=partition.log.directory.on_disk
+            )
+        except RollNeeded:
+            await self.roll(partition)
+            result = partition.append_as_follower(records, now_ms=self.clock.wall_ms(), syncs=syncs)
+        error: OSError | None = None
+        if result.flush is not None and syncs:
+            partition.write_in_flight = True
+            try:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(syncs.run)
+            except OSError as exc:
+                error = exc
+            finally:
+                self._done(partition)
+        partition.complete_follower_append(result, error, self.clock.wall_ms())
+        return partition.log_end_offset
+
     async def roll(self, partition: Partition) -> None:
         """A new active segment for the partition's log, its files made on a worker thread while
         the partition's next append waits (as behind a flush). KafkaStorageError if they cannot

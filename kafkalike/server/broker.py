@@ -44,10 +44,18 @@ from kafkalike.server.context import HandlerServices
 from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.server.faults import FaultInjector
 from kafkalike.server.group_service import GroupService
+from kafkalike.server.inter_broker import InterBrokerClient
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
 from kafkalike.server.listener_config import BrokerListeners, ListenerEndpoint
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.registry import Handler, load_handlers
+from kafkalike.server.replication import (
+    AlterPartitionSender,
+    FetcherConfig,
+    ImageBrokers,
+    ReplicaFetchers,
+    expire_isr_members,
+)
 from kafkalike.server.routing import ClusterRouting, ImageRouting
 from kafkalike.server.txn_service import TxnService
 from kafkalike.server.waiters import PartitionWaiters
@@ -119,7 +127,13 @@ class Broker:
         self.logs.checkpoint_interval_ms = config.get_int("log.flush.offset.checkpoint.interval.ms")
         # Requests waiting for partitions to move (long-poll fetch), woken by the replicas.
         self.waiters = PartitionWaiters()
-        self.replicas = ReplicaManager(self.logs, self.node_id, on_progress=self.waiters.notify)
+        self.replicas = ReplicaManager(
+            self.logs,
+            self.node_id,
+            on_progress=self.waiters.notify,
+            brokers=ImageBrokers(lambda: self.publisher.image, self._broker_epoch),
+            replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+        )
         self.writer = PartitionWriter(self.waiters, self.clock)
         self.cluster_id = ""
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
@@ -153,8 +167,24 @@ class Broker:
         self._checkpoint_lock = trio.Lock()
         self.groups = GroupService(self)
         self.txn = TxnService(self)
+        # Partition replication: followers fetch from their leaders, leaders send ISR changes.
+        self.fetcher_config = FetcherConfig.from_broker_config(config)
+        self._fetch_client: InterBrokerClient | None = None
+        self.isr_changes = AlterPartitionSender(
+            self.node_id, self.replicas, self._controller_channel, self._broker_epoch, self.clock
+        )
+        self.fetchers = ReplicaFetchers(
+            self.node_id,
+            self.replicas,
+            self.writer,
+            self._replica_fetch_client,
+            self._broker_epoch,
+            self.fetcher_config,
+            self.clock,
+        )
         # On a node of a cluster, coordinator shards follow the leadership the metadata gives.
         self.publisher.on_replica_changes += [
+            self.fetchers.on_replica_changes,
             self.groups.runtime.on_replica_changes,
             self.txn.runtime.on_replica_changes,
         ]
@@ -201,6 +231,30 @@ class Broker:
         """A node of a cluster: metadata operations go to the active controller through
         ``channel``; ``committed_offset`` is the last offset this node knows committed."""
         self.cluster = ClusterController(self.node_id, channel, self.publisher, self.clock, committed_offset)
+
+    def _broker_epoch(self) -> int:
+        return self.cluster.broker_epoch if self.cluster is not None else -1
+
+    def _controller_channel(self) -> ControllerChannel | None:
+        return self.cluster.channel if self.cluster is not None else None
+
+    def _replica_fetch_client(self) -> InterBrokerClient | None:
+        """The followers' own connections to leaders (Kafka's fetcher threads' own network
+        clients), on the inter-broker listener; made on first use."""
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        if self._fetch_client is None:
+            listener = BrokerListeners.from_config(self.config).inter_broker_name
+            routing = self.routing
+            self._fetch_client = InterBrokerClient(
+                self.node_id,
+                lambda broker_id: routing.alive_endpoint(broker_id, listener),
+                faults=cluster.channel.faults,
+                request_timeout_ms=cluster.channel.request_timeout_ms,
+            )
+            self._fetch_client.client_id = f"broker-{self.node_id}-fetcher-0"
+        return self._fetch_client
 
     def remove_stray_partitions(self) -> list[tuple[str, int]]:
         """A node of a cluster, once its first image is published: partition directories the
@@ -478,11 +532,19 @@ class Broker:
             nursery.start_soon(self._keep_running, "group coordinator timers", self.groups.run)
             nursery.start_soon(self._keep_running, "transaction coordinator timers", self.txn.run)
             nursery.start_soon(self._keep_running, "topic auto-creation", self._auto_creator)
+            nursery.start_soon(self._keep_running, "replica fetchers", self.fetchers.run)
+            nursery.start_soon(self._keep_running, "ISR changes", self.isr_changes.run)
+            nursery.start_soon(self._keep_running, "ISR expiration", self._expire_isr_members)
             if self.cluster is not None:
                 nursery.start_soon(self._keep_running, "producer id blocks", self.cluster.run_producer_ids)
             nursery.start_soon(self._keep_running, "internal topic creation", self._internal_topic_creator)
             nursery.start_soon(serve_listeners, self, listeners)
             task_status.started((host, first.port))
+
+    async def _expire_isr_members(self) -> None:
+        await expire_isr_members(
+            self.replicas, self.isr_changes, self.clock, self.config.get_int("replica.lag.time.max.ms")
+        )
 
     async def _keep_running(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
         """Run a background job for as long as the broker serves: an exception it lets through
@@ -568,6 +630,8 @@ class Broker:
         with trio.CancelScope(shield=True):
             if self.cluster is not None:
                 await self.cluster.channel.aclose()
+            if self._fetch_client is not None:
+                await self._fetch_client.aclose()
             await self.txn.aclose()
             await _off_loop(self.close, not self.logs.memory)
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from kafkalike.server.config import BrokerConfig
     from kafkalike.server.faults import FaultInjector
     from kafkalike.server.group_service import GroupService
+    from kafkalike.server.replication import AlterPartitionSender
     from kafkalike.server.routing import ClusterRouting
     from kafkalike.server.txn_service import TxnService
     from kafkalike.server.waiters import PartitionWaiters
@@ -154,6 +155,7 @@ class HandlerServices:
         self.txn: TxnService = broker.txn
         self.clock: Clock = broker.clock
         self.faults: FaultInjector = broker.faults
+        self.isr_changes: AlterPartitionSender = broker.isr_changes
         self.listener = _listener_name(broker.config.get("listeners"), broker.config.get("controller.listener.names"))
         self._broker = broker
 
@@ -195,6 +197,11 @@ class RequestContext:
     @property
     def waiters(self) -> PartitionWaiters:
         return self.services.waiters
+
+    @property
+    def isr_changes(self) -> AlterPartitionSender:
+        """Where a leader's ISR expansions go (to the controller, as AlterPartition)."""
+        return self.services.isr_changes
 
     @property
     def metadata(self) -> MetadataView:

@@ -423,7 +423,8 @@ class CoordinatorRuntime(Generic[S]):
         if replica is not None:
             synced = self.syncs.tracker.partitions.get(partition)
             end = replica.log_end_offset
-            replica.update_high_watermark(end if synced is None else min(synced.durable_end, end))
+            durable = end if synced is None else min(synced.durable_end, end)
+            replica.update_high_watermark(durable, self._wall_ms())
 
     # -- timers -----------------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ async def apply_replica_changes(
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(delete_directories, plan.applied.removed_paths)
         raise
-    applied = replicas.complete_changes(plan)
+    applied = replicas.complete_changes(plan, now_ms)
     if applied.removed_paths and not memory:
         await trio.to_thread.run_sync(delete_directories, applied.removed_paths)
     return applied

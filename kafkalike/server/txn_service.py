@@ -273,7 +273,7 @@ def _write_marker(
         return E.NONE
     syncs.discard()  # the flush below covers it
     touched[tp] = state.log
-    state.maybe_increment_high_watermark()
+    state.maybe_increment_high_watermark(now)
     return E.NONE
 
 

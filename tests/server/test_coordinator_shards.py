@@ -279,7 +279,7 @@ async def test_the_shard_moves_with_its_partitions_leadership(tmp_path: Path) ->
         other_node = running.broker.node_id + 1
         nodes = (running.broker.node_id, other_node)
 
-        replica.make_follower(LeaderAndIsr(other_node, 1, 1, nodes, nodes))
+        replica.make_follower(LeaderAndIsr(other_node, 1, 1, nodes, nodes), now_ms=0)
         groups.on_replica_changes(AppliedChanges(became_follower=[replica]))
         assert await fetch_error(client, "g") == E.NOT_COORDINATOR
         assert committed_error(await client.request(OFFSET_COMMIT, 8, commit_body("g", 8))) == E.NOT_COORDINATOR
@@ -288,7 +288,7 @@ async def test_the_shard_moves_with_its_partitions_leadership(tmp_path: Path) ->
         assert found.error_code == E.COORDINATOR_NOT_AVAILABLE  # the other node's address is not known here yet
 
         loaded = groups.runtime.loaded
-        replica.make_leader(LeaderAndIsr(running.broker.node_id, 2, 2, nodes, nodes))
+        replica.make_leader(LeaderAndIsr(running.broker.node_id, 2, 2, nodes, nodes), now_ms=0)
         groups.on_replica_changes(AppliedChanges(became_leader=[replica]))
         with trio.fail_after(10):
             await loaded.wait()

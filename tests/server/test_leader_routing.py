@@ -95,7 +95,9 @@ async def test_produce_to_a_local_follower_names_the_leader_it_follows(running: 
     client = await running.client()
     assert (await _create(client, "followed")).error_code == 0
     running.broker.routing = ImageRouting(lambda: _image(running))
-    running.broker.replicas[("followed", 0)].make_follower(LeaderAndIsr(OTHER, 7, 7, (LOCAL, OTHER), (LOCAL, OTHER)))
+    running.broker.replicas[("followed", 0)].make_follower(
+        LeaderAndIsr(OTHER, 7, 7, (LOCAL, OTHER), (LOCAL, OTHER)), now_ms=0
+    )
     answer, entry = await _produce(client, 11, "followed")
     assert (entry.error_code, _leader(entry)) == (E.NOT_LEADER_OR_FOLLOWER, (OTHER, 7))
     assert _endpoints(answer) == [(OTHER, OTHER_HOST, OTHER_PORT, OTHER_RACK)]
@@ -118,13 +120,13 @@ async def test_fetch_v16_hints_on_not_leader_and_fenced_epoch(running: RunningBr
     partition = running.broker.replicas[("fetched", 0)]
     topic_id = partition.topic_id
     # The leader here, a stale epoch in the request: FENCED_LEADER_EPOCH names this broker's term.
-    partition.make_leader(LeaderAndIsr(LOCAL, 3, 3, (LOCAL,), (LOCAL,)))
+    partition.make_leader(LeaderAndIsr(LOCAL, 3, 3, (LOCAL,), (LOCAL,)), now_ms=0)
     answer = await client.request(FETCH, 16, _fetch_v16(topic_id, epoch=1))
     entry = answer.responses[0].partitions[0]
     assert (entry.error_code, _leader(entry)) == (E.FENCED_LEADER_EPOCH, (LOCAL, 3))
     assert _endpoints(answer) == [(LOCAL, running.host, running.port, None)]
     # A follower: NOT_LEADER_OR_FOLLOWER names the leader and its endpoint.
-    partition.make_follower(LeaderAndIsr(OTHER, 4, 4, (LOCAL, OTHER), (LOCAL, OTHER)))
+    partition.make_follower(LeaderAndIsr(OTHER, 4, 4, (LOCAL, OTHER), (LOCAL, OTHER)), now_ms=0)
     answer = await client.request(FETCH, 16, _fetch_v16(topic_id))
     entry = answer.responses[0].partitions[0]
     assert (entry.error_code, _leader(entry)) == (E.NOT_LEADER_OR_FOLLOWER, (OTHER, 4))
@@ -193,7 +195,9 @@ async def test_offset_apis_on_a_partition_not_hosted_here(running: RunningBroker
 async def test_describe_producers_is_answered_by_a_follower(running: RunningBroker) -> None:
     client = await running.client()
     assert (await _create(client, "followed")).error_code == 0
-    running.broker.replicas[("followed", 0)].make_follower(LeaderAndIsr(OTHER, 1, 1, (LOCAL, OTHER), (LOCAL, OTHER)))
+    running.broker.replicas[("followed", 0)].make_follower(
+        LeaderAndIsr(OTHER, 1, 1, (LOCAL, OTHER), (LOCAL, OTHER)), now_ms=0
+    )
     producers = await client.request(
         DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "followed", "partition_indexes": [0]}]}
     )

@@ -28,7 +28,8 @@ def _partition(running: RunningBroker, topic: str) -> Partition:
 
 
 def _state(leader: int, epoch: int) -> LeaderAndIsr:
-    return LeaderAndIsr(leader, epoch, epoch, (LOCAL_BROKER, OTHER_BROKER), (LOCAL_BROKER, OTHER_BROKER))
+    # The leader alone in the ISR: the other replica, never heard of, holds no high watermark back.
+    return LeaderAndIsr(leader, epoch, epoch, (LOCAL_BROKER, OTHER_BROKER), (leader,))
 
 
 async def _produce(client: AsyncWireClient, topic: str, value: bytes) -> Any:
@@ -59,14 +60,14 @@ async def test_a_follower_refuses_produce_fetch_and_list_offsets(running: Runnin
     assert (await _create(client, "led")).error_code == 0
     assert (await _produce(client, "led", b"before")).error_code == E.NONE
     partition = _partition(running, "led")
-    partition.make_follower(_state(leader=OTHER_BROKER, epoch=1))
+    partition.make_follower(_state(leader=OTHER_BROKER, epoch=1), now_ms=0)
     refused = await _produce(client, "led", b"refused")
     assert refused.error_code == E.NOT_LEADER_OR_FOLLOWER
     assert partition.log_end_offset == 1  # nothing appended
     assert (await _fetch(client, "led")).error_code == E.NOT_LEADER_OR_FOLLOWER
     assert (await _list_offsets(client, "led")).error_code == E.NOT_LEADER_OR_FOLLOWER
     assert (await _epoch_end(client, "led", -1, 0)).error_code == E.NOT_LEADER_OR_FOLLOWER
-    partition.make_leader(_state(leader=1, epoch=2))  # led here again, in a new term
+    partition.make_leader(_state(leader=1, epoch=2), now_ms=0)  # led here again, in a new term
     accepted = await _produce(client, "led", b"after")
     assert accepted.error_code == E.NONE and accepted.base_offset == 1
     assert partition.high_watermark == 2
@@ -75,7 +76,7 @@ async def test_a_follower_refuses_produce_fetch_and_list_offsets(running: Runnin
 async def test_the_leader_epoch_check_answers_kafkas_codes(running: RunningBroker) -> None:
     client = await running.client()
     assert (await _create(client, "epochs")).error_code == 0
-    _partition(running, "epochs").make_leader(_state(leader=1, epoch=3))
+    _partition(running, "epochs").make_leader(_state(leader=1, epoch=3), now_ms=0)
     assert (await _produce(client, "epochs", b"x")).error_code == E.NONE
     for epoch, code in [(2, E.FENCED_LEADER_EPOCH), (4, E.UNKNOWN_LEADER_EPOCH), (3, E.NONE), (-1, E.NONE)]:
         fetched = await _fetch(client, "epochs", epoch)
@@ -116,7 +117,7 @@ async def test_a_waiting_fetch_wakes_for_an_append_and_for_a_leadership_change(r
 
             nursery.start_soon(poll_past_the_end)
             await waiters.until_watched(("woken", 0))
-            _partition(running, "woken").make_follower(_state(leader=OTHER_BROKER, epoch=1))
+            _partition(running, "woken").make_follower(_state(leader=OTHER_BROKER, epoch=1), now_ms=0)
         assert answers[0].error_code == E.NOT_LEADER_OR_FOLLOWER
 
 

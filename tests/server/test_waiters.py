@@ -69,7 +69,7 @@ async def test_losing_leadership_ends_a_high_watermark_wait(autojump_clock: Mock
 
         nursery.start_soon(wait)
         await waiters.until_watched(TP)
-        p.make_follower(LeaderAndIsr(2, 1, 1, (1, 2), (1, 2)))
+        p.make_follower(LeaderAndIsr(2, 1, 1, (1, 2), (1, 2)), now_ms=0)
     assert results == [False]
 
 

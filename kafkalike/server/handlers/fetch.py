@@ -42,9 +42,12 @@ _HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_E
 @handles(1, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
     deadline = ctx.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
+    first = True
     while True:
         tps = [p.tp for p in _states(ctx, request)]
-        responses, total, failed = _read_all(ctx, request)
+        # A follower's position counts once, with the leader's log end at its first read.
+        responses, total, failed = _read_all(ctx, request, record_follower=first)
+        first = False
         # As Kafka's fetchMessages: answered at once when a partition's read failed (not the
         # leader any more, a fenced epoch...), else once min_bytes are there or at the deadline.
         if total >= request.min_bytes or failed or ctx.clock.monotonic_s() >= deadline or not tps:
@@ -85,8 +88,10 @@ def _topic_name(ctx: RequestContext, topic: Message) -> str | None:
     return topic.topic  # type: ignore[no-any-return]
 
 
-def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any]], int, bool]:
-    """The answer's topics, the bytes read, and whether a partition had an error."""
+def _read_all(
+    ctx: RequestContext, request: Message, *, record_follower: bool
+) -> tuple[list[dict[str, Any]], int, bool]:
+    """The answer's topics, the bytes read, and whether a partition had an error (or diverged)."""
     budget = request.max_bytes if ctx.version >= 3 else math.inf
     total = 0
     failed = False
@@ -95,16 +100,24 @@ def _read_all(ctx: RequestContext, request: Message) -> tuple[list[dict[str, Any
         name = _topic_name(ctx, topic)
         partitions = []
         for part in topic.partitions:
-            entry = _read_partition(ctx, request, name, part, max(budget - total, 0), first=total == 0)
+            entry = _read_partition(
+                ctx, request, name, part, max(budget - total, 0), first=total == 0, record_follower=record_follower
+            )
             total += len(entry["records"] or b"")
-            failed = failed or entry["error_code"] not in _WAITS_DESPITE
+            failed = failed or entry["error_code"] not in _WAITS_DESPITE or "diverging_epoch" in entry
             partitions.append(entry)
         responses.append({"topic": topic.topic, "topic_id": topic.topic_id, "partitions": partitions})
     return responses, total, failed
 
 
 def _read_partition(
-    ctx: RequestContext, request: Message, name: str | None, part: Message, budget: float, first: bool
+    ctx: RequestContext,
+    request: Message,
+    name: str | None,
+    part: Message,
+    budget: float,
+    first: bool,
+    record_follower: bool,
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition_index": part.partition,
@@ -141,14 +154,27 @@ def _read_partition(
                 log_start_offset=partition.log_start_offset,
             )
             return entry
+        replica_id = _replica_id(ctx, request)
         read = partition.read(
             part.fetch_offset,
             int(limit),
             isolation=Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK,
-            replica_id=_replica_id(ctx, request),
+            replica_id=replica_id,
             current_leader_epoch=epoch,
             min_one_batch=first,
+            last_fetched_epoch=part.last_fetched_epoch if ctx.version >= 12 else NO_EPOCH,
         )
+        if replica_id >= 0 and record_follower and read.diverging is None:
+            change = partition.update_follower_fetch_state(
+                replica_id,
+                broker_epoch=_replica_epoch(ctx, request),
+                fetch_offset=part.fetch_offset,
+                log_start_offset=part.log_start_offset,
+                leader_end_offset=read.log_end_offset,
+                now_ms=ctx.clock.wall_ms(),
+            )
+            if change is not None:
+                ctx.isr_changes.submit(change)
     except PartitionError as exc:  # as Apache Kafka answers it: the offsets unknown (-1)
         entry["error_code"] = exc.code
         return entry
@@ -166,11 +192,18 @@ def _read_partition(
         log_start_offset=read.log_start_offset,
         records=FileSlices(read.ranges),  # sent from the files, see server/connection.py
     )
+    if read.diverging is not None:
+        entry["diverging_epoch"] = {"epoch": read.diverging.epoch, "end_offset": read.diverging.end_offset}
     if read.aborted is not None:
         entry["aborted_transactions"] = [
             {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in read.aborted
         ]
     return entry
+
+
+def _replica_epoch(ctx: RequestContext, request: Message) -> int:
+    """The fetching follower's broker epoch (KIP-903, v15+; -1 before)."""
+    return int(request.replica_state.replica_epoch) if ctx.version >= 15 else -1
 
 
 def _replica_id(ctx: RequestContext, request: Message) -> int:

@@ -47,12 +47,13 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Mapping[
     topics = []
     for topic in request.topics:
         committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
-        partitions = [_one(ctx, topic.name, p, committed) for p in topic.partitions]
+        from_replica = request.replica_id >= 0  # a follower asking its leader (Kafka: no isolation bound)
+        partitions = [_one(ctx, topic.name, p, committed, from_replica) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _one(ctx: RequestContext, topic: str, part: Message, committed: bool) -> dict[str, Any]:
+def _one(ctx: RequestContext, topic: str, part: Message, committed: bool, from_replica: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition_index": part.partition_index,
         "error_code": 0,
@@ -69,7 +70,10 @@ def _one(ctx: RequestContext, topic: str, part: Message, committed: bool) -> dic
     if isinstance(partition, ErrorCode):
         entry["error_code"] = partition
         return entry
-    isolation = Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK
+    if from_replica:
+        isolation = Isolation.LOG_END
+    else:
+        isolation = Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK
     try:
         found = partition.fetch_offset_for_timestamp(
             part.timestamp, isolation=isolation, current_leader_epoch=part.current_leader_epoch

@@ -9,7 +9,12 @@ magic is impossible, and (before v7) codecs 5-7 (every partition gets the code a
 The batch is then appended as received (or rebuilt, for a topic ``compression.type`` other than
 the batch's) with offsets and leader epoch assigned in place. Idempotent producers' duplicates
 are acknowledged with their original offsets without a second append. acks=0 gets no response;
-with one replica, acks=1 and acks=-1 are both answered once the batch is in the log. v3+
+acks=1 is answered once the batch is in the leader's log; acks=-1 (all) is refused with
+NOT_ENOUGH_REPLICAS before anything is appended while the ISR is below the effective
+min.insync.replicas, and otherwise answered once the high watermark passed the batch
+(NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below it meanwhile, REQUEST_TIMED_OUT after
+the request's timeout_ms, NOT_LEADER_OR_FOLLOWER if the leadership moved), as Kafka's
+DelayedProduce answers: every partition of the request waits together. v3+
 accepts only message format v2 (INVALID_RECORD otherwise).
 
 Transactional batches (KIP-890 part 1): the first batch of a transaction on a partition is only
@@ -115,17 +120,22 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
     else:
         responses = []
         hints = LeaderHints(ctx)
+        waiting: list[tuple[dict[str, Any], Partition, int]] = []
         for topic in request.topic_data:
             partitions = []
             for part in topic.partition_data:
-                result = await _produce_partition(
+                result, replicated_by = await _produce_partition(
                     ctx, topic.name, part.index, part.records, acks, request.transactional_id
                 )
+                if replicated_by is not None:
+                    waiting.append((result, *replicated_by))
                 # KIP-951: where the leader is, so the producer need not wait for a metadata refresh.
                 if ctx.version >= 10 and result["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     result["current_leader"] = hints.current_leader(topic.name, part.index)
                 partitions.append(result)
             responses.append({"name": topic.name, "partition_responses": partitions})
+        if waiting:
+            await _until_replicated(ctx, waiting, request.timeout_ms)
         answer = {"responses": responses, "throttle_time_ms": 0}
         if endpoints := hints.node_endpoints():
             answer["node_endpoints"] = endpoints
@@ -136,6 +146,25 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
     if any(p["error_code"] for t in answer["responses"] for p in t["partition_responses"]):
         raise ProtocolError("an acks=0 produce request had errors")
     return None
+
+
+async def _until_replicated(
+    ctx: RequestContext, waiting: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
+) -> None:
+    """acks=all (Kafka's DelayedProduce): until every appended partition's high watermark passed
+    its batch (or its leadership moved), at most ``timeout_ms``; each answer then as Kafka's
+    checkEnoughReplicasReachOffset gives it, REQUEST_TIMED_OUT where it was not reached."""
+    deadline = ctx.clock.monotonic_s() + max(timeout_ms, 0) / 1000
+    await ctx.waiters.wait_until(
+        [p.tp for _, p, _ in waiting], lambda: all(p.replicated_to(o) is not None for _, p, o in waiting), deadline
+    )
+    for result, partition, offset in waiting:
+        code = partition.replicated_to(offset)
+        if code is None:
+            code = ErrorCode.REQUEST_TIMED_OUT
+        if code is not ErrorCode.NONE:
+            log.info("acks=all produce to %s-%d answered %s", *partition.tp, code.name)
+            result["error_code"] = code
 
 
 def _request_fault(ctx: RequestContext, request: Message) -> RecordsRefused | None:
@@ -170,7 +199,9 @@ def _answer_all(request: Message, fault: RecordsRefused) -> dict[str, Any]:
 
 async def _produce_partition(
     ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int, transactional_id: str | None
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], tuple[Partition, int] | None]:
+    """The partition's answer, and for an acks=all append the offset its high watermark must
+    reach before it is given."""
     result: dict[str, Any] = {
         "index": index,
         "error_code": 0,
@@ -200,7 +231,7 @@ async def _produce_partition(
         if topic in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
             raise ProduceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
         _check_leader(partition)
-        appended = await _append(ctx, partition, checked, transactional_id)
+        appended, next_offset = await _append(ctx, partition, checked, transactional_id, acks)
     except ProduceError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         # Apache Kafka leaves error_message null except for per-record errors.
@@ -211,9 +242,9 @@ async def _produce_partition(
         ]
         if exc.with_log_start and partition is not None:
             result["log_start_offset"] = partition.log_start_offset
-        return result
+        return result, None
     result.update(appended)
-    return result
+    return result, ((partition, next_offset) if acks == -1 else None)
 
 
 def _check_leader(partition: Partition) -> None:
@@ -232,13 +263,18 @@ def _check_request_records(records: bytes | None, version: int) -> Buffer:
 
 
 async def _append(
-    ctx: RequestContext, partition: Partition, records: Buffer, transactional_id: str | None
-) -> dict[str, Any]:
+    ctx: RequestContext, partition: Partition, records: Buffer, transactional_id: str | None, acks: int
+) -> tuple[dict[str, Any], int]:
     # Kafka verifies a transactional batch's partition before its log validates the records.
     if transactional_id is not None and ctx.txn.verification_enabled:
         header = _first_header(records)
         if header is not None and header.is_transactional and header.producer_id >= 0:
             await _verify_transaction(ctx, partition, header, transactional_id)
+    if acks == -1:  # Kafka's appendRecordsToLeader: before the log validates or writes anything
+        try:
+            partition.check_min_isr_for_acks_all()
+        except PartitionError as exc:
+            raise ProduceError(exc.code, str(exc)) from None
     now = ctx.clock.wall_ms()
     try:
         valid = validate_produce_records(
@@ -264,11 +300,12 @@ async def _append(
     except LogError as exc:
         code = next((c for t, c in _LOG_ERRORS.items() if isinstance(exc, t)), ErrorCode.UNKNOWN_SERVER_ERROR)
         raise ProduceError(code, str(exc), with_log_start=code not in _WITHOUT_LOG_START) from None
-    return {
+    answer = {
         "base_offset": appended.base_offset,
         "log_append_time_ms": appended.log_append_time_ms,
         "log_start_offset": appended.log_start_offset,
     }
+    return answer, appended.last_offset + 1
 
 
 def _first_header(records: Buffer) -> RecordBatchHeader | None:

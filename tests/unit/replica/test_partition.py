@@ -36,7 +36,7 @@ def test_a_new_partition_is_led_here_at_epoch_zero(tmp_path: Path) -> None:
 
 def test_the_leader_epoch_check_is_kafkas(tmp_path: Path) -> None:
     p = partition(tmp_path)
-    p.make_leader(LeaderAndIsr(1, 5, 9, (1,), (1,)))
+    p.make_leader(LeaderAndIsr(1, 5, 9, (1,), (1,)), now_ms=0)
     assert p.check_leader_epoch(-1) is ErrorCode.NONE
     assert p.check_leader_epoch(5) is ErrorCode.NONE
     assert p.check_leader_epoch(4) is ErrorCode.FENCED_LEADER_EPOCH
@@ -55,7 +55,7 @@ def test_the_high_watermark_follows_the_log_end_and_wakes_waiters(tmp_path: Path
 
 def test_appends_carry_the_leader_epoch(tmp_path: Path) -> None:
     p = partition(tmp_path)
-    p.make_leader(LeaderAndIsr(1, 3, 1, (1,), (1,)))
+    p.make_leader(LeaderAndIsr(1, 3, 1, (1,), (1,)), now_ms=0)
     append(p, b"x")
     assert p.end_offset_for_epoch(3) == (3, 1)
 
@@ -63,7 +63,7 @@ def test_appends_carry_the_leader_epoch(tmp_path: Path) -> None:
 def test_a_follower_refuses_client_appends_and_reads_with_not_leader(tmp_path: Path) -> None:
     p = partition(tmp_path)
     append(p, b"a")
-    assert p.make_follower(LeaderAndIsr(2, 1, 1, (1, 2), (1, 2)))
+    assert p.make_follower(LeaderAndIsr(2, 1, 1, (1, 2), (1, 2)), now_ms=0)
     assert p.role is Role.FOLLOWER and p.leader_id == 2
     with pytest.raises(PartitionError) as refused:
         p.append_as_leader(
@@ -79,21 +79,21 @@ def test_a_follower_refuses_client_appends_and_reads_with_not_leader(tmp_path: P
         p.read(0, 1000, isolation=Isolation.HIGH_WATERMARK, current_leader_epoch=0)
     assert fenced.value.code is ErrorCode.FENCED_LEADER_EPOCH
     # The follower keeps its high watermark: it is the leader's to move.
-    assert not p.maybe_increment_high_watermark()
+    assert not p.maybe_increment_high_watermark(0)
 
 
 def test_becoming_leader_again_starts_a_new_term_only_for_a_new_epoch(tmp_path: Path) -> None:
     p = partition(tmp_path)
     state = LeaderAndIsr(1, 2, 2, (1,), (1,))
-    assert p.make_leader(state)
-    assert not p.make_leader(LeaderAndIsr(1, 2, 3, (1,), (1,)))  # an ISR change, same term
+    assert p.make_leader(state, now_ms=0)
+    assert not p.make_leader(LeaderAndIsr(1, 2, 3, (1,), (1,)), now_ms=0)  # an ISR change, same term
     assert p.partition_epoch == 3
 
 
 def test_reads_stop_at_the_isolation_levels_bound(tmp_path: Path) -> None:
     p = partition(tmp_path)
     append(p, b"a", b"b")
-    p.update_high_watermark(1)  # a coordinator bounding it by what is durable
+    p.update_high_watermark(1, 0)  # a coordinator bounding it by what is durable
     assert p.high_watermark == 1
     consumer = p.read(0, 1 << 20, isolation=Isolation.HIGH_WATERMARK, min_one_batch=True)
     assert consumer.size_bytes == 0  # the only batch ends past the high watermark

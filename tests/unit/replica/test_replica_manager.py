@@ -133,7 +133,7 @@ def test_a_failed_open_applies_nothing_and_gives_the_places_back(replicas: Repli
     plan = replicas.plan_changes(delta.local_changes(LOCAL), config_for)
     plan.error = OSError(28, "No space left on device")  # as open_logs returns it from the worker thread
     with pytest.raises(OSError):
-        replicas.complete_changes(plan)
+        replicas.complete_changes(plan, 0)
     assert not replicas
     applied = replicas.apply_changes(delta.local_changes(LOCAL), config_for, now_ms=0)  # and again, it works
     assert len(applied.became_leader) == 2
