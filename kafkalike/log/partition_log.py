@@ -35,7 +35,9 @@ from kafkalike.log.errors import (
     KafkaStorageError,
     LogClosed,
     OffsetOutOfRange,
+    OffsetsOutOfOrder,
     RecordBatchTooLarge,
+    UnexpectedAppendOffset,
 )
 from kafkalike.log.loader import CLEANED_SUFFIX, SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, snapshot_offsets
 from kafkalike.log.producer_state import (
@@ -66,7 +68,9 @@ from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.records import (
     BATCH_HEADER_SIZE,
     RecordBatchHeader,
+    batch_crc_ok,
     decode_records,
+    iter_batches,
     read_batch_header,
     set_base_offset,
     set_log_append_time,
@@ -219,7 +223,8 @@ class PartitionLog(RetentionMixin):
         self.truncated_bytes = loaded.truncated_bytes
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = self.segments[-1].next_offset
-        # A single-node broker has every written batch acknowledged, so the high watermark restarts at the end.
+        # ``open`` sets it from the log dir's replication-offset-checkpoint; without one (the
+        # metadata log, whose quorum keeps its own) it starts at the end.
         self._high_watermark = self._log_end_offset
         self.recovery_point = loaded.recovery_point
         self._unflushed_messages = 0
@@ -259,12 +264,15 @@ class PartitionLog(RetentionMixin):
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
         producer_state: ProducerStateManager | None = None,
+        high_watermark: int | None = None,
     ) -> PartitionLog:
         """Open (creating if needed) and recover the partition directory.
 
         ``clean_shutdown``, ``recovery_point`` and ``log_start_offset`` come from the log dir's
         marker and checkpoints (``LogManager``); without them every segment is revalidated, which
-        is always safe, just slower.
+        is always safe, just slower. ``high_watermark`` (the replication-offset-checkpoint's, or
+        0 when it has none, as Kafka's Partition.createLog) is clamped to the recovered log;
+        None starts it at the log end.
         """
         dir_ = directory if isinstance(directory, LogDirectory) else FileLogDirectory(directory)
         topic_id = _check_topic_id(dir_, topic_id)
@@ -277,7 +285,10 @@ class PartitionLog(RetentionMixin):
             log_start_offset=log_start_offset,
             producer_state=producer_state or ProducerStateManager(),
         )
-        return cls(dir_, config, loaded, topic_id, now_ms)
+        log = cls(dir_, config, loaded, topic_id, now_ms)
+        if high_watermark is not None:
+            log.high_watermark = high_watermark
+        return log
 
     # ---- offsets ------------------------------------------------------------------------------
 
@@ -397,7 +408,151 @@ class PartitionLog(RetentionMixin):
             if pending.duplicate is not None:
                 dup = pending.duplicate
                 return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
-        first_offset, last_offset = assigned[0][1].base_offset, next_offset - 1
+        latest = self.epoch_cache.latest_epoch
+        new_epoch = leader_epoch >= 0 and (latest is None or leader_epoch > latest)
+        return self._write(
+            buf,
+            assigned,
+            pending,
+            max_timestamp=max_timestamp,
+            messages=messages,
+            epoch_starts=[(leader_epoch, assigned[0][1].base_offset)] if new_epoch else [],
+            log_append_time_ms=now_ms if use_log_append_time else -1,
+            now_ms=now_ms,
+            syncs=syncs,
+            defer_roll=defer_roll,
+        )
+
+    def append_as_follower(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        syncs: Syncs = IMMEDIATE,
+        defer_roll: bool = False,
+    ) -> AppendResult:
+        """Append batches as a leader's Fetch response carried them (Kafka's appendAsFollower):
+        their offsets and partition leader epochs are the leader's and stay as they are.
+
+        A batch cut off at the end (the fetch reached its size limit) is left out, and an empty
+        buffer, or one holding only such a piece, appends nothing: the result then has
+        ``last_offset + 1 == first_offset ==`` the log end. Otherwise each batch is checked as
+        Kafka checks a follower's (per batch: the header, magic 2, the CRC; no record is
+        decoded and max.message.bytes does not apply, the leader took them): offsets must rise
+        from batch to batch (OffsetsOutOfOrder; gaps are fine, a compacted leader has them) and
+        the first must be at or past the log end (UnexpectedAppendOffset); the whole append
+        must fit segment.bytes (AppendLargerThanSegment). Then nothing was written.
+
+        Each batch whose leader epoch differs from the epoch cache's latest starts that epoch
+        at its base offset (Kafka's maybeAssignEpochStartOffset); producer state is updated as
+        REPLICATION (epochs and transactions, no sequence checks), markers completing
+        transactions and aborts entering the transaction index as on the leader. Rolls,
+        flushes, ``syncs``, ``defer_roll`` (RollNeeded) and disk errors are as in ``append``.
+        The high watermark does not move: the leader's, sent with the fetch, is the caller's
+        to set.
+        """
+        self._ensure_open()
+        if self._offline is not None:
+            raise KafkaStorageError(f"{self.directory.path} refuses writes after a storage error: {self._offline}")
+        buf = memoryview(batches).cast("B")
+        headers, valid_bytes = self._walk_fetched(buf)
+        if not headers:
+            end = self._log_end_offset
+            return AppendResult(end, end - 1, -1, self._log_start_offset)
+        buf = buf[:valid_bytes]
+        first_offset = headers[0][1].base_offset
+        if first_offset < self._log_end_offset:
+            raise UnexpectedAppendOffset(
+                f"append to {self.directory.path} at offset {first_offset}, below the log end "
+                f"{self._log_end_offset} (log start {self._log_start_offset})",
+                first_offset,
+                headers[-1][1].last_offset,
+            )
+        if valid_bytes > self.config.segment_bytes:
+            raise AppendLargerThanSegment(
+                f"append of {valid_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}"
+            )
+        max_timestamp = _INT64_MIN
+        messages = 0
+        with_producer = False
+        epoch_starts: list[tuple[int, int]] = []
+        latest = self.epoch_cache.latest_epoch
+        for _, header in headers:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+            messages += header.records_count
+            with_producer = with_producer or header.producer_id >= 0
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != latest:  # a same-epoch batch never starts an entry
+                epoch_starts.append((epoch, header.base_offset))
+                latest = epoch
+        pending: PendingAppend | None = None
+        if with_producer:
+            markers: list[tuple[RecordBatchHeader, ControlMarker | None]] = [
+                (h, parse_control_marker(buf, pos, h) if h.is_control and h.producer_id >= 0 else None)
+                for pos, h in headers
+            ]
+            pending = self.producer_state.prepare(markers, AppendOrigin.REPLICATION)
+        return self._write(
+            buf,
+            headers,
+            pending,
+            max_timestamp=max_timestamp,
+            messages=messages,
+            epoch_starts=epoch_starts,
+            log_append_time_ms=-1,
+            now_ms=now_ms,
+            syncs=syncs,
+            defer_roll=defer_roll,
+        )
+
+    def _walk_fetched(self, buf: memoryview) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
+        """The whole batches of a fetched buffer and the bytes they take (a cut-off last batch
+        is not one), each batch checked as ``append_as_follower`` says."""
+        headers: list[tuple[int, RecordBatchHeader]] = []
+        previous_last = -1
+        try:
+            for pos, header in iter_batches(buf, partial_ok=True):
+                if header.last_offset_delta < 0:
+                    raise CorruptLogError(f"batch at byte {pos} has a negative last offset delta")
+                if not batch_crc_ok(buf, pos, header):
+                    raise CorruptLogError(
+                        f"batch at offset {header.base_offset} is corrupt (stored crc {header.crc:#010x} does not match)"
+                    )
+                if header.base_offset <= previous_last:
+                    raise OffsetsOutOfOrder(
+                        f"batch at offset {header.base_offset} follows one ending at offset {previous_last}"
+                    )
+                previous_last = header.base_offset + header.last_offset_delta
+                headers.append((pos, header))
+        except ProtocolError as exc:
+            raise CorruptLogError(f"fetched batches after {len(headers)} whole ones: {exc}") from exc
+        if not headers:
+            return headers, 0
+        pos, last = headers[-1]
+        return headers, pos + last.size
+
+    def _write(
+        self,
+        buf: memoryview,
+        batches: list[tuple[int, RecordBatchHeader]],
+        pending: PendingAppend | None,
+        *,
+        max_timestamp: int,
+        messages: int,
+        epoch_starts: list[tuple[int, int]],
+        log_append_time_ms: int,
+        now_ms: int,
+        syncs: Syncs,
+        defer_roll: bool,
+    ) -> AppendResult:
+        """The part of an append after its batches were checked and their offsets set (the
+        leader's, assigned here; a follower's, as fetched): the roll, the epoch cache
+        (``epoch_starts``: the (epoch, start offset) entries the append begins), the write, the
+        producer state and transaction index, the flush due."""
+        first_offset = batches[0][1].base_offset
+        next_offset = batches[-1][1].last_offset + 1
+        last_offset = next_offset - 1
         try:
             # Everything that may fail before a byte of the batches is in the log: a failure
             # here leaves the log as it was (a roll that failed half-way is tried again).
@@ -406,17 +561,17 @@ class PartitionLog(RetentionMixin):
                 if defer_roll:
                     raise RollNeeded(self._log_end_offset)
                 segment = self.roll(now_ms)
-            latest = self.epoch_cache.latest_epoch
-            if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-                # Before the data, as Kafka's append; with deferred syncs written by the next flush
-                # (off the loop), which comes before any of the data counts as flushed.
-                self.epoch_cache.assign(leader_epoch, first_offset, defer=self._defers(syncs))
-            segment.append(buf, assigned, now_ms)
+            for epoch, start_offset in epoch_starts:
+                # Before the data, as Kafka's append; with deferred syncs written by the next
+                # flush (off the loop), which comes before any of the data counts as flushed.
+                # Left behind by a failed write, an entry still starts where the retry writes.
+                self.epoch_cache.assign(epoch, start_offset, defer=self._defers(syncs))
+            segment.append(buf, batches, now_ms)
         except OSError as exc:
             raise self._storage_error("append to", exc, now_ms) from exc
         self._log_end_offset = next_offset
         self._unflushed_messages += messages
-        result = AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+        result = AppendResult(first_offset, last_offset, log_append_time_ms, self._log_start_offset)
         if pending is not None:
             self.producer_state.commit(pending)
             try:
@@ -908,7 +1063,17 @@ class PartitionLog(RetentionMixin):
     # ---- truncation -----------------------------------------------------------------------------
 
     def truncate_to(self, offset: int, *, now_ms: int) -> bool:
-        """Remove everything at or after ``offset`` (the whole batch holding it); False if nothing to do."""
+        """Remove everything at or after ``offset`` (the whole batch holding it); False if nothing to do.
+
+        As Kafka's truncateTo: the epoch cache loses the epochs starting at or after the new log
+        end, producer state is rebuilt from the latest snapshot at or below it, the high
+        watermark is clamped to it. An ``offset`` inside a batch takes that whole batch, as
+        Kafka's LocalLog.truncateTo cuts the same bytes; Kafka then puts the log end at
+        ``offset`` itself, past the last batch (a restart puts it back at the batch's end),
+        while here the log end is the end of the last batch left, the cut batch's base offset,
+        so a follower fetching from the log end gets that batch again and appends it. Replication
+        truncates at batch boundaries (epoch end offsets, high watermarks), where the two agree.
+        """
         self._ensure_open()
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
@@ -928,7 +1093,8 @@ class PartitionLog(RetentionMixin):
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int) -> None:
-        """Drop every segment and restart the log, empty, at ``offset``."""
+        """Drop every segment and restart the log, empty, at ``offset``, the high watermark there
+        too (Kafka's truncateFullyAndStartAt: a follower restarting at its leader's log start)."""
         self._ensure_open()
         for segment in self.segments:
             self._schedule_delete(segment, now_ms)
@@ -940,6 +1106,7 @@ class PartitionLog(RetentionMixin):
         for snapshot in snapshot_offsets(self.directory):
             self.directory.delete(segment_name(snapshot, SNAPSHOT_SUFFIX))  # they describe the old log
         self._after_truncation(now_ms)
+        self._high_watermark = self._log_end_offset
 
     def _after_truncation(self, now_ms: int) -> None:
         self._truncations += 1
