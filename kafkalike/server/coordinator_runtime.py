@@ -44,10 +44,12 @@ from kafkalike.protocol.records import RecordBatchHeader, iter_batches
 from kafkalike.replica import AppliedChanges, Partition, ReplicaManager
 from kafkalike.server.cluster_metadata import TopicView
 from kafkalike.server.coordinator_syncs import CoordinatorSyncs
+from kafkalike.server.waiters import PartitionWaiters
 
 # How long a request that made an internal topic waits for its new (empty) shards to serve.
 NEW_TOPIC_LOAD_WAIT_S = 5.0
 
+DEFAULT_WRITE_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms, its runtime's write timeout
 log = logging.getLogger("kafkalike.coordinator")
 LOAD_STEP_RECORDS = 1000  # records applied between two turns of the event loop while loading
 _UNFINISHED = object()  # the scan's ``finish`` not taken yet
@@ -148,16 +150,25 @@ class CoordinatorRuntime(Generic[S]):
         wall_ms: Callable[[], int],
         topics: Callable[[], Mapping[str, TopicView]],
         leaders: Callable[[str, int], tuple[int, int] | None] | None = None,
+        *,
+        waiters: PartitionWaiters | None = None,
+        monotonic_s: Callable[[], float] | None = None,
+        write_timeout_ms: int = DEFAULT_WRITE_TIMEOUT_MS,
     ) -> None:
         """``replicas``: this broker's partitions; ``topics()``: the metadata image's topics;
         ``leaders(topic, partition)``: (leader id, epoch) in the metadata, for partitions hosted
-        by other brokers (None: the metadata does not know it)."""
+        by other brokers (None: the metadata does not know it). ``waiters`` (with the clock's
+        ``monotonic_s``): where a write waits for its partition's high watermark, at most
+        ``write_timeout_ms``; without them a durable write is committed."""
         self.topic = topic
         self.kind = kind
         self.replicas = replicas
         self._wall_ms = wall_ms
         self._topics = topics
         self._leaders = leaders
+        self._waiters = waiters
+        self._monotonic_s = monotonic_s
+        self.write_timeout_ms = write_timeout_ms
         self.shards: ShardTable[S] = ShardTable()
         self.syncs = CoordinatorSyncs(self._reload, self.on_durable, wall_ms)
         self._wakeup = trio.Event()
@@ -408,9 +419,38 @@ class CoordinatorRuntime(Generic[S]):
         return self.pending(partitions)
 
     async def committed(self, appends: Sequence[Appended]) -> bool:
-        """Until every append is committed (True) or one was cut or abandoned (False). Today
-        committed means durable here; this is where replication waits for the high watermark."""
-        return not appends or await self.syncs.wait(appends)
+        """Until every append is committed (True) or one was cut or abandoned (False): durable
+        here, and then replicated: its partition's high watermark passed it (as Kafka's runtime
+        completes a write at the high watermark). False too when the partition stopped being
+        led here meanwhile, or the write timeout passed first."""
+        if not appends:
+            return True
+        if not await self.syncs.wait(appends):
+            return False
+        return await self._replicated(appends)
+
+    async def _replicated(self, appends: Sequence[Appended]) -> bool:
+        if self._waiters is None or self._monotonic_s is None:
+            return True
+        targets: list[tuple[Partition, int]] = []
+        for append in appends:
+            replica = self.replicas.get((self.topic, append.partition))
+            if replica is None:
+                return False
+            targets.append((replica, append.end))
+
+        def replicated() -> bool:
+            return all(p.is_leader and p.high_watermark >= end for p, end in targets)
+
+        def settled() -> bool:
+            return all(not p.is_leader or p.high_watermark >= end for p, end in targets)
+
+        deadline = self._monotonic_s() + self.write_timeout_ms / 1000
+        await self._waiters.wait_until([p.tp for p, _ in targets], settled, deadline)
+        if not replicated():
+            log.info("%s: a write was not replicated in time, or its partition moved", self.topic)
+            return False
+        return True
 
     async def all_committed(self) -> None:
         """Until what every partition holds now is committed (or was cut)."""

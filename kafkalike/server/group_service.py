@@ -127,6 +127,8 @@ class GroupService:
             broker.clock.wall_ms,
             lambda: broker.controller.image.topics,
             lambda topic, partition: broker.routing.leader_of(topic, partition),
+            waiters=broker.waiters,
+            monotonic_s=broker.clock.monotonic_s,
         )
         self._config: GroupConfig | None = None
         self._waiters: dict[WaiterKey, _Waiter] = {}

@@ -292,6 +292,8 @@ class TxnService:
             broker.clock.wall_ms,
             lambda: broker.controller.image.topics,
             lambda topic, partition: broker.routing.leader_of(topic, partition),
+            waiters=broker.waiters,
+            monotonic_s=broker.clock.monotonic_s,
         )
         self._config: TxnConfig | None = None
         self._inter_broker: InterBrokerClient | None = None

@@ -6,6 +6,9 @@
         leader = cluster.leader("orders", 0)
         cluster.broker(leader).kill()          # stop dead; stop() is graceful, start() brings it back
         cluster.isolate(2)                     # node 2 cut off from the other nodes; heal() undoes it
+        cluster.create_topic("payments", partitions=3, replication_factor=3)
+        cluster.wait_in_sync("payments")       # every replica in every partition's ISR
+        cluster.isr("payments", 0)             # (1, 2, 3)
 
 ``Cluster(brokers=1)`` (the default) is one ``InProcessBroker`` as node 1: a single node that is
 its own controller, in memory unless ``ephemeral=False``. ``Cluster(brokers=N)`` for N > 1 is N
@@ -43,7 +46,7 @@ from kafkalike.server.config import TEST_PROFILE, BrokerConfig
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.testing import broker as requests
 from kafkalike.testing.broker import BROKER_LOGGER, ErrorLog, Faults, InProcessBroker, loop_thread
-from kafkalike.testing.cluster_requests import NodeAddress, metadata_brokers, partition_leaders
+from kafkalike.testing.cluster_requests import NodeAddress, metadata_brokers, partition_isrs, partition_leaders
 from kafkalike.testing.process_cluster import node_properties, plan_addresses
 
 if TYPE_CHECKING:
@@ -419,6 +422,29 @@ class Cluster:
         if isinstance(node, ClusterNode):
             return node.node_id if partition < node.broker.topics().get(topic, 0) else NO_LEADER
         return partition_leaders(node.address, topic).get(partition, NO_LEADER)
+
+    def isr(self, topic: str, partition: int, via: int | None = None) -> tuple[int, ...]:
+        """The partition's in-sync replicas as Metadata says (sorted; empty when unknown)."""
+        node = self._via(via)
+        if isinstance(node, ClusterNode):
+            return (node.node_id,) if partition < node.broker.topics().get(topic, 0) else ()
+        return partition_isrs(node.address, topic).get(partition, ())
+
+    def wait_in_sync(
+        self, topic: str, replicas: Iterable[int] | None = None, timeout_s: float = START_TIMEOUT_S
+    ) -> None:
+        """Until every partition of ``topic`` has ``replicas`` (by default every running node)
+        in its ISR, as the running nodes' Metadata says."""
+        wanted = tuple(sorted(replicas if replicas is not None else (n.node_id for n in self._running())))
+
+        def in_sync() -> bool:
+            for node in self._running():
+                isrs = partition_isrs(node.address, topic)
+                if not isrs or any(tuple(b for b in isr if b in wanted) != wanted for isr in isrs.values()):
+                    return False
+            return True
+
+        self.wait_for(in_sync, f"{topic}'s ISR holding {list(wanted)}", timeout_s)
 
     def _via(self, via: int | None) -> ClusterNode | NodeThread:
         if via is not None:

@@ -81,6 +81,19 @@ def partition_leaders(address: NodeAddress, topic: str, timeout_s: float = PROBE
     return {p.partition_index: p.leader_id for t in response.topics if t.name == topic for p in t.partitions}
 
 
+def partition_isrs(address: NodeAddress, topic: str, timeout_s: float = PROBE_TIMEOUT_S) -> dict[int, tuple[int, ...]]:
+    """Each partition's ISR as the node's Metadata lists it (empty when the node does not answer)."""
+    body = {"topics": [{"name": topic, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False}
+    try:
+        with WireClient(address.host, address.client_port, timeout_s=timeout_s) as client:
+            response = client.request(API_METADATA, METADATA_VERSION, body)
+    except (OSError, ConnectionError, ValueError):
+        return {}
+    return {
+        p.partition_index: tuple(sorted(p.isr_nodes)) for t in response.topics if t.name == topic for p in t.partitions
+    }
+
+
 def quorum_answers(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """Whether host:port answers a DescribeQuorum request at all (an error included)."""
     body = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}
