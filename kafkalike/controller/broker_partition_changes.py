@@ -11,15 +11,26 @@ broker being unfenced) and have the partition's directory online (Kafka's Leader
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from kafkalike.controller.broker_partitions import BrokersToPartitions
-from kafkalike.controller.image import NO_LEADER, NO_LEADER_CHANGE, MetadataImage, PartitionRegistration
+from kafkalike.controller.image import (
+    BROKER_RESOURCE,
+    EMPTY,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    ConfigResource,
+    MetadataImage,
+    PartitionRegistration,
+)
 from kafkalike.controller.partition_change import Election, PartitionChange
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType
 
 T = MetadataRecordType
+log = logging.getLogger("kafkalike.controller")
 ELR_FEATURE = "eligible.leader.replicas.version"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
@@ -44,6 +55,17 @@ def directory_online(directory: uuid.UUID, online: tuple[uuid.UUID, ...]) -> boo
     return directory != LOST_DIRECTORY and (not online or directory in online)
 
 
+def acceptable_leader(
+    image: MetadataImage, partition: PartitionRegistration, replica: int, add: int = NO_LEADER
+) -> bool:
+    """Kafka's LeaderAcceptor: an active broker (``add`` counts as one although still fenced: it is
+    being unfenced) with the partition's directory online."""
+    b = image.brokers.get(replica)
+    if b is None or (replica != add and (b.fenced or b.in_controlled_shutdown)):
+        return False
+    return directory_online(replica_directory(partition, replica), b.directories)
+
+
 def elr_enabled(image: MetadataImage) -> bool:
     return image.features.get(ELR_FEATURE, 0) >= 1
 
@@ -56,6 +78,7 @@ class BrokerPartitionChanges:
         self.default_unclean = default_unclean_leader_election
         self.isr_index = BrokersToPartitions(with_leaders=True)
         self.elr_index = BrokersToPartitions(with_leaders=False)
+        self.unclean_elections = 0  # leaders this controller elected from outside the ISR
         self._replayed: dict[tuple[uuid.UUID, int], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}
 
     def replay(self, record: ApiMessageAndVersion) -> None:
@@ -114,17 +137,66 @@ class BrokerPartitionChanges:
         refs = [ref for ref in self.partitions(image) if ref[3].leader == NO_LEADER]
         return self._in_order(refs, self.isr_index.partitions(NO_LEADER, leaders_only=True))
 
+    def has_leaderless(self) -> bool:
+        """Whether some partition has no leader (from the index: no scan of the image)."""
+        return bool(self.isr_index.partitions(NO_LEADER, leaders_only=True))
+
     def led_by(self, image: MetadataImage, broker_id: int) -> Iterator[PartitionRef]:
         return (ref for ref in self.partitions(image) if ref[3].leader == broker_id)
 
-    def _min_isr(self, image: MetadataImage, topic: str, partition: PartitionRegistration) -> int:
-        configured = image.topic_configs(topic).get(MIN_INSYNC_REPLICAS)
+    def _topic_or_cluster_config(self, image: MetadataImage, topic: str, name: str) -> str | None:
+        """A topic's value, else the cluster-wide dynamic default (the broker resource ""), as
+        Kafka's ConfigurationControlManager.getTopicConfig looks them up before the static one."""
+        configured = image.topic_configs(topic).get(name)
+        if configured is None:
+            configured = image.configs.get(ConfigResource(BROKER_RESOURCE, ""), EMPTY).get(name)
+        return configured
+
+    def min_isr(self, image: MetadataImage, topic: str, partition: PartitionRegistration) -> int:
+        """Kafka's getTopicEffectiveMinIsr: min.insync.replicas capped by the replication factor."""
+        configured = self._topic_or_cluster_config(image, topic, MIN_INSYNC_REPLICAS)
         value = int(configured) if configured is not None else self.default_min_isr
         return min(value, len(partition.replicas))
 
-    def _unclean(self, image: MetadataImage, topic: str) -> bool:
-        configured = image.topic_configs(topic).get(UNCLEAN_LEADER_ELECTION)
+    def unclean_enabled(self, image: MetadataImage, topic: str) -> bool:
+        configured = self._topic_or_cluster_config(image, topic, UNCLEAN_LEADER_ELECTION)
         return self.default_unclean if configured is None else configured.lower() == "true"
+
+    def change(
+        self,
+        image: MetadataImage,
+        ref: PartitionRef,
+        acceptable: Callable[[int], bool],
+        election: Election,
+        **options: Any,
+    ) -> PartitionChange:
+        """A PartitionChange of ``ref`` with the image's metadata version, the topic's effective
+        min ISR and whether ELR is on (Kafka's PartitionChangeBuilder as the controller makes one)."""
+        topic_id, name, pid, p = ref
+        return PartitionChange(
+            p,
+            topic_id,
+            pid,
+            acceptable,
+            metadata_version=image.metadata_version,
+            min_isr=self.min_isr(image, name, p),
+            elr_enabled=elr_enabled(image),
+            election=election,
+            **options,
+        )
+
+    def built(self, change: PartitionChange, name: str) -> ApiMessageAndVersion | None:
+        """``change``'s record; an unclean election it made is logged and counted."""
+        record = change.build()
+        if record is not None and change.unclean_election:
+            self.unclean_elections += 1
+            log.warning(
+                "unclean leader election for %s-%d: %d leads, chosen outside the ISR; records it lacks are lost",
+                name,
+                change.partition_id,
+                record.leader,
+            )
+        return record
 
     def updates(
         self,
@@ -138,30 +210,22 @@ class BrokerPartitionChanges:
     ) -> None:
         """Kafka's generateLeaderAndIsrUpdates: ``remove`` leaves the ISR and may not lead,
         ``add`` may lead although still fenced (it is being unfenced), ``unclean`` shut down
-        uncleanly and leaves the ISR and ELR."""
+        uncleanly and leaves the ISR and ELR. A topic with unclean.leader.election.enable elects
+        any acceptable replica when no ISR or ELR member can lead."""
 
         def acceptable(r: int, p: PartitionRegistration) -> bool:
-            if r in (remove, unclean):
-                return False
-            b = image.brokers.get(r)
-            if r != add and (b is None or b.fenced or b.in_controlled_shutdown):
-                return False
-            return b is not None and directory_online(replica_directory(p, r), b.directories)
+            return r not in (remove, unclean) and acceptable_leader(image, p, r, add)
 
-        elr_on = elr_enabled(image)
-        for topic_id, name, pid, p in partitions:
-            change = PartitionChange(
-                p,
-                topic_id,
-                pid,
+        for ref in partitions:
+            p = ref[3]
+            change = self.change(
+                image,
+                ref,
                 lambda r, p=p: acceptable(r, p),  # type: ignore[misc]
-                metadata_version=image.metadata_version,
-                min_isr=self._min_isr(image, name, p),
-                elr_enabled=elr_on,
-                election=Election.UNCLEAN if self._unclean(image, name) else Election.ONLINE,
+                Election.UNCLEAN if self.unclean_enabled(image, ref[1]) else Election.ONLINE,
                 target_isr=[r for r in p.isr if r not in (remove, unclean)],
                 unclean_shutdown_replicas=[unclean] if unclean != NO_LEADER else (),
             )
-            record = change.build()
+            record = self.built(change, ref[1])
             if record is not None:
                 records.append(record)

@@ -20,6 +20,8 @@ reassignment here yet):
 - A leader elected from the ELR becomes the whole ISR. Any leader change bumps the leader
   epoch (the record's leader field is then set); metadata versions before 3.6-IV0 also bump it
   when the ISR shrinks.
+- A leader recovery state given (AlterPartition's) that differs from the partition's is written
+  as given, after the election (a recovered leader reports RECOVERED).
 - Nothing to change -> no record.
 
 Set-valued fields come out in the order Kafka's ``HashSet`` iterates, so the bytes match.
@@ -89,7 +91,10 @@ class PartitionChange:
         target_isr: Sequence[int] | None = None,
         unclean_shutdown_replicas: Sequence[int] = (),
         use_last_known_leader: bool = True,
+        leader_recovery_state: int | None = None,
     ) -> None:
+        """``leader_recovery_state``: the one the partition's leader reports (AlterPartition);
+        None keeps the partition's."""
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -104,6 +109,10 @@ class PartitionChange:
         self.target_last_known_elr = list(partition.last_known_elr)
         self.unclean_shutdown = list(unclean_shutdown_replicas)
         self.use_last_known_leader = use_last_known_leader
+        self.target_leader_recovery_state = (
+            partition.leader_recovery_state if leader_recovery_state is None else leader_recovery_state
+        )
+        self.unclean_election = False  # set by build(): the leader it elected came from outside the ISR
 
     # -- election
 
@@ -146,6 +155,7 @@ class PartitionChange:
             self.target_elr = [r for r in self.target_elr if r != leader]
         record["leader"] = leader
         if unclean:
+            self.unclean_election = True
             record["isr"] = [leader]
             if self.partition.leader_recovery_state != RECOVERING and self.metadata_version >= MV_3_2_IV0:
                 record["leader_recovery_state"] = RECOVERING
@@ -200,6 +210,8 @@ class PartitionChange:
             record["isr"] = list(self.target_isr)
         self._bump_epoch_on_isr_shrink(record)
         self._update_last_known_leader(record)
+        if self.target_leader_recovery_state != self.partition.leader_recovery_state:
+            record["leader_recovery_state"] = self.target_leader_recovery_state
         if not record:
             return None
         return metadata_record(

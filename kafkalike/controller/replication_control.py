@@ -21,14 +21,12 @@ CreateTopics, per topic in this order (the first failing check answers):
   below -1 INVALID_PARTITIONS (-1: the broker defaults), then placement (``placement.py``):
   INVALID_REPLICATION_FACTOR "Unable to replicate the partition N time(s): ..." with Kafka's
   reason (no unfenced broker, fewer brokers than the factor);
-- a replication factor above 1 that the cluster could hold: INVALID_REPLICATION_FACTOR, because
-  replication does not exist yet (``check_replication_available``, the one place to remove).
 The whole request is refused (POLICY_VIOLATION for every topic, nothing created) when it asks
 for more than 10,000 partitions, or when its records would exceed one operation's 10,000
 (``limits.py``); CreatePartitions refuses every topic when they add more than 10,000 partitions in
 all (Kafka 4.4). validate_only answers the same and gives no records.
 
-A new partition's leader is its first replica, its ISR the active replicas, leader and partition
+A new partition's ISR is its active replicas (in replica order), its leader the first of them, leader and partition
 epoch 0 (Kafka's PartitionRecord for a new partition). The records of a topic: TopicRecord, its
 ConfigRecords (in the order of Kafka's HashMap of them), then its PartitionRecords.
 """
@@ -87,17 +85,6 @@ UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 DUPLICATE_TOPIC = "Duplicate topic name."
 DIRECTORIES_LEVEL = LEVELS_BY_NAME["3.7-IV2"]  # PartitionRecord v1: each replica's directory
 ELR_LEVEL = LEVELS_BY_NAME["4.0-IV1"]  # PartitionRecord v2: eligible leader replicas
-
-
-def check_replication_available(replication_factor: int) -> None:
-    """Until partitions are replicated, every partition has one replica. The one place that says
-    so: placement and every other check already accept what the cluster could hold."""
-    if replication_factor > 1:
-        raise ControllerApiError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {replication_factor} time(s): replication is not available yet, "
-            "every partition has exactly one replica (use a replication factor of 1).",
-        )
 
 
 def partition_record_version(metadata_version: int) -> int:
@@ -311,8 +298,6 @@ class ReplicationControl:
             raise ControllerApiError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
             )
-        assert factor is not None
-        check_replication_available(factor)
         return [partitions[i] for i in range(len(partitions))]
 
     def _manual_partition(
@@ -350,7 +335,6 @@ class ReplicationControl:
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {factor} time(s): {exc.message}",
             ) from None
-        check_replication_available(factor)
         out = []
         for replicas in placed:
             isr = [b for b in replicas if is_active(image.brokers, b)]
@@ -443,7 +427,6 @@ class ReplicationControl:
                 self._manual_partition(image, list(a.broker_ids), factor, have + i)
                 for i, a in enumerate(wanted.assignments)
             ]
-            check_replication_available(factor)
         else:
             partitions = self._place(image, additional, factor)
         return partition_records(partitions, topic.topic_id, have, image.metadata_version)

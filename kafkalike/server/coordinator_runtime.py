@@ -497,16 +497,17 @@ class CoordinatorRuntime(Generic[S]):
 
 def internal_topic_replication(configured: int, config_name: str, topic: str, brokers: int) -> int:
     """The replication factor an internal topic is made with: ``configured`` capped by the
-    registered brokers, as Kafka does at first creation, then 1, because partitions are not
-    replicated yet (said in the log, so that the difference is not silent)."""
-    capped = max(1, min(configured, brokers)) if brokers > 0 else 1
-    if capped > 1:
+    registered brokers (at least 1), so that a cluster smaller than the configured factor still
+    gets its coordinators; said in the log when the cap applies. (Kafka 4's brokers ask for the
+    configured factor as it is, and the topic cannot be made until enough brokers are registered.)"""
+    capped = max(1, min(configured, brokers))
+    if capped < configured:
         log.info(
-            "creating %s with replication factor 1, not %d (%s=%d over %d broker(s)): replication is not available yet",
+            "creating %s with replication factor %d: %s=%d but %d broker(s) registered",
             topic,
             capped,
             config_name,
             configured,
             brokers,
         )
-    return 1
+    return capped

@@ -258,16 +258,17 @@ def _init_body() -> dict[str, Any]:
     return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
 
 
-def test_internal_topics_are_made_with_one_replica_and_the_log_says_why(caplog: pytest.LogCaptureFixture) -> None:
+def test_internal_topics_are_replicated_up_to_the_registered_brokers(caplog: pytest.LogCaptureFixture) -> None:
     from kafkalike.server.coordinator_runtime import internal_topic_replication
 
     with caplog.at_level("INFO", logger="kafkalike.coordinator"):
-        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 3) == 1
-    assert "replication factor 1, not 3" in caplog.text and "replication is not available yet" in caplog.text
-    caplog.clear()
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 5) == 3
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 3) == 3
+    assert caplog.text == ""  # as configured: nothing to say
     with caplog.at_level("INFO", logger="kafkalike.coordinator"):
-        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 1) == 1
-    assert "not available" not in caplog.text  # capped by one broker: 1 is what Kafka would make too
+        assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 2) == 2
+    assert "replication factor 2: offsets.topic.replication.factor=3 but 2 broker(s) registered" in caplog.text
+    assert internal_topic_replication(3, "offsets.topic.replication.factor", "__consumer_offsets", 0) == 1
 
 
 class DiskNodes(CoordinatorNodes):

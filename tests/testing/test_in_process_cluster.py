@@ -96,9 +96,9 @@ def test_kafka_python_produces_and_consumes_across_the_brokers(cluster: Cluster)
     assert sorted(got, key=int) == [b"%d" % i for i in range(30)]
 
 
-def test_replication_factor_above_one_is_refused_until_replication_exists(cluster: Cluster) -> None:
-    with pytest.raises(RuntimeError, match="error 38"):  # INVALID_REPLICATION_FACTOR
-        cluster.create_topic("replicated", replication_factor=3)
+def test_a_topic_replicated_on_every_broker_is_created_with_a_leader_per_partition(cluster: Cluster) -> None:
+    cluster.create_topic("replicated", partitions=3, replication_factor=3)  # returns once leaders are listed
+    assert all(cluster.leader("replicated", p) in cluster.node_ids for p in range(3))
 
 
 def test_a_killed_broker_leaves_metadata_loses_its_partitions_leadership_and_comes_back(cluster: Cluster) -> None:

@@ -220,12 +220,41 @@ def test_counts_that_cannot_be(partitions: int, rf: int, code: int, message: str
     assert one_error(cluster([1, 2, 3]), topic_spec("n", partitions, rf=rf)) == (code, message)
 
 
-def test_replication_above_one_is_refused_until_replication_exists() -> None:
-    code, message = one_error(cluster([1, 2, 3]), topic_spec("r", 1, rf=3))
-    assert code == E.INVALID_REPLICATION_FACTOR
-    assert message is not None and "replication is not available yet" in message
-    code, message = one_error(cluster([1, 2, 3]), topic_spec("r", assignments=[[1, 2]], partitions=-1, rf=-1))
-    assert code == E.INVALID_REPLICATION_FACTOR and "not available yet" in (message or "")
+def test_a_replicated_topic_places_every_replica_and_its_isr_is_the_active_ones() -> None:
+    image = cluster([1, 2, 3, 4], fenced=[4])
+    result = control().create_topics(image, create_topics(topic_spec("r", 4, rf=3)))
+    [created] = result.reply
+    assert created.error.ok and created.replication_factor == 3
+    topic = commit(image, result).topic("r")
+    assert topic is not None
+    for partition in topic.partitions.values():
+        assert len(set(partition.replicas)) == 3
+        assert partition.isr == tuple(b for b in partition.replicas if b != 4)
+        assert partition.leader == partition.isr[0] and partition.leader != 4
+    # Beyond the registered brokers Kafka's placer refuses.
+    code, message = one_error(image, topic_spec("r2", 1, rf=5))
+    assert code == E.INVALID_REPLICATION_FACTOR and "replication factor of 5 cannot be reached" in (message or "")
+
+
+def test_manual_assignments_with_several_replicas() -> None:
+    image = cluster([1, 2, 3], fenced=[2])
+    spec = topic_spec("m3", -1, rf=-1, assignments=[[2, 1, 3], [3, 2, 1]])
+    topic = commit(image, control().create_topics(image, create_topics(spec))).topic("m3")
+    assert topic is not None
+    assert [(p.replicas, p.isr, p.leader) for _, p in sorted(topic.partitions.items())] == [
+        ((2, 1, 3), (1, 3), 1),  # the first active replica leads
+        ((3, 2, 1), (3, 1), 3),
+    ]
+    duplicated = topic_spec("d", -1, rf=-1, assignments=[[1, 3, 1]])
+    assert one_error(image, duplicated) == (
+        E.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes the broker 1 more than once.",
+    )
+    grown = control().create_partitions(
+        commit(image, control().create_topics(image, create_topics(spec))), create_partitions(("m3", 3, [[1, 3, 2]]))
+    )
+    assert answers(grown) == [("m3", E.NONE, None)]
+    assert grown.records[0].replicas == [1, 3, 2] and grown.records[0].isr == [1, 3]
 
 
 def test_no_usable_broker() -> None:
