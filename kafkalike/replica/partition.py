@@ -506,6 +506,24 @@ class Partition:
             self.log.complete_append(result, error, now_ms)
         self.notify_progress()
 
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> int:
+        """Where a follower cuts its log on the leader's DivergingEpoch (Kafka's
+        getOffsetTruncationState): the smaller of the leader's end offset for ``leader_epoch``
+        and this log's end offset for the largest epoch it has at or below it; when this log
+        does not have that epoch, its own end for the epoch below (the next fetch names the
+        epoch the log then ends with, so a further divergence is found in the next round)."""
+        local_end = self.log_end_offset
+        if leader_epoch < 0:
+            return max(min(leader_end_offset, local_end), 0)
+        epoch, end_offset = self.end_offset_for_epoch(leader_epoch)
+        if epoch < 0:
+            offset = min(leader_end_offset, local_end)
+        elif epoch != leader_epoch:
+            offset = min(end_offset, local_end)
+        else:
+            offset = min(end_offset, leader_end_offset, local_end)
+        return max(offset, 0)
+
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """A follower's log cut at ``offset`` (where it parts from the leader's); True when
         something was removed."""

@@ -256,6 +256,7 @@ class Followed:
     leader_id: int
     leader_epoch: int
     ready_at_s: float = 0.0  # backing off until then
+    fetch_offset: int = -1  # the offset the fetch out now asked from
 
     @property
     def tp(self) -> TopicPartition:
@@ -269,6 +270,10 @@ class Followed:
             and p.leader_epoch == self.leader_epoch
             and not p.log.closed
         )
+
+    def answers_current_fetch(self) -> bool:
+        """Its answer is for what its log asks now (nothing appended or cut since it was sent)."""
+        return self.still_current() and self.partition.log_end_offset == self.fetch_offset
 
 
 class ReplicaFetchers:
@@ -401,6 +406,7 @@ class ReplicaFetchers:
     def _fetch_body(self, ready: list[Followed]) -> dict[str, Any]:
         by_topic: dict[uuid.UUID, list[Followed]] = {}
         for f in ready:
+            f.fetch_offset = f.partition.log_end_offset
             by_topic.setdefault(f.partition.topic_id, []).append(f)
         return {
             "replica_state": {"replica_id": self.broker_id, "replica_epoch": self._broker_epoch()},
@@ -417,7 +423,7 @@ class ReplicaFetchers:
                         {
                             "partition": f.partition.index,
                             "current_leader_epoch": f.leader_epoch,
-                            "fetch_offset": f.partition.log_end_offset,
+                            "fetch_offset": f.fetch_offset,
                             "last_fetched_epoch": _latest_epoch(f.partition),
                             "log_start_offset": f.partition.log_start_offset,
                             "partition_max_bytes": self.config.max_bytes,
@@ -436,8 +442,8 @@ class ReplicaFetchers:
         for topic in response.responses:
             for entry in topic.partitions:
                 f = sent.pop((topic.topic_id, entry.partition_index), None)
-                if f is None or not f.still_current():
-                    continue  # its leader or epoch changed while the fetch was out
+                if f is None or not f.answers_current_fetch():
+                    continue  # its leader, epoch or log changed while the fetch was out
                 try:
                     await self._process_partition(leader, f, entry)
                 except LogError as exc:
@@ -471,21 +477,7 @@ class ReplicaFetchers:
         self._back_off([f])
 
     def _truncate_on_divergence(self, partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:
-        """Kafka's getOffsetTruncationState for a DivergingEpoch: cut where this log parts from
-        the leader's, as far as the leader's answer tells; the next fetch names the epoch it
-        now ends with, so a further divergence is found in the next round."""
-        local_end = partition.log_end_offset
-        if leader_epoch < 0:
-            offset = min(leader_end_offset, local_end)
-        else:
-            epoch, end_offset = partition.end_offset_for_epoch(leader_epoch)
-            if epoch < 0:
-                offset = min(leader_end_offset, local_end)
-            elif epoch != leader_epoch:
-                offset = min(end_offset, local_end)
-            else:
-                offset = min(end_offset, leader_end_offset, local_end)
-        now_ms = self.clock.wall_ms()
+        offset = partition.truncation_offset(leader_epoch, leader_end_offset)
         if offset < partition.high_watermark:
             log.warning(
                 "broker %d: truncating %s-%d to %d, below its high watermark %d",
@@ -494,7 +486,7 @@ class ReplicaFetchers:
                 offset,
                 partition.high_watermark,
             )
-        if partition.truncate_to(max(offset, 0), now_ms):
+        if partition.truncate_to(offset, self.clock.wall_ms()):
             self.truncations += 1
             log.info(
                 "broker %d: truncated %s-%d to %d (diverging epoch %d)",
