@@ -17,10 +17,12 @@ from kafkalike.log.errors import (
     LogClosed,
     LogError,
     OffsetOutOfRange,
+    OffsetsOutOfOrder,
     OutOfOrderSequence,
     ProducerStateError,
     RecordBatchTooLarge,
     TransactionCoordinatorFenced,
+    UnexpectedAppendOffset,
     UnknownProducerId,
 )
 from kafkalike.log.manager import LogManager
@@ -66,6 +68,7 @@ __all__ = [
     "MemoryLogDirectory",
     "OffsetAndTimestamp",
     "OffsetOutOfRange",
+    "OffsetsOutOfOrder",
     "OutOfOrderSequence",
     "PartitionLog",
     "ProducerStateError",
@@ -76,6 +79,7 @@ __all__ = [
     "TimestampAndOffset",
     "TransactionCoordinatorFenced",
     "TransactionIndex",
+    "UnexpectedAppendOffset",
     "UnknownProducerId",
     "Verdict",
 ]

@@ -50,6 +50,22 @@ class AppendLargerThanSegment(RecordBatchTooLarge):
     error_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
+class UnexpectedAppendOffset(LogError):
+    """A follower append whose first offset is below the log end offset (Kafka's
+    UnexpectedAppendOffsetException): the fetched batches overlap what the log holds.
+    ``first_offset`` and ``last_offset`` are the append's, so the caller can tell a log that
+    may restart at ``first_offset`` (empty, the leader's log start inside the batch)."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class OffsetsOutOfOrder(LogError):
+    """A follower append whose batches' offsets do not rise (Kafka's OffsetsOutOfOrderException)."""
+
+
 class InconsistentTopicId(LogError):
     """The partition directory belongs to another incarnation of the topic (partition.metadata)."""
 

@@ -397,7 +397,42 @@ class PartitionLog(RetentionMixin):
             if pending.duplicate is not None:
                 dup = pending.duplicate
                 return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start_offset, duplicate=True)
-        first_offset, last_offset = assigned[0][1].base_offset, next_offset - 1
+        latest = self.epoch_cache.latest_epoch
+        new_epoch = leader_epoch >= 0 and (latest is None or leader_epoch > latest)
+        return self._write(
+            buf,
+            assigned,
+            pending,
+            max_timestamp=max_timestamp,
+            messages=messages,
+            epoch_starts=[(leader_epoch, assigned[0][1].base_offset)] if new_epoch else [],
+            log_append_time_ms=now_ms if use_log_append_time else -1,
+            now_ms=now_ms,
+            syncs=syncs,
+            defer_roll=defer_roll,
+        )
+
+    def _write(
+        self,
+        buf: memoryview,
+        batches: list[tuple[int, RecordBatchHeader]],
+        pending: PendingAppend | None,
+        *,
+        max_timestamp: int,
+        messages: int,
+        epoch_starts: list[tuple[int, int]],
+        log_append_time_ms: int,
+        now_ms: int,
+        syncs: Syncs,
+        defer_roll: bool,
+    ) -> AppendResult:
+        """The part of an append after its batches were checked and their offsets set (the
+        leader's, assigned here; a follower's, as fetched): the roll, the epoch cache
+        (``epoch_starts``: the (epoch, start offset) entries the append begins), the write, the
+        producer state and transaction index, the flush due."""
+        first_offset = batches[0][1].base_offset
+        next_offset = batches[-1][1].last_offset + 1
+        last_offset = next_offset - 1
         try:
             # Everything that may fail before a byte of the batches is in the log: a failure
             # here leaves the log as it was (a roll that failed half-way is tried again).
@@ -406,17 +441,17 @@ class PartitionLog(RetentionMixin):
                 if defer_roll:
                     raise RollNeeded(self._log_end_offset)
                 segment = self.roll(now_ms)
-            latest = self.epoch_cache.latest_epoch
-            if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-                # Before the data, as Kafka's append; with deferred syncs written by the next flush
-                # (off the loop), which comes before any of the data counts as flushed.
-                self.epoch_cache.assign(leader_epoch, first_offset, defer=self._defers(syncs))
-            segment.append(buf, assigned, now_ms)
+            for epoch, start_offset in epoch_starts:
+                # Before the data, as Kafka's append; with deferred syncs written by the next
+                # flush (off the loop), which comes before any of the data counts as flushed.
+                # Left behind by a failed write, an entry still starts where the retry writes.
+                self.epoch_cache.assign(epoch, start_offset, defer=self._defers(syncs))
+            segment.append(buf, batches, now_ms)
         except OSError as exc:
             raise self._storage_error("append to", exc, now_ms) from exc
         self._log_end_offset = next_offset
         self._unflushed_messages += messages
-        result = AppendResult(first_offset, last_offset, now_ms if use_log_append_time else -1, self._log_start_offset)
+        result = AppendResult(first_offset, last_offset, log_append_time_ms, self._log_start_offset)
         if pending is not None:
             self.producer_state.commit(pending)
             try:
