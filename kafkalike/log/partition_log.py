@@ -35,7 +35,9 @@ from kafkalike.log.errors import (
     KafkaStorageError,
     LogClosed,
     OffsetOutOfRange,
+    OffsetsOutOfOrder,
     RecordBatchTooLarge,
+    UnexpectedAppendOffset,
 )
 from kafkalike.log.loader import CLEANED_SUFFIX, SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, snapshot_offsets
 from kafkalike.log.producer_state import (
@@ -66,7 +68,9 @@ from kafkalike.protocol.errors import ProtocolError
 from kafkalike.protocol.records import (
     BATCH_HEADER_SIZE,
     RecordBatchHeader,
+    batch_crc_ok,
     decode_records,
+    iter_batches,
     read_batch_header,
     set_base_offset,
     set_log_append_time,
@@ -411,6 +415,115 @@ class PartitionLog(RetentionMixin):
             syncs=syncs,
             defer_roll=defer_roll,
         )
+
+    def append_as_follower(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        syncs: Syncs = IMMEDIATE,
+        defer_roll: bool = False,
+    ) -> AppendResult:
+        """Append batches as a leader's Fetch response carried them (Kafka's appendAsFollower):
+        their offsets and partition leader epochs are the leader's and stay as they are.
+
+        A batch cut off at the end (the fetch reached its size limit) is left out, and an empty
+        buffer, or one holding only such a piece, appends nothing: the result then has
+        ``last_offset + 1 == first_offset ==`` the log end. Otherwise each batch is checked as
+        Kafka checks a follower's (per batch: the header, magic 2, the CRC; no record is
+        decoded and max.message.bytes does not apply, the leader took them): offsets must rise
+        from batch to batch (OffsetsOutOfOrder; gaps are fine, a compacted leader has them) and
+        the first must be at or past the log end (UnexpectedAppendOffset); the whole append
+        must fit segment.bytes (AppendLargerThanSegment). Then nothing was written.
+
+        Each batch whose leader epoch differs from the epoch cache's latest starts that epoch
+        at its base offset (Kafka's maybeAssignEpochStartOffset); producer state is updated as
+        REPLICATION (epochs and transactions, no sequence checks), markers completing
+        transactions and aborts entering the transaction index as on the leader. Rolls,
+        flushes, ``syncs``, ``defer_roll`` (RollNeeded) and disk errors are as in ``append``.
+        The high watermark does not move: the leader's, sent with the fetch, is the caller's
+        to set.
+        """
+        self._ensure_open()
+        if self._offline is not None:
+            raise KafkaStorageError(f"{self.directory.path} refuses writes after a storage error: {self._offline}")
+        buf = memoryview(batches).cast("B")
+        headers, valid_bytes = self._walk_fetched(buf)
+        if not headers:
+            end = self._log_end_offset
+            return AppendResult(end, end - 1, -1, self._log_start_offset)
+        buf = buf[:valid_bytes]
+        first_offset = headers[0][1].base_offset
+        if first_offset < self._log_end_offset:
+            raise UnexpectedAppendOffset(
+                f"append to {self.directory.path} at offset {first_offset}, below the log end "
+                f"{self._log_end_offset} (log start {self._log_start_offset})",
+                first_offset,
+                headers[-1][1].last_offset,
+            )
+        if valid_bytes > self.config.segment_bytes:
+            raise AppendLargerThanSegment(
+                f"append of {valid_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}"
+            )
+        max_timestamp = _INT64_MIN
+        messages = 0
+        with_producer = False
+        epoch_starts: list[tuple[int, int]] = []
+        latest = self.epoch_cache.latest_epoch
+        for _, header in headers:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+            messages += header.records_count
+            with_producer = with_producer or header.producer_id >= 0
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != latest:  # a same-epoch batch never starts an entry
+                epoch_starts.append((epoch, header.base_offset))
+                latest = epoch
+        pending: PendingAppend | None = None
+        if with_producer:
+            markers: list[tuple[RecordBatchHeader, ControlMarker | None]] = [
+                (h, parse_control_marker(buf, pos, h) if h.is_control and h.producer_id >= 0 else None)
+                for pos, h in headers
+            ]
+            pending = self.producer_state.prepare(markers, AppendOrigin.REPLICATION)
+        return self._write(
+            buf,
+            headers,
+            pending,
+            max_timestamp=max_timestamp,
+            messages=messages,
+            epoch_starts=epoch_starts,
+            log_append_time_ms=-1,
+            now_ms=now_ms,
+            syncs=syncs,
+            defer_roll=defer_roll,
+        )
+
+    def _walk_fetched(self, buf: memoryview) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
+        """The whole batches of a fetched buffer and the bytes they take (a cut-off last batch
+        is not one), each batch checked as ``append_as_follower`` says."""
+        headers: list[tuple[int, RecordBatchHeader]] = []
+        previous_last = -1
+        try:
+            for pos, header in iter_batches(buf, partial_ok=True):
+                if header.last_offset_delta < 0:
+                    raise CorruptLogError(f"batch at byte {pos} has a negative last offset delta")
+                if not batch_crc_ok(buf, pos, header):
+                    raise CorruptLogError(
+                        f"batch at offset {header.base_offset} is corrupt (stored crc {header.crc:#010x} does not match)"
+                    )
+                if header.base_offset <= previous_last:
+                    raise OffsetsOutOfOrder(
+                        f"batch at offset {header.base_offset} follows one ending at offset {previous_last}"
+                    )
+                previous_last = header.base_offset + header.last_offset_delta
+                headers.append((pos, header))
+        except ProtocolError as exc:
+            raise CorruptLogError(f"fetched batches after {len(headers)} whole ones: {exc}") from exc
+        if not headers:
+            return headers, 0
+        pos, last = headers[-1]
+        return headers, pos + last.size
 
     def _write(
         self,
