@@ -2,9 +2,10 @@
 
 Each log dir holds, besides one ``<topic>-<partition>/`` directory per partition:
 
-- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and (for compacted logs)
-  ``cleaner-offset-checkpoint``: Kafka's checkpoint format with ``<topic> <partition> <offset>``
-  entries (see ``checkpoint.py``);
+- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (the high watermarks: Kafka's ReplicaManager keeps it) and (for
+  compacted logs) ``cleaner-offset-checkpoint``: Kafka's checkpoint format with
+  ``<topic> <partition> <offset>`` entries (see ``checkpoint.py``);
 - ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":N}``), written after every log closed
   cleanly and removed at start-up, so its absence at the next start means "recover"; N is the
   broker epoch the broker held (``broker_epoch``, -1 outside a cluster), which it registers
@@ -45,9 +46,12 @@ log = logging.getLogger("kafkalike.log.manager")
 DirectoryWrapper = Callable[[LogDirectory], LogDirectory]
 # Kafka's log.flush.offset.checkpoint.interval.ms default.
 DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000
+# Kafka's replica.high.watermark.checkpoint.interval.ms default.
+DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
@@ -78,7 +82,8 @@ class _LogDir:
         self.recovery_points: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
         self.cleaner_offsets: dict[TopicPartition, int] = {}
-        self._written: tuple[dict[TopicPartition, int], ...] = ({}, {}, {})
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        self._written: tuple[dict[TopicPartition, int], ...] = ({}, {}, {}, {})
         if memory:
             return
         path.mkdir(parents=True, exist_ok=True)
@@ -89,7 +94,13 @@ class _LogDir:
         self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT)
         self.cleaner_offsets = self._read(CLEANER_OFFSET_CHECKPOINT)
-        self._written = (dict(self.recovery_points), dict(self.log_start_offsets), dict(self.cleaner_offsets))
+        self.high_watermarks = self._read(HIGH_WATERMARK_CHECKPOINT)
+        self._written = (
+            dict(self.recovery_points),
+            dict(self.log_start_offsets),
+            dict(self.cleaner_offsets),
+            dict(self.high_watermarks),
+        )
         # From now on a crash must be seen as unclean.
         marker.unlink(missing_ok=True)
         for entry in path.iterdir():
@@ -99,26 +110,41 @@ class _LogDir:
                 entry.unlink(missing_ok=True)  # a checkpoint write a crash interrupted
 
     def _read(self, name: str) -> dict[TopicPartition, int]:
+        """A checkpoint's offsets; none when it is missing or does not parse (then each log starts
+        without one: recovered from its start, its high watermark at its log start)."""
         try:
             return parse_offset_checkpoint((self.path / name).read_bytes())
-        except (FileNotFoundError, CheckpointError):
+        except FileNotFoundError:
+            return {}
+        except CheckpointError as exc:
+            log.warning("%s in %s does not parse, read as empty: %s", name, self.path, exc)
             return {}
 
     def _documents(self) -> LogDirectory:
         directory: LogDirectory = FileLogDirectory(self.path)
         return directory if self._wrap is None else self._wrap(directory)
 
-    def pending_checkpoints(self, force: bool = False) -> list[tuple[int, str, bytes]]:
+    def pending_checkpoints(
+        self, force: bool = False, *, recovery_points: bool = True, high_watermarks: bool = True
+    ) -> list[tuple[int, str, bytes]]:
         """(slot, file name, content) of each checkpoint file whose offsets changed since it was
-        last written; ``checkpoint_written(slot, data)`` records one as written."""
+        last written (every one but the cleaner's with ``force``), leaving out the recovery points
+        or the high watermarks when told to (not due); ``checkpoint_written(slot, data)`` records
+        one as written."""
         if self.memory:
             return []
-        current = (self.recovery_points, self.log_start_offsets, self.cleaner_offsets)
-        names = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+        current = (self.recovery_points, self.log_start_offsets, self.cleaner_offsets, self.high_watermarks)
+        names = (
+            RECOVERY_POINT_CHECKPOINT,
+            LOG_START_OFFSET_CHECKPOINT,
+            CLEANER_OFFSET_CHECKPOINT,
+            HIGH_WATERMARK_CHECKPOINT,
+        )
+        wanted = {0: recovery_points or force, 1: True, 2: True, 3: high_watermarks or force}
         return [
             (slot, names[slot], format_offset_checkpoint(current[slot]))
-            for slot in range(3)
-            if current[slot] != self._written[slot] or (force and slot < 2)
+            for slot in range(4)
+            if wanted[slot] and (current[slot] != self._written[slot] or (force and slot != 2))
         ]
 
     def write_document(self, name: str, data: bytes) -> None:
@@ -139,7 +165,7 @@ class _LogDir:
     def checkpoint_written(self, slot: int, data: bytes) -> None:
         written = list(self._written)
         written[slot] = parse_offset_checkpoint(data)
-        self._written = (written[0], written[1], written[2])
+        self._written = tuple(written)
 
     def mark_clean_shutdown(self, broker_epoch: int = -1) -> None:
         if not self.memory:
@@ -209,6 +235,7 @@ class NewPartition:
     recovery_point: int | None = None
     log_start_offset: int | None = None
     cleaner_offset: int | None = None
+    high_watermark: int = 0  # none checkpointed: from the log start, as Kafka's Partition.createLog
     wrap: DirectoryWrapper | None = None  # applied to the file directory open_new makes
 
     @property
@@ -224,11 +251,13 @@ class LogManager:
         storage: str = "file",
         wrap_directory: DirectoryWrapper | None = None,
         checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+        high_watermark_checkpoint_interval_ms: int = DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
     ):
         """``wrap_directory`` sees every directory the logs and checkpoints are written through
         (a fault-injecting disk in tests); ``checkpoint_interval_ms`` is how often ``flush_due``
         rewrites the recovery-point and log-start checkpoints (Kafka's
-        log.flush.offset.checkpoint.interval.ms)."""
+        log.flush.offset.checkpoint.interval.ms), ``high_watermark_checkpoint_interval_ms`` how
+        often the high watermarks' (Kafka's replica.high.watermark.checkpoint.interval.ms)."""
         if storage not in ("file", "memory"):
             raise ValueError(f"storage must be 'file' or 'memory', not {storage!r}")
         paths = [log_dirs] if isinstance(log_dirs, str | os.PathLike) else list(log_dirs)
@@ -238,6 +267,11 @@ class LogManager:
         self._wrap = wrap_directory
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._next_checkpoint_ms: int | None = None
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        self._next_high_watermark_checkpoint_ms: int | None = None
+        # What the last ``checkpoint_due`` found due, for the ``prepare_checkpoints`` it led to.
+        self._high_watermarks_due = False
+        self._only_high_watermarks_due = False
         self._dirs = [_LogDir(Path(p), self.memory, wrap_directory) for p in paths]
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._homes: dict[TopicPartition, _LogDir] = {}
@@ -314,6 +348,7 @@ class LogManager:
             clean_shutdown=home.clean_shutdown,
             recovery_point=home.recovery_points.get(tp),
             log_start_offset=home.log_start_offsets.get(tp),
+            high_watermark=home.high_watermarks.get(tp, 0),
         )
         log.cleaner_checkpoint = home.cleaner_offsets.get(tp)
         self._logs[tp] = log
@@ -342,6 +377,7 @@ class LogManager:
                 new.recovery_point = home.recovery_points.get(tp)
                 new.log_start_offset = home.log_start_offsets.get(tp)
                 new.cleaner_offset = home.cleaner_offsets.get(tp)
+                new.high_watermark = home.high_watermarks.get(tp, 0)
             planned.append(new)
         return planned
 
@@ -362,6 +398,7 @@ class LogManager:
             clean_shutdown=new.home.clean_shutdown,
             recovery_point=new.recovery_point,
             log_start_offset=new.log_start_offset,
+            high_watermark=new.high_watermark,
         )
         log.cleaner_checkpoint = new.cleaner_offset
         return log
@@ -417,6 +454,7 @@ class LogManager:
             log_dir.recovery_points.pop(tp, None)
             log_dir.log_start_offsets.pop(tp, None)
             log_dir.cleaner_offsets.pop(tp, None)
+            log_dir.high_watermarks.pop(tp, None)
             with contextlib.suppress(OSError):  # the next periodic checkpoint tries again
                 log_dir.write_checkpoints()
         return True
@@ -435,6 +473,7 @@ class LogManager:
             log_dir.recovery_points.pop(tp, None)
             log_dir.log_start_offsets.pop(tp, None)
             log_dir.cleaner_offsets.pop(tp, None)
+            log_dir.high_watermarks.pop(tp, None)
         if self.memory:
             memory_dir = self._memory_dirs.pop(tp, None)
             if memory_dir is not None:
@@ -475,11 +514,13 @@ class LogManager:
         log, home = self._logs[tp], self._homes[tp]
         home.recovery_points[tp] = log.recovery_point
         home.log_start_offsets[tp] = log.log_start_offset
+        home.high_watermarks[tp] = log.high_watermark
         if log.cleaner_checkpoint is not None:
             home.cleaner_offsets[tp] = log.cleaner_checkpoint
 
     def record_offsets(self) -> None:
-        """Copy every log's recovery point, log start and cleaner offset into its log dir's checkpoint state."""
+        """Copy every log's recovery point, log start, high watermark and cleaner offset into its
+        log dir's checkpoint state."""
         for tp in self._logs:
             self._record_offsets(tp)
 
@@ -488,13 +529,23 @@ class LogManager:
         self.complete_checkpoints(pending, write_checkpoints(pending), now_ms)
 
     def checkpoint_due(self, now_ms: int) -> bool:
-        """True once every ``checkpoint_interval_ms`` (the first interval counted from the first call)."""
+        """True once every ``checkpoint_interval_ms`` and once every
+        ``high_watermark_checkpoint_interval_ms`` (the first intervals counted from the first
+        call). The ``prepare_checkpoints`` that follows writes the high watermarks only when
+        their interval is what came due, and the recovery points not when only that one did."""
         if self._next_checkpoint_ms is None:
             self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
-        if now_ms < self._next_checkpoint_ms:
-            return False
-        self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
-        return True
+        if self._next_high_watermark_checkpoint_ms is None:
+            self._next_high_watermark_checkpoint_ms = now_ms + self.high_watermark_checkpoint_interval_ms
+        offsets_due = now_ms >= self._next_checkpoint_ms
+        if offsets_due:
+            self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
+        high_watermarks_due = now_ms >= self._next_high_watermark_checkpoint_ms
+        if high_watermarks_due:
+            self._next_high_watermark_checkpoint_ms = now_ms + self.high_watermark_checkpoint_interval_ms
+        self._high_watermarks_due = self._high_watermarks_due or high_watermarks_due
+        self._only_high_watermarks_due = high_watermarks_due and not offsets_due
+        return offsets_due or high_watermarks_due
 
     # Each periodic job comes in three steps, so the broker can run the middle one, the blocking
     # disk calls, on a worker thread: prepare (on the event loop: decide, write what is small,
@@ -526,12 +577,18 @@ class LogManager:
                 reporter.report("flush of", flush.log.directory.path, error, now_ms)
 
     def prepare_checkpoints(self, force: bool = False) -> list[PendingCheckpoint]:
-        """The checkpoint files whose offsets changed since they were written, with their content."""
+        """The checkpoint files whose offsets changed since they were written, with their content:
+        the high watermarks' only when ``checkpoint_due`` found their interval due (or ``force``),
+        the recovery points' not when that was all it found due."""
+        high_watermarks, recovery_points = self._high_watermarks_due, not self._only_high_watermarks_due
+        self._high_watermarks_due = self._only_high_watermarks_due = False
         self.record_offsets()
         return [
             PendingCheckpoint(log_dir, slot, name, data)
             for log_dir in self._dirs
-            for slot, name, data in log_dir.pending_checkpoints(force)
+            for slot, name, data in log_dir.pending_checkpoints(
+                force, recovery_points=recovery_points, high_watermarks=high_watermarks
+            )
         ]
 
     def complete_checkpoints(self, pending: list[PendingCheckpoint], errors: list[OSError | None], now_ms: int) -> None:

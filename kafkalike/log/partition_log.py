@@ -223,7 +223,8 @@ class PartitionLog(RetentionMixin):
         self.truncated_bytes = loaded.truncated_bytes
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = self.segments[-1].next_offset
-        # A single-node broker has every written batch acknowledged, so the high watermark restarts at the end.
+        # ``open`` sets it from the log dir's replication-offset-checkpoint; without one (the
+        # metadata log, whose quorum keeps its own) it starts at the end.
         self._high_watermark = self._log_end_offset
         self.recovery_point = loaded.recovery_point
         self._unflushed_messages = 0
@@ -263,12 +264,15 @@ class PartitionLog(RetentionMixin):
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
         producer_state: ProducerStateManager | None = None,
+        high_watermark: int | None = None,
     ) -> PartitionLog:
         """Open (creating if needed) and recover the partition directory.
 
         ``clean_shutdown``, ``recovery_point`` and ``log_start_offset`` come from the log dir's
         marker and checkpoints (``LogManager``); without them every segment is revalidated, which
-        is always safe, just slower.
+        is always safe, just slower. ``high_watermark`` (the replication-offset-checkpoint's, or
+        0 when it has none, as Kafka's Partition.createLog) is clamped to the recovered log;
+        None starts it at the log end.
         """
         dir_ = directory if isinstance(directory, LogDirectory) else FileLogDirectory(directory)
         topic_id = _check_topic_id(dir_, topic_id)
@@ -281,7 +285,10 @@ class PartitionLog(RetentionMixin):
             log_start_offset=log_start_offset,
             producer_state=producer_state or ProducerStateManager(),
         )
-        return cls(dir_, config, loaded, topic_id, now_ms)
+        log = cls(dir_, config, loaded, topic_id, now_ms)
+        if high_watermark is not None:
+            log.high_watermark = high_watermark
+        return log
 
     # ---- offsets ------------------------------------------------------------------------------
 
@@ -1056,7 +1063,17 @@ class PartitionLog(RetentionMixin):
     # ---- truncation -----------------------------------------------------------------------------
 
     def truncate_to(self, offset: int, *, now_ms: int) -> bool:
-        """Remove everything at or after ``offset`` (the whole batch holding it); False if nothing to do."""
+        """Remove everything at or after ``offset`` (the whole batch holding it); False if nothing to do.
+
+        As Kafka's truncateTo: the epoch cache loses the epochs starting at or after the new log
+        end, producer state is rebuilt from the latest snapshot at or below it, the high
+        watermark is clamped to it. An ``offset`` inside a batch takes that whole batch, as
+        Kafka's LocalLog.truncateTo cuts the same bytes; Kafka then puts the log end at
+        ``offset`` itself, past the last batch (a restart puts it back at the batch's end),
+        while here the log end is the end of the last batch left, the cut batch's base offset,
+        so a follower fetching from the log end gets that batch again and appends it. Replication
+        truncates at batch boundaries (epoch end offsets, high watermarks), where the two agree.
+        """
         self._ensure_open()
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
