@@ -2,7 +2,9 @@
 
 Prints MB/s per tenth of the append so it is visible that the cost of an append does not grow
 with the size of the log, then sequential read throughput (bytes copied out, and ranges only, as
-the server would hand them to sendfile), random-offset lookup latency, and reopen times.
+the server would hand them to sendfile), random-offset lookup latency, a follower's log built
+from the leader's bytes (``append_as_follower``, batch by batch and in 1 MiB fetches), and
+reopen times.
 
     python scripts/bench_log.py [--mb 200] [--batch-kb 16] [--segment-mb 64] [--dir /tmp/x]
 """
@@ -69,6 +71,33 @@ def bench_read(log: PartitionLog, fetch_bytes: int, copy: bool, batch: RecordBat
     print(f"{kind}: {total / elapsed / 1e6:.0f} MB/s, {fetches / elapsed:.0f} fetches/s of {fetch_bytes >> 10} KiB")
 
 
+def bench_follower(leader: PartitionLog, path: Path, config: LogConfig, fetch_bytes: int | None) -> None:
+    """Replicate the leader's log into a new one: each batch alone (``fetch_bytes`` None, the
+    leader append's unit) or as fetches of up to ``fetch_bytes`` cut wherever the limit falls."""
+    follower = PartitionLog.open(path, config, 0)
+    fetches: list[bytes] = []
+    offset = leader.log_start_offset
+    while offset < leader.log_end_offset:  # the reads are not what is measured
+        data = leader.read_bytes(offset, 0 if fetch_bytes is None else fetch_bytes)
+        if fetch_bytes is not None:
+            data = data[:fetch_bytes]
+        whole = [header for _pos, header in iter_batches(data, partial_ok=True)]
+        fetches.append(data)
+        offset = whole[-1].last_offset + 1
+    total = sum(len(f) for f in fetches)
+    started = time.perf_counter()
+    now = 1_700_000_000_000
+    for data in fetches:
+        follower.append_as_follower(data, now_ms=now)
+    elapsed = time.perf_counter() - started
+    unit = "one batch" if fetch_bytes is None else f"fetches of {fetch_bytes >> 10} KiB"
+    print(
+        f"follower append, {unit}: {total / elapsed / 1e6:.0f} MB/s, "
+        f"{elapsed / len(fetches) * 1e6:.1f} us per append_as_follower"
+    )
+    follower.delete()
+
+
 def bench_lookups(log: PartitionLog, samples: int = 20_000) -> None:
     rng = random.Random(7)
     offsets = [rng.randrange(log.log_start_offset, log.log_end_offset) for _ in range(samples)]
@@ -96,6 +125,8 @@ def main() -> None:
         bench_read(log, 1 << 20, copy=True, batch=read_batch_header(batch))
         bench_read(log, 1 << 20, copy=False, batch=read_batch_header(batch))
         bench_lookups(log)
+        bench_follower(log, root / "follower-0", config, None)
+        bench_follower(log, root / "follower-1", config, 1 << 20)
         log.close()
         started = time.perf_counter()
         log = PartitionLog.open(path, config, 0, clean_shutdown=True)

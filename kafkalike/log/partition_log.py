@@ -1093,7 +1093,8 @@ class PartitionLog(RetentionMixin):
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int) -> None:
-        """Drop every segment and restart the log, empty, at ``offset``."""
+        """Drop every segment and restart the log, empty, at ``offset``, the high watermark there
+        too (Kafka's truncateFullyAndStartAt: a follower restarting at its leader's log start)."""
         self._ensure_open()
         for segment in self.segments:
             self._schedule_delete(segment, now_ms)
@@ -1105,6 +1106,7 @@ class PartitionLog(RetentionMixin):
         for snapshot in snapshot_offsets(self.directory):
             self.directory.delete(segment_name(snapshot, SNAPSHOT_SUFFIX))  # they describe the old log
         self._after_truncation(now_ms)
+        self._high_watermark = self._log_end_offset
 
     def _after_truncation(self, now_ms: int) -> None:
         self._truncations += 1

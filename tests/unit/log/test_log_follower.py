@@ -279,3 +279,19 @@ def test_truncation_that_cuts_an_abort_marker_reopens_the_transaction(tmp_path: 
     assert reopened.collect_aborted_transactions(0, 4) == []
     assert reopened.producer_state.producers[PID].current_txn_first_offset is None
     assert reopened.epoch_cache.entries() == [(0, 0), (1, 3)]
+
+
+def test_restarting_at_the_leader_s_log_start_puts_the_high_watermark_there() -> None:
+    log = PartitionLog.open(MemoryLogDirectory(), LogConfig(), 0)
+    log.append_as_follower(fetched([b"a"] * 10, 0, 1), now_ms=0)
+    log.high_watermark = 5
+    # The leader deleted records up to 100, inside a batch starting at 98 (Kafka's Partition
+    # restarts an empty follower log at the batch's base offset).
+    log.truncate_fully_and_start_at(100, now_ms=0)
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (100, 100, 100)
+    with pytest.raises(UnexpectedAppendOffset) as refused:
+        log.append_as_follower(fetched([b"b"] * 4, 98, 2), now_ms=0)
+    assert (refused.value.first_offset, refused.value.last_offset) == (98, 101)
+    log.truncate_fully_and_start_at(refused.value.first_offset, now_ms=0)
+    assert log.append_as_follower(fetched([b"b"] * 4, 98, 2), now_ms=0)[:2] == (98, 101)
+    assert (log.log_start_offset, log.high_watermark, log.epoch_cache.entries()) == (98, 98, [(2, 98)])
