@@ -22,7 +22,7 @@ import logging
 import os
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata, parse_partition_metadata
@@ -414,13 +414,13 @@ class PartitionLog(RetentionMixin):
             buf,
             assigned,
             pending,
-            max_timestamp=max_timestamp,
-            messages=messages,
-            epoch_starts=[(leader_epoch, assigned[0][1].base_offset)] if new_epoch else [],
-            log_append_time_ms=now_ms if use_log_append_time else -1,
-            now_ms=now_ms,
-            syncs=syncs,
-            defer_roll=defer_roll,
+            max_timestamp,
+            messages,
+            ((leader_epoch, assigned[0][1].base_offset),) if new_epoch else (),
+            now_ms if use_log_append_time else -1,
+            now_ms,
+            syncs,
+            defer_roll,
         )
 
     def append_as_follower(
@@ -493,18 +493,7 @@ class PartitionLog(RetentionMixin):
                 for pos, h in headers
             ]
             pending = self.producer_state.prepare(markers, AppendOrigin.REPLICATION)
-        return self._write(
-            buf,
-            headers,
-            pending,
-            max_timestamp=max_timestamp,
-            messages=messages,
-            epoch_starts=epoch_starts,
-            log_append_time_ms=-1,
-            now_ms=now_ms,
-            syncs=syncs,
-            defer_roll=defer_roll,
-        )
+        return self._write(buf, headers, pending, max_timestamp, messages, epoch_starts, -1, now_ms, syncs, defer_roll)
 
     def _walk_fetched(self, buf: memoryview) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
         """The whole batches of a fetched buffer and the bytes they take (a cut-off last batch
@@ -537,10 +526,9 @@ class PartitionLog(RetentionMixin):
         buf: memoryview,
         batches: list[tuple[int, RecordBatchHeader]],
         pending: PendingAppend | None,
-        *,
         max_timestamp: int,
         messages: int,
-        epoch_starts: list[tuple[int, int]],
+        epoch_starts: Sequence[tuple[int, int]],
         log_append_time_ms: int,
         now_ms: int,
         syncs: Syncs,
