@@ -11,7 +11,8 @@ On disk, ``<log.dir>/<topic>-<partition>/`` holds:
 - transiently ``*.deleted`` segments waiting out ``file.delete.delay.ms``, and the
   ``*.log.cleaned`` / ``*.log.swap`` of a compaction being swapped in (``replace_segments``).
 
-The log start offset and recovery point live in the log dir's checkpoint files, kept by ``LogManager``.
+The log start offset, recovery point and high watermark live in the log dir's checkpoint files,
+kept by ``LogManager``.
 Nothing here is thread-safe: the broker calls one log from one task at a time. Time is always passed
 in (``now_ms``), never read from a clock, so behaviour is reproducible.
 """
@@ -549,12 +550,18 @@ class PartitionLog(RetentionMixin):
                 if defer_roll:
                     raise RollNeeded(self._log_end_offset)
                 segment = self.roll(now_ms)
-            for epoch, start_offset in epoch_starts:
-                # Before the data, as Kafka's append; with deferred syncs written by the next
-                # flush (off the loop), which comes before any of the data counts as flushed.
-                # Left behind by a failed write, an entry still starts where the retry writes.
-                self.epoch_cache.assign(epoch, start_offset, defer=self._defers(syncs))
-            segment.append(buf, batches, now_ms)
+            try:
+                for epoch, start_offset in epoch_starts:
+                    # Before the data, as Kafka's append; with deferred syncs written by the next
+                    # flush (off the loop), which comes before any of the data counts as flushed.
+                    self.epoch_cache.assign(epoch, start_offset, defer=self._defers(syncs))
+                segment.append(buf, batches, now_ms)
+            except OSError:
+                # Entries no data follows: what comes next may be another leader's, of an older
+                # epoch, which Kafka's assign would let wipe out the entries before them.
+                if epoch_starts:
+                    self.epoch_cache.truncate_from_end(self._log_end_offset)
+                raise
         except OSError as exc:
             raise self._storage_error("append to", exc, now_ms) from exc
         self._log_end_offset = next_offset
