@@ -99,8 +99,9 @@ class FlushTicket(NamedTuple):
 
 
 class RollNeeded(Exception):
-    """Raised by ``PartitionLog.append(defer_roll=True)`` before it changed anything: the
-    append needs a new segment at ``base_offset`` first."""
+    """Raised by ``PartitionLog.append(defer_roll=True)`` (and ``append_as_follower``) before
+    it changed anything: the append needs a new segment at ``base_offset`` first (the log end,
+    or a follower's first offset past it: pass it to ``prepare_roll``)."""
 
     def __init__(self, base_offset: int) -> None:
         super().__init__(f"a new segment at offset {base_offset} is needed first")
@@ -548,8 +549,8 @@ class PartitionLog(RetentionMixin):
             segment = self.active_segment
             if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
                 if defer_roll:
-                    raise RollNeeded(self._log_end_offset)
-                segment = self.roll(now_ms)
+                    raise RollNeeded(first_offset)
+                segment = self.roll(now_ms, first_offset)
             try:
                 for epoch, start_offset in epoch_starts:
                     # Before the data, as Kafka's append; with deferred syncs written by the next
@@ -709,9 +710,10 @@ class PartitionLog(RetentionMixin):
             )
         return headers
 
-    def roll(self, now_ms: int) -> LogSegment:
-        """Start a new active segment at the log end offset (a no-op on an empty active segment)."""
-        prepared = self.prepare_roll()
+    def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset, or at ``base_offset`` past it (a
+        no-op on an empty active segment there)."""
+        prepared = self.prepare_roll(base_offset)
         if prepared is None:
             return self.active_segment
         prepared.create()
@@ -719,16 +721,22 @@ class PartitionLog(RetentionMixin):
         assert segment is not None  # nothing ran in between
         return segment
 
-    def prepare_roll(self) -> PreparedRoll | None:
+    def prepare_roll(self, base_offset: int | None = None) -> PreparedRoll | None:
         """The first third of ``roll``: what its disk work needs (``PreparedRoll.create``, which
-        may run on a worker thread), or None when the active segment is empty at the log end.
+        may run on a worker thread), or None when the active segment is empty where the new
+        one would start.
+
+        ``base_offset`` past the log end (a follower's append beyond a gap, ``RollNeeded``'s
+        offset) starts the new segment there, as Kafka's maybeRoll rolls at the append's first
+        offset: a gap of more than 2^31 offsets cannot fit one segment's relative offsets.
 
         The snapshot is the producer state at the roll offset; at a roll not durable, so the
         append waits for no fsync (Kafka flushes that snapshot in the background too): a torn
         one fails its CRC at load and is dropped."""
         self._ensure_open()
         active = self.active_segment
-        if active.size == 0 and active.base_offset == self._log_end_offset:
+        base = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
+        if active.size == 0 and active.base_offset == base:
             return None
         old_indexes = [
             "" if index.file_open else segment_name(active.base_offset, suffix)
@@ -736,10 +744,11 @@ class PartitionLog(RetentionMixin):
         ]
         return PreparedRoll(
             self.directory,
-            self._log_end_offset,
+            base,  # no batch between the log end and it: the producer state is the same there
             self.producer_state.snapshot_bytes(),
             old_indexes,
             keeps_index_files_open(self.config),
+            log_end_offset=self._log_end_offset,
         )
 
     def complete_roll(self, prepared: PreparedRoll, now_ms: int) -> LogSegment | None:
@@ -747,7 +756,8 @@ class PartitionLog(RetentionMixin):
         becomes the active one. None when the log moved on meanwhile (closed, an append or a
         roll of its own at the log end): then ``prepared.discard()`` is the caller's to run."""
         base = prepared.base_offset
-        if self._closed or self._log_end_offset != base or prepared.files is None or self._bases[-1] == base:
+        moved_on = self._log_end_offset != prepared.log_end_offset
+        if self._closed or moved_on or prepared.files is None or self._bases[-1] == base:
             prepared.remove_on_discard = not self._closed and base not in self._bases
             return None
         active = self.active_segment

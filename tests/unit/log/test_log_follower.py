@@ -329,3 +329,41 @@ def test_a_failed_write_leaves_the_follower_log_as_it_was_and_the_refetch_append
     assert log.append_as_follower(refetched, now_ms=0)[:2] == (2, 3)
     assert log.epoch_cache.entries() == [(1, 0), (2, 2)]
     assert log.collect_aborted_transactions(0, 4) == [AbortedTxn(PID, 0, 3, 4)]
+
+
+def test_a_roll_past_a_gap_starts_the_segment_at_the_append_s_first_offset(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1024)
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    log.append_as_follower(fetched([b"v" * 600], 0, 0), now_ms=0)
+    log.append_as_follower(fetched([b"w" * 600], 50, 0), now_ms=0)  # compacted away in between
+    assert [s.base_offset for s in log.segments] == [0, 50]
+    assert batch_values(log.read_bytes(1, 1 << 20)) == [(50, b"w" * 600)]
+    # Further than one segment's relative offsets reach (Kafka's maybeRoll has the same reason).
+    far = 51 + (1 << 31) + 5
+    log.append_as_follower(fetched([b"x"] * 2, far, 0), now_ms=0)
+    assert [s.base_offset for s in log.segments] == [0, 50, far]
+    assert log.log_end_offset == far + 2
+    assert batch_values(log.read_bytes(far + 1, 1 << 20)) == [(far, b"x"), (far + 1, b"x")]
+    log.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", config, 0)
+    assert ([s.base_offset for s in reopened.segments], reopened.log_end_offset) == ([0, 50, far], far + 2)
+    assert batch_values(reopened.read_bytes(60, 1 << 20)) == [(far, b"x"), (far + 1, b"x")]
+
+
+def test_a_deferred_roll_past_a_gap_is_made_where_roll_needed_says(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1024)
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    log.append_as_follower(fetched([b"v" * 600], 0, 0), now_ms=0)
+    batch = fetched([b"w" * 600], 40, 0)
+    with pytest.raises(RollNeeded) as needed:
+        log.append_as_follower(batch, now_ms=0, defer_roll=True)
+    assert needed.value.base_offset == 40
+    prepared = log.prepare_roll(needed.value.base_offset)
+    assert prepared is not None
+    prepared.create()
+    assert log.complete_roll(prepared, 0) is not None
+    assert log.log_end_offset == 1  # nothing appended yet
+    log.release()  # a crash before the append: the log restarts at the new segment
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    assert ([s.base_offset for s in log.segments], log.log_end_offset) == ([0, 40], 40)
+    assert log.append_as_follower(batch, now_ms=0, defer_roll=True)[:2] == (40, 40)
