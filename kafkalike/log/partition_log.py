@@ -11,7 +11,8 @@ On disk, ``<log.dir>/<topic>-<partition>/`` holds:
 - transiently ``*.deleted`` segments waiting out ``file.delete.delay.ms``, and the
   ``*.log.cleaned`` / ``*.log.swap`` of a compaction being swapped in (``replace_segments``).
 
-The log start offset and recovery point live in the log dir's checkpoint files, kept by ``LogManager``.
+The log start offset, recovery point and high watermark live in the log dir's checkpoint files,
+kept by ``LogManager``.
 Nothing here is thread-safe: the broker calls one log from one task at a time. Time is always passed
 in (``now_ms``), never read from a clock, so behaviour is reproducible.
 """
@@ -22,7 +23,7 @@ import logging
 import os
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from kafkalike.log.checkpoint import CheckpointError, format_partition_metadata, parse_partition_metadata
@@ -98,8 +99,9 @@ class FlushTicket(NamedTuple):
 
 
 class RollNeeded(Exception):
-    """Raised by ``PartitionLog.append(defer_roll=True)`` before it changed anything: the
-    append needs a new segment at ``base_offset`` first."""
+    """Raised by ``PartitionLog.append(defer_roll=True)`` (and ``append_as_follower``) before
+    it changed anything: the append needs a new segment at ``base_offset`` first (the log end,
+    or a follower's first offset past it: pass it to ``prepare_roll``)."""
 
     def __init__(self, base_offset: int) -> None:
         super().__init__(f"a new segment at offset {base_offset} is needed first")
@@ -414,13 +416,13 @@ class PartitionLog(RetentionMixin):
             buf,
             assigned,
             pending,
-            max_timestamp=max_timestamp,
-            messages=messages,
-            epoch_starts=[(leader_epoch, assigned[0][1].base_offset)] if new_epoch else [],
-            log_append_time_ms=now_ms if use_log_append_time else -1,
-            now_ms=now_ms,
-            syncs=syncs,
-            defer_roll=defer_roll,
+            max_timestamp,
+            messages,
+            ((leader_epoch, assigned[0][1].base_offset),) if new_epoch else (),
+            now_ms if use_log_append_time else -1,
+            now_ms,
+            syncs,
+            defer_roll,
         )
 
     def append_as_follower(
@@ -493,18 +495,7 @@ class PartitionLog(RetentionMixin):
                 for pos, h in headers
             ]
             pending = self.producer_state.prepare(markers, AppendOrigin.REPLICATION)
-        return self._write(
-            buf,
-            headers,
-            pending,
-            max_timestamp=max_timestamp,
-            messages=messages,
-            epoch_starts=epoch_starts,
-            log_append_time_ms=-1,
-            now_ms=now_ms,
-            syncs=syncs,
-            defer_roll=defer_roll,
-        )
+        return self._write(buf, headers, pending, max_timestamp, messages, epoch_starts, -1, now_ms, syncs, defer_roll)
 
     def _walk_fetched(self, buf: memoryview) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
         """The whole batches of a fetched buffer and the bytes they take (a cut-off last batch
@@ -537,10 +528,9 @@ class PartitionLog(RetentionMixin):
         buf: memoryview,
         batches: list[tuple[int, RecordBatchHeader]],
         pending: PendingAppend | None,
-        *,
         max_timestamp: int,
         messages: int,
-        epoch_starts: list[tuple[int, int]],
+        epoch_starts: Sequence[tuple[int, int]],
         log_append_time_ms: int,
         now_ms: int,
         syncs: Syncs,
@@ -559,14 +549,20 @@ class PartitionLog(RetentionMixin):
             segment = self.active_segment
             if segment.should_roll(len(buf), max_timestamp, last_offset, self.config, now_ms):
                 if defer_roll:
-                    raise RollNeeded(self._log_end_offset)
-                segment = self.roll(now_ms)
-            for epoch, start_offset in epoch_starts:
-                # Before the data, as Kafka's append; with deferred syncs written by the next
-                # flush (off the loop), which comes before any of the data counts as flushed.
-                # Left behind by a failed write, an entry still starts where the retry writes.
-                self.epoch_cache.assign(epoch, start_offset, defer=self._defers(syncs))
-            segment.append(buf, batches, now_ms)
+                    raise RollNeeded(first_offset)
+                segment = self.roll(now_ms, first_offset)
+            try:
+                for epoch, start_offset in epoch_starts:
+                    # Before the data, as Kafka's append; with deferred syncs written by the next
+                    # flush (off the loop), which comes before any of the data counts as flushed.
+                    self.epoch_cache.assign(epoch, start_offset, defer=self._defers(syncs))
+                segment.append(buf, batches, now_ms)
+            except OSError:
+                # Entries no data follows: what comes next may be another leader's, of an older
+                # epoch, which Kafka's assign would let wipe out the entries before them.
+                if epoch_starts:
+                    self.epoch_cache.truncate_from_end(self._log_end_offset)
+                raise
         except OSError as exc:
             raise self._storage_error("append to", exc, now_ms) from exc
         self._log_end_offset = next_offset
@@ -714,9 +710,10 @@ class PartitionLog(RetentionMixin):
             )
         return headers
 
-    def roll(self, now_ms: int) -> LogSegment:
-        """Start a new active segment at the log end offset (a no-op on an empty active segment)."""
-        prepared = self.prepare_roll()
+    def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset, or at ``base_offset`` past it (a
+        no-op on an empty active segment there)."""
+        prepared = self.prepare_roll(base_offset)
         if prepared is None:
             return self.active_segment
         prepared.create()
@@ -724,16 +721,22 @@ class PartitionLog(RetentionMixin):
         assert segment is not None  # nothing ran in between
         return segment
 
-    def prepare_roll(self) -> PreparedRoll | None:
+    def prepare_roll(self, base_offset: int | None = None) -> PreparedRoll | None:
         """The first third of ``roll``: what its disk work needs (``PreparedRoll.create``, which
-        may run on a worker thread), or None when the active segment is empty at the log end.
+        may run on a worker thread), or None when the active segment is empty where the new
+        one would start.
+
+        ``base_offset`` past the log end (a follower's append beyond a gap, ``RollNeeded``'s
+        offset) starts the new segment there, as Kafka's maybeRoll rolls at the append's first
+        offset: a gap of more than 2^31 offsets cannot fit one segment's relative offsets.
 
         The snapshot is the producer state at the roll offset; at a roll not durable, so the
         append waits for no fsync (Kafka flushes that snapshot in the background too): a torn
         one fails its CRC at load and is dropped."""
         self._ensure_open()
         active = self.active_segment
-        if active.size == 0 and active.base_offset == self._log_end_offset:
+        base = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
+        if active.size == 0 and active.base_offset == base:
             return None
         old_indexes = [
             "" if index.file_open else segment_name(active.base_offset, suffix)
@@ -741,10 +744,11 @@ class PartitionLog(RetentionMixin):
         ]
         return PreparedRoll(
             self.directory,
-            self._log_end_offset,
+            base,  # no batch between the log end and it: the producer state is the same there
             self.producer_state.snapshot_bytes(),
             old_indexes,
             keeps_index_files_open(self.config),
+            log_end_offset=self._log_end_offset,
         )
 
     def complete_roll(self, prepared: PreparedRoll, now_ms: int) -> LogSegment | None:
@@ -752,7 +756,8 @@ class PartitionLog(RetentionMixin):
         becomes the active one. None when the log moved on meanwhile (closed, an append or a
         roll of its own at the log end): then ``prepared.discard()`` is the caller's to run."""
         base = prepared.base_offset
-        if self._closed or self._log_end_offset != base or prepared.files is None or self._bases[-1] == base:
+        moved_on = self._log_end_offset != prepared.log_end_offset
+        if self._closed or moved_on or prepared.files is None or self._bases[-1] == base:
             prepared.remove_on_discard = not self._closed and base not in self._bases
             return None
         active = self.active_segment

@@ -173,10 +173,20 @@ class PreparedRoll:
     """
 
     def __init__(
-        self, directory: LogDirectory, base_offset: int, snapshot: bytes, old_indexes: list[str], keep_index_files: bool
+        self,
+        directory: LogDirectory,
+        base_offset: int,
+        snapshot: bytes,
+        old_indexes: list[str],
+        keep_index_files: bool,
+        *,
+        log_end_offset: int | None = None,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        # The log end when prepared (``base_offset`` unless the roll skips a gap): an append
+        # made meanwhile leaves the roll to be discarded.
+        self.log_end_offset = base_offset if log_end_offset is None else log_end_offset
         self.snapshot = snapshot
         self.old_index_names = old_indexes
         self.keep_index_files = keep_index_files

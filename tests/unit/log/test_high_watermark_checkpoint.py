@@ -11,6 +11,7 @@ from logtest_batches import make_batch
 
 from kafkalike.log import LogConfig, LogManager, PartitionLog
 from kafkalike.log.checkpoint import parse_offset_checkpoint
+from kafkalike.log.coordinator_log import read_records
 
 CONFIG = LogConfig(segment_bytes=1024)
 CHECKPOINT = "replication-offset-checkpoint"
@@ -119,3 +120,19 @@ def test_a_log_opened_without_the_manager_starts_at_its_end(tmp_path: Path) -> N
     log.close()
     assert PartitionLog.open(tmp_path / "t-0", CONFIG, 0).high_watermark == 4
     assert PartitionLog.open(tmp_path / "t-0", CONFIG, 0, high_watermark=2).high_watermark == 2
+
+
+def test_a_coordinator_s_replay_still_reads_to_the_log_end(tmp_path: Path) -> None:
+    # A coordinator's partition checkpointed with its high watermark below the log end (what was
+    # not yet durable): the replay at load reads every record; its high watermark is the
+    # partition's to move (the leader's: to the log end).
+    manager = LogManager([tmp_path])
+    log = manager.get_or_create("__consumer_offsets", 0, CONFIG, 0)
+    for i in range(4):
+        log.append(make_batch([b"v%d" % i], keys=[b"k%d" % i]), leader_epoch=0, now_ms=0)
+    log.high_watermark = 2
+    manager.close_all()
+    reopened = LogManager([tmp_path]).get_or_create("__consumer_offsets", 0, CONFIG, 0)
+    assert (reopened.high_watermark, reopened.log_end_offset) == (2, 4)
+    replayed = list(read_records(reopened, skip_transactional=False))
+    assert replayed == [(i, (b"k%d" % i, b"v%d" % i)) for i in range(4)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import struct
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ from kafkalike.log import (
     PartitionLog,
     UnexpectedAppendOffset,
 )
+from kafkalike.log.errors import KafkaStorageError
 from kafkalike.log.partition_log import RollNeeded
-from kafkalike.log.storage import DeferredSyncs
+from kafkalike.log.storage import DeferredSyncs, FileLogDirectory
+from kafkalike.testing.faulty_storage import DiskFaults
 
 PID, OTHER_PID = 7, 9
 
@@ -295,3 +298,72 @@ def test_restarting_at_the_leader_s_log_start_puts_the_high_watermark_there() ->
     log.truncate_fully_and_start_at(refused.value.first_offset, now_ms=0)
     assert log.append_as_follower(fetched([b"b"] * 4, 98, 2), now_ms=0)[:2] == (98, 101)
     assert (log.log_start_offset, log.high_watermark, log.epoch_cache.entries()) == (98, 98, [(2, 98)])
+
+
+# Write sites a follower append reaches: the config that makes it reach them, the operation and file that fail.
+DISK_SITES: dict[str, tuple[LogConfig, str, str]] = {
+    "segment append": (LogConfig(), "append", ".log"),
+    "segment roll": (LogConfig(segment_bytes=1024), "open", ".log"),
+    "flush (fsync)": (LogConfig(flush_interval_messages=1), "flush", ".log"),
+    "leader epoch checkpoint": (LogConfig(), "write_document", "leader-epoch-checkpoint"),
+    "transaction index": (LogConfig(), "append", ".txnindex"),
+}
+
+
+@pytest.mark.parametrize("site", DISK_SITES)
+def test_a_failed_write_leaves_the_follower_log_as_it_was_and_the_refetch_appends(site: str, tmp_path: Path) -> None:
+    config, operation, name = DISK_SITES[site]
+    faults = DiskFaults()
+    log = PartitionLog.open(faults.wrap(FileLogDirectory(tmp_path / "t-0")), config, 0)
+    txn = fetched([b"t" * 300], 0, 1, producer_id=PID, producer_epoch=0, base_sequence=0, transactional=True)
+    log.append_as_follower(txn + fetched([b"p" * 300], 1, 1), now_ms=0)
+    before = state(log)
+    refetched = bytes(fetched([b"q" * 300], 2, 2) + marker(3, 2, commit=False))
+    rule = faults.fail(operation, errno.ENOSPC, name=name)
+    with pytest.raises(KafkaStorageError):
+        log.append_as_follower(refetched, now_ms=0)
+    assert faults.injected, "the fault never fired: the site was not reached"
+    assert state(log) == before
+    assert log.producer_state.producers[PID].current_txn_first_offset == 0
+    faults.remove(rule)
+    assert log.append_as_follower(refetched, now_ms=0)[:2] == (2, 3)
+    assert log.epoch_cache.entries() == [(1, 0), (2, 2)]
+    assert log.collect_aborted_transactions(0, 4) == [AbortedTxn(PID, 0, 3, 4)]
+
+
+def test_a_roll_past_a_gap_starts_the_segment_at_the_append_s_first_offset(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1024)
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    log.append_as_follower(fetched([b"v" * 600], 0, 0), now_ms=0)
+    log.append_as_follower(fetched([b"w" * 600], 50, 0), now_ms=0)  # compacted away in between
+    assert [s.base_offset for s in log.segments] == [0, 50]
+    assert batch_values(log.read_bytes(1, 1 << 20)) == [(50, b"w" * 600)]
+    # Further than one segment's relative offsets reach (Kafka's maybeRoll has the same reason).
+    far = 51 + (1 << 31) + 5
+    log.append_as_follower(fetched([b"x"] * 2, far, 0), now_ms=0)
+    assert [s.base_offset for s in log.segments] == [0, 50, far]
+    assert log.log_end_offset == far + 2
+    assert batch_values(log.read_bytes(far + 1, 1 << 20)) == [(far, b"x"), (far + 1, b"x")]
+    log.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", config, 0)
+    assert ([s.base_offset for s in reopened.segments], reopened.log_end_offset) == ([0, 50, far], far + 2)
+    assert batch_values(reopened.read_bytes(60, 1 << 20)) == [(far, b"x"), (far + 1, b"x")]
+
+
+def test_a_deferred_roll_past_a_gap_is_made_where_roll_needed_says(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1024)
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    log.append_as_follower(fetched([b"v" * 600], 0, 0), now_ms=0)
+    batch = fetched([b"w" * 600], 40, 0)
+    with pytest.raises(RollNeeded) as needed:
+        log.append_as_follower(batch, now_ms=0, defer_roll=True)
+    assert needed.value.base_offset == 40
+    prepared = log.prepare_roll(needed.value.base_offset)
+    assert prepared is not None
+    prepared.create()
+    assert log.complete_roll(prepared, 0) is not None
+    assert log.log_end_offset == 1  # nothing appended yet
+    log.release()  # a crash before the append: the log restarts at the new segment
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    assert ([s.base_offset for s in log.segments], log.log_end_offset) == ([0, 40], 40)
+    assert log.append_as_follower(batch, now_ms=0, defer_roll=True)[:2] == (40, 40)
