@@ -18,8 +18,9 @@ GROUP = (
     ConfigKey(
         "offsets.topic.replication.factor",
         ConfigType.SHORT,
-        "1",
-        "The replication factor the __consumer_offsets topic is created with.",
+        "3",
+        "The replication factor the __consumer_offsets topic is created with (at most the brokers "
+        "registered when it is created).",
         at_least(1),
     ),
     ConfigKey(

@@ -1,7 +1,6 @@
 """Replication (Kafka's ReplicationConfigs): replication factors, in-sync replicas, leader election
-and the follower fetcher. Replication factor 1 is all kafkalike has today: the follower and
-leader-balancing settings are declared with Kafka's facts for the replica layer to read and not
-implemented yet (see ``ConfigKey.implemented``)."""
+and the follower fetcher (server/replication.py reads the ``replica.*`` settings). What is declared
+with Kafka's facts but not implemented yet says so (``ConfigKey.implemented``)."""
 
 from __future__ import annotations
 
@@ -46,14 +45,12 @@ REPLICATION = (
         "30000",
         "How long, in milliseconds, a follower may go without fetching up to the leader's log end before "
         "it is removed from the in-sync replicas.",
-        implemented=False,
     ),
     ConfigKey(
         "replica.socket.timeout.ms",
         ConfigType.INT,
         "30000",
         "How long, in milliseconds, a follower's fetch request may wait for its answer.",
-        implemented=False,
     ),
     ConfigKey(
         "replica.fetch.max.bytes",
@@ -61,21 +58,18 @@ REPLICATION = (
         "1048576",
         "How many bytes a follower asks for per partition in one fetch; a larger first batch is still returned.",
         at_least(0),
-        implemented=False,
     ),
     ConfigKey(
         "replica.fetch.wait.max.ms",
         ConfigType.INT,
         "500",
         "How long, in milliseconds, the leader may hold a follower's fetch while too little data is there.",
-        implemented=False,
     ),
     ConfigKey(
         "replica.fetch.min.bytes",
         ConfigType.INT,
         "1",
         "How many bytes the leader waits for before it answers a follower's fetch.",
-        implemented=False,
     ),
     ConfigKey(
         "replica.fetch.backoff.ms",
@@ -83,7 +77,6 @@ REPLICATION = (
         "1000",
         "How long, in milliseconds, a follower waits after a failed fetch before it fetches again.",
         at_least(0),
-        implemented=False,
     ),
     ConfigKey(
         "replica.fetch.response.max.bytes",
@@ -91,7 +84,6 @@ REPLICATION = (
         "10485760",
         "How many bytes a follower asks for in one whole fetch answer.",
         at_least(0),
-        implemented=False,
     ),
     ConfigKey(
         "num.replica.fetchers",
@@ -107,7 +99,6 @@ REPLICATION = (
         ConfigType.LONG,
         "5000",
         "How often, in milliseconds, the high watermarks of the partitions are written to disk.",
-        implemented=False,
     ),
     ConfigKey(
         "auto.leader.rebalance.enable",

@@ -23,17 +23,16 @@ TXN = (
     ConfigKey(
         "transaction.state.log.replication.factor",
         ConfigType.SHORT,
-        "1",
-        "The replication factor the __transaction_state topic is created with (1 here, as in the "
-        "server.properties Kafka ships for a single node).",
+        "3",
+        "The replication factor the __transaction_state topic is created with (at most the brokers "
+        "registered when it is created).",
         at_least(1),
     ),
     ConfigKey(
         "transaction.state.log.min.isr",
         ConfigType.INT,
-        "1",
-        "The min.insync.replicas of the __transaction_state topic (1 here, as in the "
-        "server.properties Kafka ships for a single node).",
+        "2",
+        "The min.insync.replicas of the __transaction_state topic (never more than its replicas).",
         at_least(1),
     ),
     ConfigKey(

@@ -91,8 +91,9 @@ class PartitionWriter:
             result = partition.append_as_follower(
                 records, now_ms=self.clock.wall_ms(), syncs=syncs, defer_roll=partition.log.directory.on_disk
             )
-        except RollNeeded:
-            await self.roll(partition)
+        except RollNeeded as needed:
+            # Past a gap (a compacted leader's), the new segment starts at the append's first offset.
+            await self.roll(partition, needed.base_offset)
             result = partition.append_as_follower(records, now_ms=self.clock.wall_ms(), syncs=syncs)
         error: OSError | None = None
         if result.flush is not None and syncs:
@@ -107,12 +108,12 @@ class PartitionWriter:
         partition.complete_follower_append(result, error, self.clock.wall_ms())
         return partition.log_end_offset
 
-    async def roll(self, partition: Partition) -> None:
+    async def roll(self, partition: Partition, base_offset: int | None = None) -> None:
         """A new active segment for the partition's log, its files made on a worker thread while
         the partition's next append waits (as behind a flush). KafkaStorageError if they cannot
         be made: then the log is as it was, and the next append tries again."""
         plog = partition.log
-        prepared = plog.prepare_roll()
+        prepared = plog.prepare_roll(base_offset)
         if prepared is None:
             return
         partition.write_in_flight = True

@@ -94,6 +94,7 @@ class NewTopic:
     name: str
     partitions: int
     configs: dict[str, str]
+    replication_factor: int = -1  # -1: default.replication.factor
 
 
 class Broker:
@@ -125,6 +126,9 @@ class Broker:
         self._dir_locks: list[DirLock] = [] if self.ephemeral else _lock_dirs(config.log_dirs)
         self.logs = logs or LogManager(config.log_dirs, storage="memory" if ephemeral else "file")
         self.logs.checkpoint_interval_ms = config.get_int("log.flush.offset.checkpoint.interval.ms")
+        self.logs.high_watermark_checkpoint_interval_ms = config.get_int(
+            "replica.high.watermark.checkpoint.interval.ms"
+        )
         # Requests waiting for partitions to move (long-poll fetch), woken by the replicas.
         self.waiters = PartitionWaiters()
         self.replicas = ReplicaManager(
@@ -322,10 +326,12 @@ class Broker:
         # A version-0 file may lack a cluster id; Kafka then takes the configured one (or a new one).
         return stored_cluster_id or configured_cluster_id or _new_cluster_id()
 
-    async def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
+    async def create_internal_topic(
+        self, name: str, partitions: int, configs: dict[str, str], replication_factor: int = -1
+    ) -> bool:
         """An internal topic (``__consumer_offsets``, ``__transaction_state``) as a metadata
         operation of its own; True if this call created it. Raises ControllerError."""
-        return await self.controller.create_internal_topic(name, partitions, configs)
+        return await self.controller.create_internal_topic(name, partitions, configs, replication_factor)
 
     def registered_brokers(self) -> int:
         """How many brokers the metadata has registered."""

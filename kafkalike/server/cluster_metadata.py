@@ -219,7 +219,7 @@ class ClusterController:
                 {
                     "name": t.name,
                     "num_partitions": t.partitions,
-                    "replication_factor": -1,
+                    "replication_factor": t.replication_factor,
                     "assignments": [],
                     "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
                 }
@@ -283,13 +283,15 @@ class ClusterController:
         if answer.error_code:
             raise ControllerError(ErrorCode(answer.error_code), answer.error_message)
 
-    async def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
+    async def create_internal_topic(
+        self, name: str, partitions: int, configs: dict[str, str], replication_factor: int = -1
+    ) -> bool:
         """True if this call created it; ControllerError when the controller refused it."""
         if name in self.image.topics:
             return False
         from kafkalike.server.broker import NewTopic
 
-        (result,) = await self.create_topics([NewTopic(name, partitions, configs)])
+        (result,) = await self.create_topics([NewTopic(name, partitions, configs, replication_factor)])
         if isinstance(result, ControllerError):
             if result.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return False

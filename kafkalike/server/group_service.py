@@ -207,13 +207,15 @@ class GroupService:
             "compression.type": "producer",
             "segment.bytes": str(self.broker.config.get_int("offsets.topic.segment.bytes")),
         }
-        internal_topic_replication(
+        factor = internal_topic_replication(
             self.broker.config.get_int("offsets.topic.replication.factor"),
             "offsets.topic.replication.factor",
             OFFSETS_TOPIC,
             self.broker.registered_brokers(),
         )
-        created = await self.broker.create_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, configs)
+        created = await self.broker.create_internal_topic(
+            OFFSETS_TOPIC, self.config.offsets_topic_partitions, configs, factor
+        )
         self.runtime.load_led_partitions()
         if created:
             log.info("created %s", OFFSETS_TOPIC)

@@ -395,8 +395,10 @@ class TxnService:
                 "cleanup.policy": "compact",
                 "compression.type": "uncompressed",
                 "segment.bytes": str(self.broker.config.get_int("transaction.state.log.segment.bytes")),
+                "min.insync.replicas": str(self.broker.config.get_int("transaction.state.log.min.isr")),
+                "unclean.leader.election.enable": "false",
             }
-            internal_topic_replication(
+            factor = internal_topic_replication(
                 self.broker.config.get_int("transaction.state.log.replication.factor"),
                 "transaction.state.log.replication.factor",
                 TRANSACTION_STATE_TOPIC,
@@ -404,7 +406,7 @@ class TxnService:
             )
             try:
                 partitions = self.config.state_log_partitions
-                created = await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs)
+                created = await self.broker.create_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs, factor)
             except ControllerError as exc:
                 log.debug("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
         self.runtime.load_led_partitions()
