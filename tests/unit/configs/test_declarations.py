@@ -90,7 +90,6 @@ QUORUM_DEFAULTS = {
     "controller.quorum.election.backoff.max.ms": "1000",
     "metadata.log.max.record.bytes.between.snapshots": "20971520",
     "metadata.log.max.snapshot.interval.ms": "3600000",
-    "replica.lag.time.max.ms": "30000",
 }
 
 
@@ -100,6 +99,9 @@ def test_the_broker_lifecycle_configs_are_read_and_listed() -> None:
         "broker.session.timeout.ms": "9000",
         "initial.broker.registration.timeout.ms": "60000",
         "broker.rack": None,
+        "replica.lag.time.max.ms": "30000",
+        "replica.fetch.wait.max.ms": "500",
+        "replica.high.watermark.checkpoint.interval.ms": "5000",
     }.items():
         key = BROKER_CONFIGS[name]
         assert (key.default, key.implemented, key.dynamic) == (default, True, False), name
