@@ -626,7 +626,8 @@ class Partition:
         flush, cut off and KafkaStorageError raised."""
         if result.flush is not None:
             self.log.complete_append(result, error, now_ms)
-        self.maybe_increment_high_watermark(now_ms)
+        if not self.maybe_increment_high_watermark(now_ms):
+            self.notify_progress()  # followers' long-poll fetches wake for the new data (Kafka completes them)
         return LeaderAppend(
             result.first_offset,
             result.last_offset,
