@@ -227,7 +227,13 @@ class Partition:
         if new_term:
             start = self.log.log_end_offset
             self.leader_epoch_start_offset = start
-            if state.leader_epoch >= 0:
+            latest = self.log.epoch_cache.latest_epoch
+            # A restarted broker replays the metadata log one batch at a time, so it passes
+            # through leaderships its log has outlived (the log holds a later leader's
+            # batches). Kafka's loader publishes only once caught up and is never told such an
+            # epoch; assigning it would wipe the later epochs' entries (the follower would
+            # then name a stale last fetched epoch and truncate below its high watermark).
+            if state.leader_epoch >= 0 and (latest is None or state.leader_epoch >= latest):
                 self.log.epoch_cache.assign(state.leader_epoch, start, defer=True)
         wanted = set(state.replicas) - {self.local_broker_id}
         for gone in set(self.followers) - wanted:
