@@ -109,7 +109,9 @@ def test_leading_at_an_epoch_the_log_has_outlived_keeps_the_later_epochs(tmp_pat
     p = partition(tmp_path)
     append(p, b"epoch 0")
     assert p.make_follower(LeaderAndIsr(2, 1, 1, (1, 2), (1, 2)), now_ms=0)
-    later = bytearray(build_batch([Record(value=b"epoch 1")], base_offset=1, base_timestamp=1, partition_leader_epoch=1))
+    later = bytearray(
+        build_batch([Record(value=b"epoch 1")], base_offset=1, base_timestamp=1, partition_leader_epoch=1)
+    )
     p.log.append_as_follower(later, now_ms=1, syncs=IMMEDIATE)
     assert p.end_offset_for_epoch(0) == (0, 1)
     p.make_leader(LeaderAndIsr(1, 0, 0, (1, 2), (1, 2)), now_ms=0)
