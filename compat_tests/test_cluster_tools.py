@@ -156,9 +156,9 @@ def test_describe_shows_leaders_replicas_and_isr_and_follows_a_broker_down_and_b
 
     # The restarted broker leads nothing (no automatic rebalance here); a preferred election
     # gives it back the partitions whose first replica it is.
-    preferred_of_down = [p.partition for p in describe(cluster, "--topic", TOPIC) if p.replicas[0] == down]
+    preferred_of_down = [d.partition for d in describe(cluster, "--topic", TOPIC) if d.replicas[0] == down]
     assert preferred_of_down, "the broker that was down is no partition's preferred replica"
-    assert all(cluster.leader(TOPIC, p) != down for p in preferred_of_down)
+    assert all(cluster.leader(TOPIC, index) != down for index in preferred_of_down)
     out = tool(
         LEADER_ELECTION,
         "--bootstrap-server",
@@ -168,8 +168,8 @@ def test_describe_shows_leaders_replicas_and_isr_and_follows_a_broker_down_and_b
         "--all-topic-partitions",
     )
     assert "Successfully completed leader election (PREFERRED) for partitions" in out, out
-    for p in preferred_of_down:
-        assert f"{TOPIC}-{p}" in out, out
+    for index in preferred_of_down:
+        assert f"{TOPIC}-{index}" in out, out
 
     def back_on_preferred() -> bool:
         return all(p.leader == p.replicas[0] for p in describe(cluster, "--topic", TOPIC))
