@@ -66,15 +66,11 @@ STATIC_HERE = {
 # kafkalike's own configs, which Apache Kafka does not have.
 KAFKALIKE_ONLY = {"cluster.id": "Kafka takes the cluster id from kafka-storage format; kafkalike may take it here"}
 # Declared defaults that differ from Kafka's on purpose, and why.
-SINGLE_NODE = "1, as in the server.properties Kafka ships for a single node (Kafka's built-in default needs 3 brokers)"
 OWN_DEFAULTS = {
     "node.id": "a single node runs without a configured id, as node 1 (Kafka requires one)",
     "process.roles": "a node is broker and controller unless told otherwise (Kafka requires the roles)",
     "listeners": "loopback only unless told otherwise (Kafka listens on every address)",
     "log.dir": "a directory beside the working directory rather than under /tmp",
-    "offsets.topic.replication.factor": SINGLE_NODE,
-    "transaction.state.log.replication.factor": SINGLE_NODE,
-    "transaction.state.log.min.isr": SINGLE_NODE,
 }
 if not AK_BEFORE_4_1:  # 4.0's default was null, as kafkalike's
     OWN_DEFAULTS["controller.listener.names"] = (

@@ -512,6 +512,21 @@ class Partition:
             self.log.complete_append(result, error, now_ms)
         self.notify_progress()
 
+    def follow_log_start(self, leader_log_start: int, *, now_ms: int, syncs: Syncs) -> bool:
+        """A follower moves its log start up to its leader's (the leader's DeleteRecords or
+        retention) once its own high watermark has passed it (Kafka's follower
+        maybeIncrementLogStartOffset); the segments wholly below it are deleted through
+        ``syncs``. True when it moved."""
+        if (
+            self.is_leader
+            or leader_log_start <= self.log.log_start_offset
+            or leader_log_start > self.log.high_watermark
+        ):
+            return False
+        self.log.delete_records_before(leader_log_start, now_ms=now_ms, syncs=syncs)
+        self.notify_progress()
+        return True
+
     def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> int:
         """Where a follower cuts its log on the leader's DivergingEpoch (Kafka's
         getOffsetTruncationState): the smaller of the leader's end offset for ``leader_epoch``

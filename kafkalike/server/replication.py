@@ -36,6 +36,7 @@ import trio
 
 from kafkalike.controller.image import MetadataImage
 from kafkalike.log.errors import LogError
+from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import AppliedChanges, LeaderAndIsr, Partition, ReplicaManager, TopicPartition
@@ -468,6 +469,7 @@ class ReplicaFetchers:
                 if not f.still_current():
                     return
             partition.update_follower_high_watermark(entry.high_watermark)
+            await self._follow_log_start(partition, entry.log_start_offset)
             return
         if error is ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(leader, f)
@@ -475,6 +477,20 @@ class ReplicaFetchers:
         if error not in _BACK_OFF:
             log.warning("broker %d: fetch of %s-%d answered %s", self.broker_id, *f.tp, error.name)
         self._back_off([f])
+
+    async def _follow_log_start(self, partition: Partition, leader_log_start: int) -> None:
+        files = DeferredSyncs()
+        if partition.follow_log_start(leader_log_start, now_ms=self.clock.wall_ms(), syncs=files) and files:
+            try:  # the segments' renames to .deleted, on a worker thread (as DeleteRecords on the leader)
+                await trio.to_thread.run_sync(files.run)
+            except OSError as exc:  # the log start moved; the files go at the next start
+                log.warning(
+                    "broker %d: deleting segments of %s-%d below %d: %s",
+                    self.broker_id,
+                    *partition.tp,
+                    leader_log_start,
+                    exc,
+                )
 
     def _truncate_on_divergence(self, partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:
         offset = partition.truncation_offset(leader_epoch, leader_end_offset)

@@ -276,6 +276,11 @@ class DiskNodes(CoordinatorNodes):
 
     ephemeral = False
 
+    def config(self, node_id: int, roles: str) -> BrokerConfig:
+        # One replica of each coordinator partition: what a restarted broker loads is its own log's.
+        one = {"transaction.state.log.replication.factor": "1", "offsets.topic.replication.factor": "1"}
+        return BrokerConfig({**super().config(node_id, roles).explicit, **one})
+
     async def start(self, nursery: trio.Nursery, node_id: int, roles: str) -> Node:
         directory = Path(self.config(node_id, roles).explicit["log.dirs"])
         if not directory.exists():  # formatted once, as kafka-storage format does
@@ -309,7 +314,7 @@ async def test_the_coordinators_broker_restarted_still_has_the_transactions_outc
             survivor = next(i for i in nodes.voter_ids if i != coordinator)
             await clients.pop(coordinator).aclose()
             await nodes.nodes[coordinator].stop()
-            # RF=1: while it is down, its partitions (the id's among them) have no leader.
+            # One replica: while it is down, its partitions (the id's among them) have no leader.
             assert (await clients[survivor].request(10, 3, {"key": "kept-txn", "key_type": 1})).error_code == 15
             await nursery.start(_start_in_background, nodes, coordinator, "broker,controller")
             again = nodes.nodes[coordinator]

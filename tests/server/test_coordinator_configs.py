@@ -18,9 +18,7 @@ BROKER = 4
 STATIC, DEFAULT = 4, 5
 BOOLEAN, STRING, INT, SHORT, LIST = 1, 2, 3, 4, 7
 
-# name: (default, config type, read-only), as Apache Kafka 4.0.2 describes them, except the
-# replication settings of __transaction_state: 1, like offsets.topic.replication.factor here and
-# the server.properties Kafka ships for a single node.
+# name: (default, config type, read-only), as Apache Kafka 4.0.2 describes them.
 KAFKA_4_0: dict[str, tuple[str, int, bool]] = {
     "group.consumer.session.timeout.ms": ("45000", INT, True),
     "group.consumer.min.session.timeout.ms": ("45000", INT, True),
@@ -37,8 +35,8 @@ KAFKA_4_0: dict[str, tuple[str, int, bool]] = {
     "transactional.id.expiration.ms": ("604800000", INT, True),
     "transaction.state.log.num.partitions": ("50", INT, True),
     "transaction.state.log.segment.bytes": ("104857600", INT, True),
-    "transaction.state.log.replication.factor": ("1", SHORT, True),
-    "transaction.state.log.min.isr": ("1", INT, True),
+    "transaction.state.log.replication.factor": ("3", SHORT, True),
+    "transaction.state.log.min.isr": ("2", INT, True),
     "transaction.partition.verification.enable": ("true", BOOLEAN, False),
 }
 

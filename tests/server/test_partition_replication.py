@@ -120,3 +120,25 @@ def test_acks_all_is_refused_below_min_insync_replicas_and_acks_1_is_not(cluster
     cluster.wait_in_sync("strict", timeout_s=WAIT_S)
     assert produce(cluster, "strict", [b"all three again"]) is ErrorCode.NONE
     assert values(cluster, "strict") == [b"all three", b"leader only", b"all three again"]
+
+
+def test_deleted_records_leave_the_followers_too(cluster: Cluster) -> None:
+    cluster.create_topic("trimmed", partitions=1, replication_factor=3)
+    for i in range(10):
+        assert produce(cluster, "trimmed", [b"r-%d" % i]) is ErrorCode.NONE
+    leader = node(cluster, cluster.leader("trimmed", 0))
+    body = {"topics": [{"name": "trimmed", "partitions": [{"partition_index": 0, "offset": 6}]}], "timeout_ms": 5000}
+    with WireClient(leader.address.host, leader.address.client_port) as client:
+        (answer,) = client.request(21, 2, body).topics[0].partitions
+    assert (answer.error_code, answer.low_watermark) == (0, 6)
+
+    def log_starts() -> set[int]:
+        starts = set()
+        for node_id in cluster.node_ids:
+            running = node(cluster, node_id).node
+            assert running is not None
+            starts.add(running.broker.replicas[("trimmed", 0)].log_start_offset)
+        return starts
+
+    # Each follower learns the leader's log start from its next fetch answer.
+    cluster.wait_for(lambda: log_starts() == {6}, "every replica's log start at 6", WAIT_S)
