@@ -201,10 +201,16 @@ class Partition:
         # Set while an append's (or roll's) file work runs on a worker thread: the next append
         # waits for it, so a failed flush can still cut its own append off alone.
         self.write_in_flight = False
-        self.maybe_increment_high_watermark(0)
+        # The high watermark stays the log's (the checkpointed one) until a role is taken: a
+        # reopened replica's log may end with batches no other replica has (a leader killed with
+        # appends in flight), which are not committed. ``lead_alone`` is the single-node start.
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, {self.role.value}, epoch {self.leader_epoch})"
+
+    def lead_alone(self, now_ms: int) -> None:
+        """Keep the provisional role (led here, the only replica): the high watermark at the log end."""
+        self.maybe_increment_high_watermark(now_ms)
 
     # -- role and epochs ----------------------------------------------------------------------------
 
