@@ -14,16 +14,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalike.testing.cluster_requests import partition_isrs
-from kafkalike.testing.process_cluster import KafkalikeCluster, NodeNotReady, wait_until
+from kafkalike.testing.process_cluster import KafkalikeCluster, NodeNotReady, ProcessCluster, wait_until
 from kafkalike.testing.wire_client import WireClient
 
 ROOT = Path(__file__).resolve().parents[1]
+Cluster = ProcessCluster[Any]  # kafkalike's nodes or Apache Kafka's
 PARTITIONS = 6
 REPLICATION_FACTOR = 3
 MIN_INSYNC = "2"
@@ -57,7 +59,7 @@ def running_cluster(data_dir: Path) -> Iterator[KafkalikeCluster]:
         assert not errors, f"node {node.node_id}: {errors[:5]}"
 
 
-def every_broker(cluster: KafkalikeCluster) -> str:
+def every_broker(cluster: Cluster) -> str:
     """All three addresses: a client started while one broker is down still finds the cluster."""
     return ",".join(cluster.node(n).bootstrap for n in cluster.broker_ids)
 
@@ -70,7 +72,7 @@ def index_of(value: bytes) -> int:
     return int(value.rsplit(b"-", 1)[1])
 
 
-def replicated_topic(cluster: KafkalikeCluster, name: str) -> None:
+def replicated_topic(cluster: Cluster, name: str) -> None:
     """A 6-partition RF=3 topic with min.insync.replicas=2, every partition led and fully in sync."""
     admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
     topic = NewTopic(name, PARTITIONS, REPLICATION_FACTOR, config={"min.insync.replicas": MIN_INSYNC})
@@ -78,7 +80,7 @@ def replicated_topic(cluster: KafkalikeCluster, name: str) -> None:
     wait_in_sync(cluster, name)
 
 
-def in_sync(cluster: KafkalikeCluster, topic: str) -> bool:
+def in_sync(cluster: Cluster, topic: str) -> bool:
     """Every live broker's Metadata lists every partition of ``topic`` with all three brokers in its ISR."""
     for node in cluster.live_brokers():
         isrs = partition_isrs(node.address, topic)
@@ -87,15 +89,15 @@ def in_sync(cluster: KafkalikeCluster, topic: str) -> bool:
     return True
 
 
-def wait_in_sync(cluster: KafkalikeCluster, *topics: str) -> None:
+def wait_in_sync(cluster: Cluster, *topics: str) -> None:
     wait_until(lambda: all(in_sync(cluster, topic) for topic in topics), WAIT_S, f"{', '.join(topics)} fully in sync")
 
 
-def active_controller(cluster: KafkalikeCluster) -> int:
+def active_controller(cluster: Cluster) -> int:
     return cluster.active_controller(timeout_s=WAIT_S)
 
 
-def leader_to_kill(cluster: KafkalikeCluster, topic: str) -> int:
+def leader_to_kill(cluster: Cluster, topic: str) -> int:
     """A broker leading some of the topic's partitions, not the active controller (its loss is
     the quorum's own failover, tested elsewhere; here only partition leadership moves)."""
     controller = active_controller(cluster)
@@ -105,14 +107,14 @@ def leader_to_kill(cluster: KafkalikeCluster, topic: str) -> int:
     return candidates[0]
 
 
-def kill(cluster: KafkalikeCluster, node_id: int, topic: str | None = None) -> None:
+def kill(cluster: Cluster, node_id: int, topic: str | None = None) -> None:
     """SIGKILL the node; with ``topic``, wait until the survivors lead every partition of it."""
     cluster.node(node_id).kill()
     if topic is not None:
         wait_for_leaders(cluster, topic, excluding=node_id)
 
 
-def wait_for_leaders(cluster: KafkalikeCluster, topic: str, excluding: int) -> None:
+def wait_for_leaders(cluster: Cluster, topic: str, excluding: int) -> None:
     def moved() -> bool:
         leaders = cluster.partition_leaders(topic)
         return len(leaders) == PARTITIONS and all(leader not in (-1, excluding) for leader in leaders.values())
@@ -120,7 +122,7 @@ def wait_for_leaders(cluster: KafkalikeCluster, topic: str, excluding: int) -> N
     wait_until(moved, WAIT_S, f"{topic} led by the brokers other than {excluding}")
 
 
-def restart(cluster: KafkalikeCluster, node_id: int) -> None:
+def restart(cluster: Cluster, node_id: int) -> None:
     cluster.node(node_id).start(WAIT_S)
 
 
@@ -132,7 +134,7 @@ class Outage:
     last third acknowledged. ``send(i)`` hands record ``i`` to the producer; ``flush()`` returns
     once every record handed over is acknowledged (or fails the test)."""
 
-    cluster: KafkalikeCluster
+    cluster: Cluster
     topic: str
     count: int = 300
     killed: int = -1
@@ -176,7 +178,7 @@ def check_acked_records(acked: Collection[bytes], read: list[tuple[int, int, byt
 
 
 def read_all(
-    cluster: KafkalikeCluster, topic: str, at_least: int, isolation: str = "read_uncommitted"
+    cluster: Cluster, topic: str, at_least: int, isolation: str = "read_uncommitted"
 ) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record of ``topic``, read with librdkafka from offset 0
     of each partition to its end (at least ``at_least`` records)."""
@@ -210,7 +212,7 @@ def read_all(
     return read
 
 
-def coordinator(cluster: KafkalikeCluster, key: str, key_type: int) -> int:
+def coordinator(cluster: Cluster, key: str, key_type: int) -> int:
     """The coordinator's node id for a group (key_type 0) or transactional id (1), asked of a live broker."""
     found: list[int] = []
 
@@ -231,7 +233,7 @@ def coordinator(cluster: KafkalikeCluster, key: str, key_type: int) -> int:
     return found[-1]
 
 
-def key_coordinated_by_a_follower(cluster: KafkalikeCluster, prefix: str, key_type: int) -> tuple[str, int]:
+def key_coordinated_by_a_follower(cluster: Cluster, prefix: str, key_type: int) -> tuple[str, int]:
     """A group or transactional id whose coordinator is not the active controller."""
     controller = active_controller(cluster)
     for number in range(100):
@@ -242,7 +244,7 @@ def key_coordinated_by_a_follower(cluster: KafkalikeCluster, prefix: str, key_ty
     raise AssertionError(f"every {prefix}-N is coordinated by the controller {controller}")
 
 
-def wait_for_coordinator_move(cluster: KafkalikeCluster, key: str, key_type: int, old: int) -> int:
+def wait_for_coordinator_move(cluster: Cluster, key: str, key_type: int, old: int) -> int:
     def moved() -> int | None:
         node = coordinator(cluster, key, key_type)
         return node if node != old else None

@@ -21,6 +21,7 @@ from compat_tests.failover_support import (
     PARTITIONS,
     ROOT,
     WAIT_S,
+    Cluster,
     active_controller,
     every_broker,
     in_sync,
@@ -77,7 +78,7 @@ def ids(text: str) -> tuple[int, ...]:
     return tuple(int(i) for i in text.split(",") if i)
 
 
-def describe(cluster: KafkalikeCluster, *args: str) -> list[DescribedPartition]:
+def describe(cluster: Cluster, *args: str) -> list[DescribedPartition]:
     """``kafka-topics --describe ARGS``: its partition lines."""
     out = tool(TOPIC_COMMAND, "--bootstrap-server", every_live_broker(cluster), "--describe", *args)
     return [
@@ -92,27 +93,43 @@ def describe(cluster: KafkalikeCluster, *args: str) -> list[DescribedPartition]:
     ]
 
 
-def every_live_broker(cluster: KafkalikeCluster) -> str:
+def every_live_broker(cluster: Cluster) -> str:
     return cluster.bootstrap_servers
+
+
+def create_topics(cluster: Cluster) -> None:
+    """The two RF=3 topics the checks describe, every partition fully in sync."""
+    admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
+    topics = [
+        NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"}),
+        NewTopic(STRICT_TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "3"}),
+    ]
+    for done in admin.create_topics(topics).values():
+        done.result(WAIT_S)
+    wait_in_sync(cluster, TOPIC, STRICT_TOPIC)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkalikeCluster]:
     for running in running_cluster(tmp_path_factory.mktemp("tools")):
-        admin = AdminClient({"bootstrap.servers": every_broker(running)})
-        topics = [
-            NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"}),
-            NewTopic(STRICT_TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "3"}),
-        ]
-        for done in admin.create_topics(topics).values():
-            done.result(WAIT_S)
-        wait_in_sync(running, TOPIC, STRICT_TOPIC)
+        create_topics(running)
         yield running
 
 
 def test_describe_shows_leaders_replicas_and_isr_and_follows_a_broker_down_and_back(
     cluster: KafkalikeCluster,
 ) -> None:
+    check_describe_through_a_broker_down_and_back(cluster)
+
+
+def test_metadata_quorum_status_and_replication_through_a_broker(cluster: KafkalikeCluster) -> None:
+    check_metadata_quorum_through_a_broker(cluster)
+
+
+# -- the checks, the same against Apache Kafka (differential/test_cluster_tools_kafka.py) ----------
+
+
+def check_describe_through_a_broker_down_and_back(cluster: Cluster) -> None:
     described = describe(cluster, "--topic", TOPIC)
     assert [p.partition for p in described] == list(range(PARTITIONS))
     leaders = cluster.partition_leaders(TOPIC)
@@ -190,7 +207,7 @@ def test_describe_shows_leaders_replicas_and_isr_and_follows_a_broker_down_and_b
     assert "Valid replica already elected for partitions" in again, again
 
 
-def test_metadata_quorum_status_and_replication_through_a_broker(cluster: KafkalikeCluster) -> None:
+def check_metadata_quorum_through_a_broker(cluster: Cluster) -> None:
     controller = active_controller(cluster)
     status = tool(METADATA_QUORUM, "--bootstrap-server", every_live_broker(cluster), "describe", "--status")
     fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in status.splitlines()) if v}
