@@ -107,6 +107,15 @@ def leader_to_kill(cluster: Cluster, topic: str) -> int:
     return candidates[0]
 
 
+def controller_leading(cluster: Cluster, topic: str) -> int:
+    """The active controller, when it leads some of the topic's partitions: its loss is both the
+    quorum's failover and the partitions'."""
+    controller = active_controller(cluster)
+    leaders = cluster.partition_leaders(topic)
+    assert controller in leaders.values(), f"the controller {controller} leads no partition of {topic}: {leaders}"
+    return controller
+
+
 def kill(cluster: Cluster, node_id: int, topic: str | None = None) -> None:
     """SIGKILL the node; with ``topic``, wait until the survivors lead every partition of it."""
     cluster.node(node_id).kill()
@@ -137,12 +146,13 @@ class Outage:
     cluster: Cluster
     topic: str
     count: int = 300
+    victim: Callable[[Cluster, str], int] = leader_to_kill
     killed: int = -1
     timings: dict[str, float] = field(default_factory=dict)
 
     def run(self, send: Callable[[int], None], flush: Callable[[], None]) -> None:
         third = self.count // 3
-        self.killed = leader_to_kill(self.cluster, self.topic)
+        self.killed = self.victim(self.cluster, self.topic)
         for i in range(third):
             send(i)
         flush()

@@ -22,7 +22,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -37,8 +37,10 @@ from compat_tests.failover_support import (
     PARTITIONS,
     TRANSACTION_KEY,
     WAIT_S,
+    Cluster,
     Outage,
     check_acked_records,
+    controller_leading,
     every_broker,
     index_of,
     key_coordinated_by_a_follower,
@@ -65,8 +67,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkalikeClust
     yield from running_cluster(tmp_path_factory.mktemp("failover"))
 
 
-def test_confluent_kafka_loses_no_acknowledged_record_when_a_leader_dies(cluster: KafkalikeCluster) -> None:
-    topic = "failover-confluent"
+def confluent_through_an_outage(cluster: KafkalikeCluster, topic: str, victim: Callable[[Cluster, str], int]) -> None:
     replicated_topic(cluster, topic)
     producer = Producer(
         {
@@ -94,10 +95,22 @@ def test_confluent_kafka_loses_no_acknowledged_record_when_a_leader_dies(cluster
         assert producer.flush(WAIT_S) == 0
         assert failed == []
 
-    outage = Outage(cluster, topic)
+    outage = Outage(cluster, topic, victim=victim)
     outage.run(send, flush)
     assert len(acked) == outage.count
     check_acked_records(acked, read_all(cluster, topic, outage.count))
+
+
+def test_confluent_kafka_loses_no_acknowledged_record_when_a_leader_dies(cluster: KafkalikeCluster) -> None:
+    confluent_through_an_outage(cluster, "failover-confluent", leader_to_kill)
+
+
+def test_confluent_kafka_loses_no_acknowledged_record_when_the_controller_and_leader_dies(
+    cluster: KafkalikeCluster,
+) -> None:
+    """The node killed is the active controller as well: a new quorum leader is elected, then
+    it fences the dead node and moves its partitions' leadership."""
+    confluent_through_an_outage(cluster, "failover-controller", controller_leading)
 
 
 def test_kafka_python_loses_no_acknowledged_record_when_a_leader_dies(cluster: KafkalikeCluster) -> None:
