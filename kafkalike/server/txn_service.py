@@ -179,7 +179,34 @@ async def write_markers(broker: Broker, markers: Sequence[MarkerEntry]) -> list[
     for tp, appended in offsets_appends.items():
         if not await groups.wait([appended]):
             _refuse(results, tp)
+    await _until_replicated(broker, results, {tp: plog.log_end_offset for tp, plog in touched.items()})
     return results
+
+
+async def _until_replicated(
+    broker: Broker, results: list[dict[TopicPartition, ErrorCode]], ends: dict[TopicPartition, int]
+) -> None:
+    """Markers are appended with acks=all (Kafka's WriteTxnMarkers): answered once each
+    partition's high watermark passed them, so a marker is never lost with its leader; else
+    REQUEST_TIMED_OUT after request.timeout.ms (the coordinator sends it again), or the error
+    ``replicated_to`` names."""
+    waiting = [(p, end) for tp, end in ends.items() if (p := broker.replicas.get(tp)) is not None]
+    if not waiting:
+        return
+    timeout_ms = broker.cluster.channel.request_timeout_ms if broker.cluster is not None else 30_000
+    deadline = broker.clock.monotonic_s() + timeout_ms / 1000
+    await broker.waiters.wait_until(
+        [p.tp for p, _ in waiting], lambda: all(p.replicated_to(end) is not None for p, end in waiting), deadline
+    )
+    for partition, end in waiting:
+        code = partition.replicated_to(end)
+        if code is ErrorCode.NONE:
+            continue
+        code = E.REQUEST_TIMED_OUT if code is None else code
+        log.info("marker of %s-%d not replicated: %s", *partition.tp, code.name)
+        for errors in results:
+            if errors.get(partition.tp) is E.NONE:
+                errors[partition.tp] = code
 
 
 async def _no_flush_in_flight(broker: Broker, partitions: set[TopicPartition]) -> None:
@@ -239,6 +266,8 @@ def _write_marker(
         return E.NOT_LEADER_OR_FOLLOWER if broker.routing.knows(*tp) else E.UNKNOWN_TOPIC_OR_PARTITION
     if broker.faults.is_paused(*tp) or not state.is_leader:
         return E.NOT_LEADER_OR_FOLLOWER
+    if len(state.isr) < state.effective_min_isr:  # appended with acks=all, as Kafka's markers are
+        return E.NOT_ENOUGH_REPLICAS
     if tp[0] == OFFSETS_TOPIC:
         try:  # its group shard takes the transaction's pending offsets there
             broker.groups.runtime.shards.active(tp[1])
