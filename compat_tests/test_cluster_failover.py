@@ -279,12 +279,13 @@ def commit(consumer: Consumer, messages: list[Message]) -> None:
 def test_a_consumer_group_keeps_its_offsets_when_its_coordinator_dies(cluster: KafkalikeCluster) -> None:
     topic = "failover-group"
     replicated_topic(cluster, topic)
-    wait_in_sync(cluster, "__consumer_offsets")
     producer = Producer({"bootstrap.servers": every_broker(cluster), "acks": "all"})
     for i in range(60):
         producer.produce(topic, value_of("group", i), partition=i % PARTITIONS)
     assert producer.flush(WAIT_S) == 0
+    # The first FindCoordinator has __consumer_offsets made (if no test made it before).
     group, old_coordinator = key_coordinated_by_a_follower(cluster, "failover-group", GROUP_KEY)
+    wait_in_sync(cluster, "__consumer_offsets")
 
     member = confluent_consumer(cluster, group)
     member.subscribe([topic])
