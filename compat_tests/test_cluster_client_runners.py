@@ -4,7 +4,8 @@ kafkalike cluster of processes, given one node's address: every scenario creates
 through that node and produces and consumes wherever Metadata sends it.
 
 Left out: the scenarios that check a one-broker cluster (DescribeCluster listing one node, a
-partition led by the broker given) — they fail against a 3-node Apache Kafka cluster as well.
+partition led by the broker given, replication factor 3 refused) — they fail against a 3-node
+Apache Kafka cluster as well.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from compat_lib.suites import build_java_client, java_jar  # noqa: E402
 
 pytestmark = pytest.mark.compat
 JAVA_CLIENT_VERSION = "4.0.2"
-ONE_BROKER_CHECKS = {"admin-describe-topics", "admin-describe-cluster"}
+ONE_BROKER_CHECKS = {"admin-describe-topics", "admin-describe-cluster", "admin-create-topic-errors"}
 SETTINGS = {"auto.create.topics.enable": "false", "num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
 RUN_TIMEOUT_S = 1200
 

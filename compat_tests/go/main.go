@@ -65,11 +65,12 @@ func main() {
 	timeout := flag.Duration("scenario-timeout", 90*time.Second, "give up on one scenario after this long")
 	flag.Parse()
 
-	var scenarios []scenario
+	var scenarios, driven []scenario
 	var version string
 	switch *client {
 	case "franz":
 		scenarios, version = franzScenarios(), moduleVersion("github.com/twmb/franz-go")
+		driven = franzDriven()
 	case "sarama":
 		scenarios, version = saramaScenarios(), moduleVersion("github.com/IBM/sarama")
 	default:
@@ -89,7 +90,7 @@ func main() {
 	selected := scenarios
 	if flag.NArg() > 0 {
 		byName := map[string]scenario{}
-		for _, s := range scenarios {
+		for _, s := range append(append([]scenario{}, scenarios...), driven...) {
 			byName[s.name] = s
 		}
 		selected = nil

@@ -181,7 +181,9 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         if existing is not None:
             return existing
         plog = self.logs.get_or_create(topic, index, config, now_ms, topic_id=topic_id)
-        return self._register(topic, index, topic_id, plog)
+        partition = self._register(topic, index, topic_id, plog)
+        partition.lead_alone(now_ms)
+        return partition
 
     def plan_new(self, wanted: Iterable[tuple[str, int, uuid.UUID, LogConfig]]) -> list[NewReplica]:
         """Places for new partitions (topic, index, topic id, config), reserved in one pass; give
@@ -199,6 +201,8 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         partition = self._register(new.tp[0], new.tp[1], new.topic_id, new.log)
         if new.state is not None:
             self._take_role(partition, new.state, now_ms)
+        else:
+            partition.lead_alone(now_ms)
         return partition
 
     def unplan(self, new: NewReplica) -> None:

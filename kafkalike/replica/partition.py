@@ -201,10 +201,16 @@ class Partition:
         # Set while an append's (or roll's) file work runs on a worker thread: the next append
         # waits for it, so a failed flush can still cut its own append off alone.
         self.write_in_flight = False
-        self.maybe_increment_high_watermark(0)
+        # The high watermark stays the log's (the checkpointed one) until a role is taken: a
+        # reopened replica's log may end with batches no other replica has (a leader killed with
+        # appends in flight), which are not committed. ``lead_alone`` is the single-node start.
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, {self.role.value}, epoch {self.leader_epoch})"
+
+    def lead_alone(self, now_ms: int) -> None:
+        """Keep the provisional role (led here, the only replica): the high watermark at the log end."""
+        self.maybe_increment_high_watermark(now_ms)
 
     # -- role and epochs ----------------------------------------------------------------------------
 
@@ -227,7 +233,13 @@ class Partition:
         if new_term:
             start = self.log.log_end_offset
             self.leader_epoch_start_offset = start
-            if state.leader_epoch >= 0:
+            latest = self.log.epoch_cache.latest_epoch
+            # A restarted broker replays the metadata log one batch at a time, so it passes
+            # through leaderships its log has outlived (the log holds a later leader's
+            # batches). Kafka's loader publishes only once caught up and is never told such an
+            # epoch; assigning it would wipe the later epochs' entries (the follower would
+            # then name a stale last fetched epoch and truncate below its high watermark).
+            if state.leader_epoch >= 0 and (latest is None or state.leader_epoch >= latest):
                 self.log.epoch_cache.assign(state.leader_epoch, start, defer=True)
         wanted = set(state.replicas) - {self.local_broker_id}
         for gone in set(self.followers) - wanted:

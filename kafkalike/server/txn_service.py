@@ -482,10 +482,12 @@ class TxnService:
         return self._inter_broker
 
     def _route(self, tp: TopicPartition) -> int | None:
-        """Where a marker of ``tp`` goes: this broker when it hosts the partition (or has no
+        """Where a marker of ``tp`` goes: this broker when it leads the partition (or has no
         controller to reach others through), else its leader in the metadata (-1: none now, or one without a live endpoint;
-        None: the metadata does not have it, a deleted topic's)."""
-        if self.inter_broker is None or tp in self.broker.replicas:
+        None: the metadata does not have it, a deleted topic's). A follower's copy is not
+        where a marker is written: it would answer NOT_LEADER_OR_FOLLOWER for as long as it follows."""
+        hosted = self.broker.replicas.get(tp)
+        if self.inter_broker is None or (hosted is not None and hosted.is_leader):
             return self.broker.node_id
         leader = self.broker.routing.leader_of(*tp)
         if leader is None:

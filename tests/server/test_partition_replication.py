@@ -77,9 +77,7 @@ def test_the_new_leader_has_every_acknowledged_write(cluster: Cluster) -> None:
         assert produce(cluster, "failover", [value]) is ErrorCode.NONE
     old_leader = cluster.leader("failover", 0)
     node(cluster, old_leader).kill()
-    cluster.wait_for(
-        lambda: cluster.leader("failover", 0) not in (old_leader, -1), "a new leader", timeout_s=WAIT_S
-    )
+    cluster.wait_for(lambda: cluster.leader("failover", 0) not in (old_leader, -1), "a new leader", timeout_s=WAIT_S)
     assert values(cluster, "failover") == acked
     # The survivors take writes (min.insync.replicas=2 of the two left) ...
     assert produce(cluster, "failover", [b"after"]) is ErrorCode.NONE

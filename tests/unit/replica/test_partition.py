@@ -101,3 +101,19 @@ def test_reads_stop_at_the_isolation_levels_bound(tmp_path: Path) -> None:
     assert follower.size_bytes > 0  # a replica's fetch reads to the log end
     committed = p.read(0, 1 << 20, isolation=Isolation.TXN_COMMITTED)
     assert committed.aborted == [] and committed.high_watermark == 1
+
+
+def test_leading_at_an_epoch_the_log_has_outlived_keeps_the_later_epochs(tmp_path: Path) -> None:
+    # A restarted broker's metadata replay names it leader at epoch 0 again before it reaches
+    # the records that moved leadership on; its log already holds epoch 1's batches (as a follower).
+    p = partition(tmp_path)
+    append(p, b"epoch 0")
+    assert p.make_follower(LeaderAndIsr(2, 1, 1, (1, 2), (1, 2)), now_ms=0)
+    later = bytearray(
+        build_batch([Record(value=b"epoch 1")], base_offset=1, base_timestamp=1, partition_leader_epoch=1)
+    )
+    p.log.append_as_follower(later, now_ms=1, syncs=IMMEDIATE)
+    assert p.end_offset_for_epoch(0) == (0, 1)
+    p.make_leader(LeaderAndIsr(1, 0, 0, (1, 2), (1, 2)), now_ms=0)
+    assert p.log.epoch_cache.latest_epoch == 1
+    assert p.end_offset_for_epoch(0) == (0, 1) and p.end_offset_for_epoch(1) == (1, 2)

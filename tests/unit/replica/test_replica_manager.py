@@ -11,7 +11,9 @@ import pytest
 from kafkalike.controller.delta import MetadataDelta, replay_records
 from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage
 from kafkalike.log import LogConfig, LogManager
+from kafkalike.log.storage import IMMEDIATE
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
+from kafkalike.protocol.records import Record, build_batch
 from kafkalike.replica import ReplicaManager, Role
 
 T = MetadataRecordType
@@ -152,3 +154,22 @@ def test_a_topic_deleted_and_made_again_in_one_delta_gets_a_new_log(replicas: Re
     assert applied.removed == [("orders", 0)] and [p.tp for p in applied.became_leader] == [("orders", 0)]
     assert replicas[("orders", 0)].topic_id == again and replicas[("orders", 0)].log is not old_log
     assert replicas.get_by_id(TOPIC, 0) is None
+
+
+def test_a_reopened_replica_keeps_its_checkpointed_high_watermark_until_its_leader_says(tmp_path: Path) -> None:
+    # A leader killed with appends no follower had: reopened as a follower, those records are
+    # not committed, so the high watermark must not jump to its log end.
+    logs = LogManager([tmp_path], storage="file")
+    first = ReplicaManager(logs, LOCAL)
+    apply(first, brokers(), topic(leaders=[1]))
+    led = first[("orders", 0)]
+    batch = bytearray(build_batch([Record(value=b"uncommitted")] * 3, base_timestamp=1))
+    led.complete_append(led.append_as_leader(batch, now_ms=1, log_append_time=False, syncs=IMMEDIATE), None, 1)
+    assert led.log_end_offset == 3 and led.high_watermark == 0  # broker 2 never fetched them
+    logs.close_all()
+
+    reopened = ReplicaManager(LogManager([tmp_path], storage="file"), LOCAL)
+    apply(reopened, brokers(), topic(leaders=[2]))
+    follower = reopened[("orders", 0)]
+    assert follower.role is Role.FOLLOWER and follower.log_end_offset == 3
+    assert follower.high_watermark == 0

@@ -10,7 +10,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.io.BufferedReader;
 import java.io.InputStream;
+import java.io.InputStreamReader;
 import java.util.Properties;
 import java.util.Random;
 import java.util.Set;
@@ -115,6 +117,16 @@ public final class Main {
         SCENARIOS.put("transactions", Main::transactions);
     }
 
+    /**
+     * Scenarios a test drives through stdin while it kills and restarts brokers: run only when
+     * named (never by default, nor listed), with their settings in the environment.
+     */
+    static final Map<String, Scenario> DRIVEN = new LinkedHashMap<>();
+
+    static {
+        DRIVEN.put("failover-produce", Main::failoverProduce);
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length == 1 && args[0].equals("--list")) {
             SCENARIOS.keySet().forEach(System.out::println);
@@ -127,7 +139,7 @@ public final class Main {
         String bootstrap = args[0];
         List<String> names = args.length > 1 ? Arrays.asList(args).subList(1, args.length) : new ArrayList<>(SCENARIOS.keySet());
         for (String name : names) {
-            if (!SCENARIOS.containsKey(name)) {
+            if (!SCENARIOS.containsKey(name) && !DRIVEN.containsKey(name)) {
                 System.err.println("unknown scenario " + name);
                 System.exit(2);
             }
@@ -142,7 +154,7 @@ public final class Main {
             String status = "pass";
             String error = null;
             Future<?> future = pool.submit(() -> {
-                SCENARIOS.get(name).run(new Ctx(bootstrap, name));
+                SCENARIOS.getOrDefault(name, DRIVEN.get(name)).run(new Ctx(bootstrap, name));
                 return null;
             });
             try {
@@ -869,5 +881,71 @@ public final class Main {
         for (ConsumerRecord<byte[], byte[]> r : got) {
             check(indexOf(r.value()) >= 5, "read_committed returned an aborted record " + indexOf(r.value()));
         }
+    }
+    // -- driven scenarios ----------------------------------------------------------------------------
+
+    static final BufferedReader DRIVER = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+
+    /** Print a step's line for the driver, then wait for its go-ahead (a line on stdin). */
+    static void handOver(String step) throws Exception {
+        System.out.println("failover: " + step);
+        System.out.flush();
+        check(DRIVER.readLine() != null, "the driver closed stdin at " + step);
+    }
+
+    /**
+     * Produce FAILOVER_COUNT values (java-NNNNNN, record i to partition i % FAILOVER_PARTITIONS) to
+     * FAILOVER_TOPIC with the default producer (idempotent, acks=all, retrying) while the driver
+     * kills a partition leader and starts it again: a third acknowledged; half of the next third
+     * sent and "in flight" handed over (the driver kills the leader); the rest of it acknowledged
+     * and "acked with a broker down" handed over (the driver restarts it); the last third
+     * acknowledged. Then every value is read back: each once, each partition in send order.
+     */
+    static void failoverProduce(Ctx ctx) throws Exception {
+        String topic = System.getenv("FAILOVER_TOPIC");
+        int count = Integer.parseInt(System.getenv("FAILOVER_COUNT"));
+        int partitions = Integer.parseInt(System.getenv("FAILOVER_PARTITIONS"));
+        int third = count / 3;
+        List<Future<RecordMetadata>> pending = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = ctx.producer(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000")) {
+            for (int i = 0; i < count; i++) {
+                byte[] value = String.format(Locale.ROOT, "java-%06d", i).getBytes(StandardCharsets.UTF_8);
+                pending.add(producer.send(new ProducerRecord<>(topic, i % partitions, null, value)));
+                if (i == third - 1 || i == 2 * third - 1 || i == count - 1) {
+                    producer.flush();
+                    for (Future<RecordMetadata> f : pending) {
+                        f.get(60, TimeUnit.SECONDS);  // throws what the delivery failed with
+                    }
+                    pending.clear();
+                    if (i == 2 * third - 1) {
+                        handOver("acked with a broker down");
+                    }
+                } else if (i == third + third / 2 - 1) {
+                    handOver("in flight");
+                }
+            }
+        }
+        Map<Integer, List<Integer>> byPartition = new HashMap<>();
+        try (KafkaConsumer<byte[], byte[]> consumer = ctx.consumer()) {
+            List<TopicPartition> all = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) {
+                all.add(new TopicPartition(topic, p));
+            }
+            consumer.assign(all);
+            consumer.seekToBeginning(all);
+            for (ConsumerRecord<byte[], byte[]> r : pollUntil(consumer, count)) {
+                String value = new String(r.value(), StandardCharsets.UTF_8);
+                byPartition.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(Integer.parseInt(value.substring(5)));
+            }
+        }
+        Set<Integer> seen = new java.util.HashSet<>();
+        for (Map.Entry<Integer, List<Integer>> e : byPartition.entrySet()) {
+            List<Integer> indexes = e.getValue();
+            for (int k = 0; k < indexes.size(); k++) {
+                check(seen.add(indexes.get(k)), "value " + indexes.get(k) + " read twice");
+                check(k == 0 || indexes.get(k - 1) < indexes.get(k), "partition " + e.getKey() + " out of send order: " + indexes);
+            }
+        }
+        check(seen.size() == count, "read " + seen.size() + " distinct values of " + count + " acknowledged");
     }
 }
