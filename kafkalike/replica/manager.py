@@ -196,10 +196,7 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         """Register a partition whose log ``open_log`` made (back on the owning thread)."""
         assert new.log is not None
         self.logs.adopt(new.planned, new.log)
-        partition = self._register(new.tp[0], new.tp[1], new.topic_id, new.log)
-        if new.state is not None:
-            self._take_role(partition, new.state, now_ms)
-        return partition
+        return self._register(new.tp[0], new.tp[1], new.topic_id, new.log, new.state, now_ms)
 
     def unplan(self, new: NewReplica) -> None:
         """Give back a place ``plan_new`` reserved: its log released, if one was opened (its
@@ -209,7 +206,17 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
             new.log = None
         self.logs.unplan(new.planned)
 
-    def _register(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog) -> Partition:
+    def _register(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        plog: PartitionLog,
+        state: LeaderAndIsr | None = None,
+        now_ms: int = 0,
+    ) -> Partition:
+        """A partition over ``plog``, in the controller's ``state`` from the start (a follower
+        must not first lead alone, which would move its high watermark to its log end)."""
         partition = Partition(
             topic,
             index,
@@ -219,9 +226,13 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
             on_progress=self._on_progress,
             brokers=self.brokers,
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            state=state,
+            now_ms=now_ms,
         )
         self._partitions[partition.tp] = partition
         self._by_id[(topic_id, index)] = partition
+        if state is not None:
+            partition.notify_progress()  # its role is known now it can be found
         return partition
 
     # -- closing and deleting -------------------------------------------------------------------
@@ -310,12 +321,6 @@ class ReplicaManager(Mapping[TopicPartition, Partition]):
         applied = self.complete_changes(plan, now_ms)
         delete_directories(applied.removed_paths)
         return applied
-
-    def _take_role(self, partition: Partition, state: LeaderAndIsr, now_ms: int) -> None:
-        if state.leader == self.local_broker_id:
-            partition.make_leader(state, now_ms=now_ms)
-        else:
-            partition.make_follower(state, now_ms=now_ms)
 
 
 def _leader_and_isr(local: LocalPartition) -> LeaderAndIsr:

@@ -174,7 +174,11 @@ class Partition:
         on_progress: Callable[[TopicPartition], None] = lambda tp: None,
         brokers: BrokerEligibility = ALL_ELIGIBLE,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        state: LeaderAndIsr | None = None,
+        now_ms: int = 0,
     ) -> None:
+        """``state``: the controller's registration, taken at once (a log opened with records
+        keeps the high watermark its checkpoint gave it); None: led here alone at epoch 0."""
         self.topic = topic
         self.index = index
         self.tp: TopicPartition = (topic, index)
@@ -201,7 +205,12 @@ class Partition:
         # Set while an append's (or roll's) file work runs on a worker thread: the next append
         # waits for it, so a failed flush can still cut its own append off alone.
         self.write_in_flight = False
-        self.maybe_increment_high_watermark(0)
+        if state is None:
+            self.maybe_increment_high_watermark(now_ms)
+        elif state.leader == local_broker_id:
+            self.make_leader(state, now_ms=now_ms)
+        else:
+            self.make_follower(state, now_ms=now_ms)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, {self.role.value}, epoch {self.leader_epoch})"

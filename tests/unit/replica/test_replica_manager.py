@@ -11,7 +11,9 @@ import pytest
 from kafkalike.controller.delta import MetadataDelta, replay_records
 from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage
 from kafkalike.log import LogConfig, LogManager
+from kafkalike.log.storage import IMMEDIATE
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
+from kafkalike.protocol.records import Record, build_batch
 from kafkalike.replica import ReplicaManager, Role
 
 T = MetadataRecordType
@@ -152,3 +154,23 @@ def test_a_topic_deleted_and_made_again_in_one_delta_gets_a_new_log(replicas: Re
     assert applied.removed == [("orders", 0)] and [p.tp for p in applied.became_leader] == [("orders", 0)]
     assert replicas[("orders", 0)].topic_id == again and replicas[("orders", 0)].log is not old_log
     assert replicas.get_by_id(TOPIC, 0) is None
+
+
+def test_a_recovered_follower_keeps_its_checkpointed_high_watermark(replicas: ReplicaManager) -> None:
+    """A broker restarting opens its logs (records past its high-watermark checkpoint: never
+    committed, maybe diverging) before the metadata makes it a follower: its high watermark
+    stays the checkpoint's, not its log end, as Kafka's does."""
+    delta = MetadataDelta(brokers()).replay_all(topic(leaders=[2]))
+    plan = replicas.plan_changes(delta.local_changes(LOCAL), config_for)
+    plan.open_logs(0)
+    [new] = plan.new
+    assert new.log is not None
+    batch = build_batch([Record(value=b"v%d" % i) for i in range(5)], partition_leader_epoch=0, base_timestamp=1)
+    result = new.log.append_as_follower(batch, now_ms=0, syncs=IMMEDIATE)
+    if result.flush is not None:
+        new.log.complete_append(result, None, 0)
+    new.log.high_watermark = 2  # what its checkpoint said
+    replicas.complete_changes(plan, 0)
+    follower = replicas[("orders", 0)]
+    assert follower.role is Role.FOLLOWER and follower.log_end_offset == 5
+    assert follower.high_watermark == 2
