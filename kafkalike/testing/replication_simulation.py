@@ -108,7 +108,7 @@ class ReplicationConfig:
     elr: bool = True
     unclean_leader_election: bool = False
     flush_every_append: bool = False  # flush.messages=1: a crash loses nothing written
-    duration_ms: int = 6_000
+    duration_ms: int = 5_000
     session_timeout_ms: int = 2_000
     heartbeat_interval_ms: int = 500
     replica_lag_time_max_ms: int = 1_000
@@ -121,7 +121,7 @@ class ReplicationConfig:
     duplicate_rate: float = 0.02
     commit_delay_ms: tuple[int, int] = (1, 10)
     metadata_delay_ms: tuple[int, int] = (1, 40)  # from a commit to a broker's replay of it
-    flush_interval_ms: tuple[int, int] = (20, 400)
+    flush_interval_ms: tuple[int, int] = (50, 600)
     produce_interval_ms: tuple[int, int] = (40, 250)
     consume_interval_ms: tuple[int, int] = (100, 500)
     fault_interval_ms: tuple[int, int] = (400, 2_000)
@@ -274,7 +274,9 @@ class ReplicationSimulation:
         self.verified: dict[tuple[int, int, int], int] = {}  # (broker, generation, partition) -> prefix checked
         self.term_hw: dict[tuple[int, int, int, int], int] = {}  # (broker, generation, partition, epoch) -> hw
         self.epoch_leaders: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> broker
-        self._checked_state: object = None
+        # Set by whatever moves what the rules read (a partition's progress callback, appends,
+        # ISR changes, commits, crashes and starts, consumer reads).
+        self._changed = True
         self.fetched_in: dict[tuple[int, int, int, int, int], int] = {}  # leader term + follower -> its generation
         self.stats = {
             "acked": 0,
@@ -303,7 +305,7 @@ class ReplicationSimulation:
         self.cluster.activate(self.controller.latest_image, 0)
         for b in self.brokers:
             self.at(self.rng.randint(0, 200), lambda b=b: self._start(b, previous_epoch=-1))  # type: ignore[misc]
-        self.at(self.rng.randint(*self.config.fault_interval_ms) + 1_000, self._fault)
+        self.at(self.rng.randint(*self.config.fault_interval_ms) + 600, self._fault)
         self.at(500, self._produce)
         self.at(500, self._consume)
         self._schedule_controller_poll()
@@ -348,6 +350,7 @@ class ReplicationSimulation:
             first, end = self._unreplayed.popleft()
             self.controller.replay(MetadataBatch(first, end, 1, self.now_ms, tuple(self.records[first : end + 1])))
             self.committed_offset = end
+            self._changed = True
         while self._commit_waiters and self._commit_waiters[0][0] <= self.committed_offset:
             heapq.heappop(self._commit_waiters)[2]()
         for broker in self.brokers:  # each learns of it at its own pace
@@ -519,6 +522,7 @@ class ReplicationSimulation:
     def _start(self, broker: SimBroker, previous_epoch: int) -> None:
         broker.generation += 1
         broker.up = True
+        self._changed = True
         broker.isolated = False
         broker.image = EMPTY_IMAGE
         broker.applied_offset = -1
@@ -532,6 +536,7 @@ class ReplicationSimulation:
         broker.replicas = ReplicaManager(
             logs,
             broker.broker_id,
+            on_progress=self._touched,
             brokers=SimEligibility(broker),
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
         )
@@ -624,6 +629,7 @@ class ReplicationSimulation:
             + ", ".join(f"{tp[1]}: {len(log_values(d))} records, hw {hw}" for tp, (_, d, hw) in broker.disk.items())
         )
         broker.up = False
+        self._changed = True
         broker.life = None
         broker.replicas = None
         broker.generation += 1
@@ -695,9 +701,9 @@ class ReplicationSimulation:
     def _apply_partitions(self, broker: SimBroker, delta: MetadataDelta | None) -> None:
         replicas = broker.replicas
         assert replicas is not None
-        if delta is None:  # the first time: everything the image holds
+        if delta is None:  # the first time: everything it has replayed
             delta = MetadataDelta(EMPTY_IMAGE)
-            for record in broker.image.records():
+            for record in self.records[: broker.applied_offset + 1]:
                 delta.replay(record)
         changes = delta.local_changes(broker.broker_id)
         min_isr = self.config.min_insync_replicas
@@ -706,6 +712,7 @@ class ReplicationSimulation:
         for new in plan.new:
             self._recover(broker, new)
         applied = replicas.complete_changes(plan, self.now_ms)
+        self._changed = True
         for partition in applied.became_leader:
             self.note(
                 f"broker {broker.broker_id}: leads {partition.index} in epoch {partition.leader_epoch}, "
@@ -903,6 +910,7 @@ class ReplicationSimulation:
     def _submit_isr_change(self, broker: SimBroker, change: IsrChange) -> None:
         tp = (change.topic, change.index)
         broker.alter_in_flight[tp] = change
+        self._changed = True
         self.note(f"broker {broker.broker_id}: proposes ISR {list(change.new_isr_ids)} for {change.index}")
         self._send_alter_partition(broker, change)
 
@@ -968,6 +976,7 @@ class ReplicationSimulation:
                     )
                 self.note(f"broker {broker.broker_id}: ISR change of {partition.index} answered {error.name}")
                 partition.isr_change_answered(change, error, answer, self.now_ms)
+                self._changed = True
 
     def _expire_isr(self, broker: SimBroker, generation: int) -> None:
         if not self._live(broker, generation) or broker.replicas is None:
@@ -1019,6 +1028,7 @@ class ReplicationSimulation:
             self.stats["produce_errors"] += 1
             return
         self._appended(broker, partition)
+        self._changed = True
         self.note(f"broker {broker.broker_id}: appends {value.decode()} at {appended.base_offset} (epoch {epoch})")
         broker.pending_acks.append(
             PendingAck(
@@ -1082,6 +1092,7 @@ class ReplicationSimulation:
                     f"above its high watermark {high_watermark}"
                 )
             consumed[offset] = value
+            self._changed = True
             self.stats["consumed"] += 1
         if records:
             self.consumer_position[index] = records[-1][0] + 1
@@ -1125,34 +1136,17 @@ class ReplicationSimulation:
 
     # -- invariants -----------------------------------------------------------------------------------
 
+    def _touched(self, tp: TopicPartition | None = None) -> None:
+        self._changed = True
+
     def check_invariants(self) -> None:
         image = self.controller.image
         topic = None if self.topic_id is None else image.topics_by_id.get(self.topic_id)
         if topic is None:
             return
-        # Nothing the rules read changed since the last check: they hold as they did.
-        state = (
-            tuple(topic.partitions.values()),
-            tuple(
-                (
-                    b.generation,
-                    p.index,
-                    p.high_watermark,
-                    p.log_end_offset,
-                    p.leader_epoch,
-                    p.role,
-                    p.isr,
-                    p.pending_isr,
-                )
-                for b in self.brokers
-                if b.up and b.replicas is not None
-                for p in b.replicas.values()
-            ),
-            sum(len(c) for c in self.consumed.values()),
-        )
-        if state == self._checked_state:
-            return
-        self._checked_state = state
+        if not self._changed:
+            return  # nothing the rules read changed since the last check: they hold as they did
+        self._changed = False
         for index, registration in topic.partitions.items():
             if registration.leader >= 0 and registration.leader not in registration.isr:
                 self.fail(
