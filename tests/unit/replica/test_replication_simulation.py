@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from kafkalike.controller.image import NO_LEADER
+from kafkalike.controller.partition_change import PartitionChange
 from kafkalike.replica import Isolation, Partition
 from kafkalike.testing.replication_simulation import (
     FAMILIES,
@@ -154,3 +156,18 @@ def test_each_invariant_catches_a_broken_replica_layer(
     assert message in str(violation)
     seed = int(str(violation).split()[1])
     assert replay_command("replication", seed) in str(violation)
+
+
+def elects_outside_the_isr(self: PartitionChange) -> tuple[int, bool]:
+    """Any acceptable replica leads, in the ISR or not, and the election is not called unclean."""
+    for replica in self.target_replicas:
+        if self.is_acceptable_leader(replica):
+            return replica, False
+    return NO_LEADER, False
+
+
+def test_the_controllers_leader_outside_its_isr_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PartitionChange, "elect", elects_outside_the_isr)
+    violation = first_violation("replication", range(200))
+    assert violation is not None, "a leader elected outside the ISR passed every seed"
+    assert "outside its ISR" in str(violation)
