@@ -132,8 +132,9 @@ class ReplicationConfig:
 FAMILIES: dict[str, ReplicationConfig] = {
     # min.insync.replicas 2 under ELR, crashes losing what was not flushed.
     "replication": ReplicationConfig(),
-    # No ELR (4.0's default), every append flushed: the ISR alone keeps the data.
-    "replication_flushed": ReplicationConfig(elr=False, flush_every_append=True),
+    # No ELR (4.0's default), every append flushed: the ISR alone keeps the data; two
+    # partitions, each broker leading one and following the other.
+    "replication_flushed": ReplicationConfig(elr=False, flush_every_append=True, partitions=2),
     # min.insync.replicas 1, every append flushed: a lone leader may acknowledge.
     "replication_min_isr1": ReplicationConfig(min_insync_replicas=1, elr=False, flush_every_append=True),
     # Unclean elections: loss IS allowed here, and the checker must report it (the negative control).
@@ -277,6 +278,7 @@ class ReplicationSimulation:
         # Set by whatever moves what the rules read (a partition's progress callback, appends,
         # ISR changes, commits, crashes and starts, consumer reads).
         self._changed = True
+        self.hw_basis: dict[tuple[int, int, int, int], dict[int, int | None]] = {}  # term -> member -> generation
         self.fetched_in: dict[tuple[int, int, int, int, int], int] = {}  # leader term + follower -> its generation
         self.stats = {
             "acked": 0,
@@ -1186,12 +1188,17 @@ class ReplicationSimulation:
                     f"in leader epoch {partition.leader_epoch}"
                 )
             self.term_hw[term] = hw
+            if hw > before:  # which incarnation of each ISR member it counted on
+                self.hw_basis[term] = {m: self.fetched_in.get((*term, m)) for m in partition.maximal_isr}
+            basis = self.hw_basis.get(term, {})
             for member in partition.maximal_isr:
                 if member == b:
                     continue
                 follower = self.brokers[member]
-                fetched = self.fetched_in.get((*term, member))
-                if fetched is None or not follower.up or follower.generation != fetched or follower.replicas is None:
+                counted = basis.get(member)
+                # A member that crashed since (lost its unflushed tail) is not what the high
+                # watermark was raised over; its new incarnation catches up again.
+                if counted is None or not follower.up or follower.generation != counted or follower.replicas is None:
                     continue
                 theirs = follower.replicas.get(partition.tp)
                 if (
