@@ -268,6 +268,7 @@ class ReplicationSimulation:
         # the clients
         self.next_value = 0
         self.consumer_position: dict[int, int] = {}
+        self.cut_links: set[frozenset[int]] = set()  # pairs of brokers that cannot reach each other
         # what the checker knows
         self.committed: dict[int, list[bytes]] = {}  # partition -> the committed history by offset
         self.acked: dict[int, dict[int, bytes]] = {}  # partition -> offset -> value the producer was told
@@ -287,6 +288,7 @@ class ReplicationSimulation:
             "crashes": 0,
             "clean_shutdowns": 0,
             "isolations": 0,
+            "cut_links": 0,
             "truncations": 0,
             "leader_changes": 0,
             "isr_changes": 0,
@@ -489,7 +491,8 @@ class ReplicationSimulation:
             if src.generation == src_gen and dst.generation == dst_gen and src.up and dst.up:
                 action()
 
-        self._transmit(src.isolated or dst.isolated, deliver)
+        cut = src.isolated or dst.isolated or frozenset((src.broker_id, dst.broker_id)) in self.cut_links
+        self._transmit(cut, deliver)
 
     def _send_to_controller(self, broker: SimBroker, action: Callable[[SimBroker, int], None]) -> None:
         generation = broker.generation
@@ -1104,7 +1107,7 @@ class ReplicationSimulation:
     def _fault(self) -> None:
         self.at(self.now_ms + self.rng.randint(*self.config.fault_interval_ms), self._fault)
         broker = self.rng.choice(self.brokers)
-        kind = self.rng.choice(["crash", "crash", "shutdown", "isolate", "isolate", "crash_leader"])
+        kind = self.rng.choice(["crash", "crash", "shutdown", "isolate", "isolate", "crash_leader", "cut_link"])
         if kind == "crash_leader":
             view = self._leader_view(0)
             if view is not None:
@@ -1118,6 +1121,14 @@ class ReplicationSimulation:
             self.note(f"broker {broker.broker_id}: begins a controlled shutdown")
             broker.life.begin_controlled_shutdown(self.now_ms)
             self._poll(broker, broker.generation)
+        elif kind == "cut_link":  # two brokers no longer reach each other; both still reach the controller
+            other = self.rng.choice([b for b in self.brokers if b is not broker])
+            link = frozenset((broker.broker_id, other.broker_id))
+            if link not in self.cut_links:
+                self.cut_links.add(link)
+                self.stats["cut_links"] += 1
+                self.note(f"brokers {broker.broker_id} and {other.broker_id}: cut from each other")
+                self.at(self.now_ms + self.rng.randint(*self.config.down_ms), lambda: self._mend(link))
         elif kind == "isolate" and not broker.isolated:
             broker.isolated = True
             broker.clients_reach = self.rng.random() < 0.5
@@ -1127,6 +1138,10 @@ class ReplicationSimulation:
             )
             generation = broker.generation
             self.at(self.now_ms + self.rng.randint(*self.config.down_ms), lambda: self._heal(broker, generation))
+
+    def _mend(self, link: frozenset[int]) -> None:
+        self.cut_links.discard(link)
+        self.note(f"brokers {sorted(link)}: reach each other again")
 
     def _heal(self, broker: SimBroker, generation: int) -> None:
         if self._live(broker, generation) and broker.isolated:
