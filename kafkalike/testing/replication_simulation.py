@@ -9,7 +9,8 @@ incarnation, one that shut down cleanly passes its previous epoch: KIP-966), eac
 ``ReplicaManager`` over in-memory logs. Followers fetch from their leaders, leaders send their ISR
 changes as AlterPartition, the producer appends unique values to the leader with acks=all and the
 consumer reads from the leader up to the high watermark: every one of these a message over a
-simulated network that delays, drops, duplicates and reorders, and that can cut a broker off.
+simulated network that delays, drops, duplicates and reorders, that can cut a broker off (from
+everyone, or from the other brokers while clients still reach it) or two brokers from each other.
 Disks lose what was not flushed: each broker flushes now and then (or after every append), and a
 crash cuts each log back to what was flushed, its high-watermark checkpoint with it.
 
@@ -24,10 +25,11 @@ Invariants, checked after every event:
 - **no acknowledged write lost** and **committed data never diverges**: every replica's log
   below its high watermark, and the current leader's log below everything ever committed, is the
   one committed history (an offset whose value differs, or is gone, is reported as an
-  acknowledged write lost when the producer was told it was written);
+  acknowledged write lost when it is the current leader's and the producer was told it was
+  written; an acknowledgement is counted when ``Partition.replicated_to`` says NONE);
 - **the high watermark never moves backwards within a leader's term** (one incarnation of a
   broker leading one leader epoch) **and never exceeds what the ISR holds** (the log end of each
-  maximal ISR member still following this leader in the incarnation that fetched);
+  maximal ISR member still following this leader, in the incarnation whose fetches raised it);
 - **one leader per partition epoch**;
 - **the leader is always in the ISR** (the controller's and the leader's own);
 - **no consumer read above the high watermark**.
@@ -427,7 +429,7 @@ class ReplicationSimulation:
         self._schedule_controller_poll()
 
     def _handle_lifecycle(self, broker: SimBroker, generation: int, request: OutboundRequest) -> None:
-        image, next_offset = self.controller.latest_image, len(self.records)
+        next_offset = len(self.records)
         result: ControllerResult[Any]
         if request.api_key == BROKER_HEARTBEAT_API:
             msg = as_message("BrokerHeartbeat", "request", HEARTBEAT_VERSION, request.body)
@@ -443,7 +445,6 @@ class ReplicationSimulation:
                 )
             )
             api, version = "BrokerRegistration", REGISTRATION_VERSION
-        del image
         if result.records:
             self.note(f"controller: {api} of broker {msg.broker_id}: {_describe(result.records)}")
         last = self._write(result)
