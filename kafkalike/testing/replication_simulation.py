@@ -874,7 +874,7 @@ class ReplicationSimulation:
                 current_leader_epoch=request["current_leader_epoch"],
                 last_fetched_epoch=request["last_fetched_epoch"],
             )
-            if read.diverging is None:
+            if read.diverging is None and not parked:  # the fetch handler records a follower's first read only
                 change = partition.update_follower_fetch_state(
                     request["replica_id"],
                     broker_epoch=request["broker_epoch"],
