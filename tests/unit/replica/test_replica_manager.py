@@ -173,3 +173,23 @@ def test_a_reopened_replica_keeps_its_checkpointed_high_watermark_until_its_lead
     follower = reopened[("orders", 0)]
     assert follower.role is Role.FOLLOWER and follower.log_end_offset == 3
     assert follower.high_watermark == 0
+
+
+def test_a_recovered_follower_keeps_its_checkpointed_high_watermark(replicas: ReplicaManager) -> None:
+    """A broker restarting opens its logs (records past its high-watermark checkpoint: never
+    committed, maybe diverging) before the metadata makes it a follower: its high watermark
+    stays the checkpoint's, not its log end, as Kafka's does."""
+    delta = MetadataDelta(brokers()).replay_all(topic(leaders=[2]))
+    plan = replicas.plan_changes(delta.local_changes(LOCAL), config_for)
+    plan.open_logs(0)
+    [new] = plan.new
+    assert new.log is not None
+    batch = build_batch([Record(value=b"v%d" % i) for i in range(5)], partition_leader_epoch=0, base_timestamp=1)
+    result = new.log.append_as_follower(batch, now_ms=0, syncs=IMMEDIATE)
+    if result.flush is not None:
+        new.log.complete_append(result, None, 0)
+    new.log.high_watermark = 2  # what its checkpoint said
+    replicas.complete_changes(plan, 0)
+    follower = replicas[("orders", 0)]
+    assert follower.role is Role.FOLLOWER and follower.log_end_offset == 5
+    assert follower.high_watermark == 2
