@@ -33,6 +33,14 @@ REPLICATION = (
         dynamic=True,
     ),
     ConfigKey(
+        "unclean.leader.election.interval.ms",
+        ConfigType.LONG,
+        "300000",
+        "How often, in milliseconds, the active controller checks for leaderless partitions of topics "
+        "that allow unclean leader election, and elects a leader for them (an internal config in Kafka).",
+        at_least(1),
+    ),
+    ConfigKey(
         "replica.lag.time.max.ms",
         ConfigType.LONG,
         "30000",

@@ -137,6 +137,10 @@ class BrokerPartitionChanges:
         refs = [ref for ref in self.partitions(image) if ref[3].leader == NO_LEADER]
         return self._in_order(refs, self.isr_index.partitions(NO_LEADER, leaders_only=True))
 
+    def has_leaderless(self) -> bool:
+        """Whether some partition has no leader (from the index: no scan of the image)."""
+        return bool(self.isr_index.partitions(NO_LEADER, leaders_only=True))
+
     def led_by(self, image: MetadataImage, broker_id: int) -> Iterator[PartitionRef]:
         return (ref for ref in self.partitions(image) if ref[3].leader == broker_id)
 

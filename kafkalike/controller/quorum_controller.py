@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kafkalike.configs import DECLARED
+from kafkalike.configs import DECLARED, declared_int
 from kafkalike.controller.api_error import ApiError
+from kafkalike.controller.broker_partition_changes import BrokerPartitionChanges
 from kafkalike.controller.configuration_control import (
     AlterConfigsResourceResult,
     ConfigDefaults,
@@ -43,6 +44,13 @@ from kafkalike.controller.delta import ControllerResult, MetadataDelta, Metadata
 from kafkalike.controller.features import MIN_INSYNC_REPLICAS, activation_records, default_bootstrap_records
 from kafkalike.controller.image import EMPTY_IMAGE, MetadataImage
 from kafkalike.controller.loader import MetadataLoader
+from kafkalike.controller.partition_control import (
+    AlterPartitionReply,
+    ElectLeadersReply,
+    alter_partition,
+    elect_leaders,
+    elect_unclean_leaders,
+)
 from kafkalike.controller.producer_id_control import ProducerIdsBlock, allocate_producer_ids
 from kafkalike.controller.replication_control import (
     CreatableTopicResult,
@@ -57,6 +65,8 @@ from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataBa
 
 log = logging.getLogger("kafkalike.controller")
 R = TypeVar("R")
+DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS = declared_int("unclean.leader.election.interval.ms")
+AGAIN_SOON_MS = 10  # Kafka's delay of a periodic task that asked to run again at once
 
 
 @dataclass
@@ -79,8 +89,12 @@ class QuorumController:
         config_defaults: ConfigDefaults | None = None,
         image: MetadataImage = EMPTY_IMAGE,
         delete_topic_enable: bool = True,
+        unclean_election_interval_ms: int = DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS,
     ) -> None:
         self.node_id = node_id
+        self.unclean_election_interval_ms = unclean_election_interval_ms
+        self._unclean_election_due_ms: int | None = None
+        self._unclean_election_again = False
         self.loader = MetadataLoader(image)
         self.replication = ReplicationControl(rng, topic_defaults, config_defaults, delete_topic_enable)
         self.configuration = ConfigurationControl(config_defaults or ConfigDefaults(), node_id)
@@ -224,10 +238,49 @@ class QuorumController:
     # plug in here the way the ones above do: ``self.run(lambda image: cluster.register(image,
     # request, now_ms))``; their timers (the session timeouts) through ``poll``.
 
+    # -- partitions: AlterPartition, ElectLeaders, the periodic unclean elections --------------
+    #
+    # They read the partition indexes and the min ISR and unclean election defaults of the
+    # active cluster manager (``partitions``: its ``BrokerPartitionChanges``).
+
+    def alter_partition(
+        self, partitions: BrokerPartitionChanges, request: Message, version: int, now_ms: int
+    ) -> ControllerResult[AlterPartitionReply]:
+        return self._pending(alter_partition(self._latest, partitions, request, version))
+
+    def elect_leaders(
+        self, partitions: BrokerPartitionChanges, request: Message, version: int, now_ms: int
+    ) -> ControllerResult[ElectLeadersReply]:
+        result = elect_leaders(self._latest, partitions, request, version)
+        return self._pending(result)
+
+    def schedule_periodic(self, partitions: BrokerPartitionChanges, now_ms: int) -> None:
+        """After every write, as Kafka's QuorumController: when some partition has no leader and
+        no unclean election pass is due yet, one is due in ``unclean_election_interval_ms`` (10 ms
+        when the last pass stopped at its limit)."""
+        if self._unclean_election_due_ms is not None or not partitions.has_leaderless():
+            return
+        delay = AGAIN_SOON_MS if self._unclean_election_again else self.unclean_election_interval_ms
+        self._unclean_election_due_ms = now_ms + delay
+
+    def cancel_periodic(self) -> None:
+        """No longer the active controller: nothing is due."""
+        self._unclean_election_due_ms = None
+        self._unclean_election_again = False
+
+    def elect_unclean_leaders(self, partitions: BrokerPartitionChanges, now_ms: int) -> ControllerResult[bool]:
+        """The unclean election pass that ``poll`` said is due."""
+        self._unclean_election_due_ms = None
+        result = elect_unclean_leaders(self._latest, partitions)
+        self._unclean_election_again = result.reply
+        if result.records:
+            log.info("unclean election pass: %d partition change(s)", len(result.records))
+        return self._pending(result)
+
     def poll(self, now_ms: int) -> int | None:
-        """The next time (ms) the controller has something to do by itself; None: nothing yet
-        (the brokers' session timeouts come with cluster_control)."""
-        return None
+        """The next time (ms) the controller has something to do by itself (an unclean election
+        pass); None: nothing yet. The brokers' session timeouts are cluster_control's."""
+        return self._unclean_election_due_ms
 
 
 def _log_refusals(operation: str, outcomes: Iterable[tuple[str, ApiError]]) -> None:
