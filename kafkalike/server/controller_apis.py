@@ -254,14 +254,48 @@ def _refuse_unregister_broker(body: Message, error: ApiError) -> Body:
     return _error_fields(error)
 
 
+# -- AlterPartition (56) and ElectLeaders (43) ------------------------------------------------------
+
+
+async def alter_partition(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
+    now = host.now_ms()
+    reply = await host.write(
+        host.run_partitions(lambda partitions: host.controller.alter_partition(partitions, body, version, now))
+    )
+    return reply.to_response()
+
+
+def _refuse_alter_partition(body: Message, error: ApiError) -> Body:
+    return {"error_code": error.code, "topics": []}  # Kafka's AlterPartitionRequest.getErrorResponse
+
+
+async def elect_leaders(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
+    now = host.now_ms()
+    reply = await host.write(
+        host.run_partitions(lambda partitions: host.controller.elect_leaders(partitions, body, version, now)),
+        body.timeout_ms,
+    )
+    return reply.to_response()
+
+
+def _refuse_elect_leaders(body: Message, error: ApiError) -> Body:
+    from kafkalike.controller.partition_control import refused_elect_leaders
+
+    response = refused_elect_leaders(body, error).to_response()
+    del response["throttle_time_ms"]
+    return response
+
+
 CONTROLLER_APIS: dict[int, ControllerApi] = {
     19: ControllerApi(2, 7, create_topics, _refuse_create_topics),
     20: ControllerApi(1, 6, delete_topics, _refuse_delete_topics),
     33: ControllerApi(0, 2, alter_configs, _refuse_configs),
     37: ControllerApi(0, 3, create_partitions, _refuse_create_partitions),
+    43: ControllerApi(0, 2, elect_leaders, _refuse_elect_leaders),
     44: ControllerApi(0, 1, incremental_alter_configs, _refuse_configs),
     62: ControllerApi(0, 4, broker_registration, _refuse_broker_registration),
     63: ControllerApi(0, 1, broker_heartbeat, _refuse_broker_heartbeat),
+    56: ControllerApi(0, 3, alter_partition, _refuse_alter_partition),
     64: ControllerApi(0, 0, unregister_broker, _refuse_unregister_broker),
     67: ControllerApi(0, 0, allocate_producer_ids, _refuse_allocate_producer_ids),
 }

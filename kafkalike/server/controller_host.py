@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import trio
 
 from kafkalike.configs import declared_int
+from kafkalike.controller.broker_partition_changes import BrokerPartitionChanges
 from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import MetadataImage
@@ -265,6 +266,7 @@ class ControllerHost:
         log.info("node %d: no longer the active controller of epoch %d: %s", self.node_id, self.active_epoch, why)
         self.active_epoch = None
         self.controller.revert()
+        self.controller.cancel_periodic()
         if self.cluster is not None:
             self.cluster.deactivate()
         self.cluster = None
@@ -350,6 +352,8 @@ class ControllerHost:
         epoch = self.active_epoch
         assert epoch is not None
         if not result.records:
+            if self.cluster is not None:
+                self.controller.schedule_periodic(self.cluster.partitions, self.now_ms())
             return self._hold(self._last_appended, epoch)
         try:
             values = [encode_metadata_record(r) for r in result.records]
@@ -379,6 +383,7 @@ class ControllerHost:
         self.controller.appended(last)
         self._next_offset = last + 1
         self._last_appended = last
+        self.controller.schedule_periodic(self.cluster.partitions, self.now_ms())
         self._wake_up()  # the cluster manager's next deadline may have moved
         return self._hold(last, epoch)
 
@@ -405,6 +410,20 @@ class ControllerHost:
 
         return at
 
+    def run_partitions(
+        self, operation: Callable[[BrokerPartitionChanges], ControllerResult[R]]
+    ) -> Callable[[int], ControllerResult[R]]:
+        """A facade operation over the active cluster manager's partition indexes (AlterPartition,
+        ElectLeaders) for :meth:`write`: ``operation(partitions)``."""
+
+        def at(next_offset: int) -> ControllerResult[R]:
+            cluster = self.cluster
+            if cluster is None:
+                raise NotActiveError
+            return operation(cluster.partitions)
+
+        return at
+
     # -- the task -----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -422,10 +441,35 @@ class ControllerHost:
                     await self._claim()
                     continue
                 await self._fence_due()
-                deadline = self.cluster.poll(self.now_ms()) if self.cluster is not None else None
+                await self._elect_unclean_due()
+                deadline = self._next_deadline()
                 wait_s = math.inf if deadline is None else max(0, deadline - self.now_ms()) / 1000
                 with trio.move_on_after(wait_s):
                     await self._wake.wait()
+
+    def _next_deadline(self) -> int | None:
+        """The earliest of the session check and the controller's own periodic work."""
+        if self.cluster is None:
+            return None
+        now = self.now_ms()
+        deadlines = [d for d in (self.cluster.poll(now), self.controller.poll(now)) if d is not None]
+        return min(deadlines, default=None)
+
+    async def _elect_unclean_due(self) -> None:
+        """Kafka's maybeElectUncleanLeaders, when the controller's poll says it is due."""
+        now = self.now_ms()
+        deadline = self.controller.poll(now)
+        if deadline is None or deadline > now:
+            return
+        async with self._write_lock:
+            cluster = self.cluster
+            if self.active_epoch is None or cluster is None:
+                return
+            result = self.controller.elect_unclean_leaders(cluster.partitions, now)
+            try:
+                await self._append_locked(result)
+            except NotActiveError:
+                return
 
     async def _fence_due(self) -> None:
         for _ in range(FENCES_PER_ROUND):
@@ -531,6 +575,7 @@ def build_controller_host(
         ),
         config_defaults=ConfigDefaults(**hooks),
         delete_topic_enable=config.get_bool("delete.topic.enable"),
+        unclean_election_interval_ms=config.get_int("unclean.leader.election.interval.ms"),
     )
 
     def cluster() -> ClusterControlManager:
