@@ -2,9 +2,9 @@
 elections of leaderless partitions (Kafka's ReplicationControlManager.alterPartition,
 electLeaders and maybeElectUncleanLeaders, 4.x).
 
-AlterPartition (56): the requester's broker epoch first (STALE_BROKER_EPOCH for the whole
-request); then per topic, by id from v2 (UNKNOWN_TOPIC_ID) or by name before
-(UNKNOWN_TOPIC_OR_PARTITION); then per partition, the first failing check answers:
+AlterPartition (56, v2-3: Kafka 4.0 removed v0-1): the requester's broker epoch first
+(STALE_BROKER_EPOCH for the whole request); then per topic, by id (UNKNOWN_TOPIC_ID); then per
+partition, the first failing check answers:
 
 - no such partition: UNKNOWN_TOPIC_OR_PARTITION;
 - a leader epoch or partition epoch newer than the controller's: NOT_CONTROLLER (this controller
@@ -14,12 +14,12 @@ request); then per topic, by id from v2 (UNKNOWN_TOPIC_ID) or by name before
 - an ISR with a negative, repeated or non-replica id, or without the leader: INVALID_REQUEST;
   RECOVERING with more than one ISR member, or RECOVERED -> RECOVERING: INVALID_REQUEST;
 - an ISR member not registered, fenced, in controlled shutdown, or (v3, epoch given) at another
-  broker epoch: INELIGIBLE_REPLICA (v2+) or OPERATION_NOT_ATTEMPTED (v0-1).
+  broker epoch: INELIGIBLE_REPLICA.
 
 Otherwise the new ISR goes through PartitionChange (the ELR takes the members leaving an ISR
 below min.insync.replicas), and the answer is the partition as the change leaves it. A change
-that moves the leadership away from the requester answers NEW_LEADER_ELECTED (v2+) or
-FENCED_LEADER_EPOCH instead, as Kafka does when a reassignment completes.
+that moves the leadership away from the requester answers NEW_LEADER_ELECTED instead, as Kafka
+does when a reassignment completes.
 
 ElectLeaders (43): PREFERRED (0) or UNCLEAN (1) per partition; ELECTION_NOT_NEEDED when the
 preferred replica already leads (PREFERRED) or there is a leader (UNCLEAN); no record possible:
@@ -31,6 +31,7 @@ that needed no election. Another election type: INVALID_REQUEST for the whole re
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,8 +85,7 @@ class AlterPartitionResult:
 
 @dataclass(frozen=True, slots=True)
 class AlterPartitionTopicResult:
-    topic_name: str | None
-    topic_id: Any
+    topic_id: uuid.UUID
     partitions: tuple[AlterPartitionResult, ...]
 
 
@@ -97,7 +97,6 @@ class AlterPartitionReply:
     def to_response(self) -> dict[str, Any]:
         topics = [
             {
-                "topic_name": t.topic_name,
                 "topic_id": t.topic_id,
                 "partitions": [p.to_response() for p in t.partitions],
             }
@@ -133,7 +132,6 @@ def _check_alter(
     name: str,
     partition_id: int,
     partition: PartitionRegistration | None,
-    version: int,
     asked: Message,
     members: list[tuple[int, int]],
 ) -> ErrorCode:
@@ -171,7 +169,7 @@ def _check_alter(
     ineligible = _ineligible(image, members)
     if ineligible:
         log.info("%s: ineligible replicas %s in the new ISR %s", where, ", ".join(ineligible), isr)
-        return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
+        return ErrorCode.INELIGIBLE_REPLICA
     return ErrorCode.NONE
 
 
@@ -187,19 +185,19 @@ def alter_partition(
     records: list[ApiMessageAndVersion] = []
     topics: list[AlterPartitionTopicResult] = []
     for asked_topic in request.topics:
-        topic = image.topics_by_id.get(asked_topic.topic_id) if version > 1 else image.topic(asked_topic.topic_name)
-        name, topic_id = asked_topic.get("topic_name"), asked_topic.get("topic_id")
+        topic_id = asked_topic.topic_id
+        topic = image.topics_by_id.get(topic_id)
         if topic is None:
-            unknown = ErrorCode.UNKNOWN_TOPIC_ID if version > 1 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            log.info("AlterPartition for unknown topic id %s or name %s refused", topic_id, name)
+            log.info("AlterPartition for unknown topic id %s refused", topic_id)
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
             results = tuple(AlterPartitionResult(p.partition_index, unknown) for p in asked_topic.partitions)
-            topics.append(AlterPartitionTopicResult(name, topic_id, results))
+            topics.append(AlterPartitionTopicResult(topic_id, results))
             continue
         answered = [
             _alter_one(image, changes, request.broker_id, topic.topic_id, topic.name, asked, version, records)
             for asked in asked_topic.partitions
         ]
-        topics.append(AlterPartitionTopicResult(name, topic_id, tuple(answered)))
+        topics.append(AlterPartitionTopicResult(topic_id, tuple(answered)))
     return ControllerResult.of(records, AlterPartitionReply(topics=tuple(topics)))
 
 
@@ -207,7 +205,7 @@ def _alter_one(
     image: MetadataImage,
     changes: BrokerPartitionChanges,
     requester: int,
-    topic_id: Any,
+    topic_id: uuid.UUID,
     name: str,
     asked: Message,
     version: int,
@@ -219,7 +217,7 @@ def _alter_one(
         members = [(b.broker_id, b.broker_epoch) for b in asked.new_isr_with_epochs]
     else:
         members = [(b, -1) for b in asked.new_isr]
-    error = _check_alter(image, requester, name, pid, partition, version, asked, members)
+    error = _check_alter(image, requester, name, pid, partition, asked, members)
     if error != ErrorCode.NONE:
         return AlterPartitionResult(pid, error)
     assert partition is not None
@@ -239,11 +237,8 @@ def _alter_one(
         current = current.merge(record)
         log.debug("broker %d altered the ISR of %s-%d to %s", requester, name, pid, list(current.isr))
         if record.leader not in (requester, NO_LEADER_CHANGE):
-            moved = ErrorCode.NEW_LEADER_ELECTED if version > 1 else ErrorCode.FENCED_LEADER_EPOCH
-            log.info(
-                "AlterPartition from broker %d for %s-%d moved the leadership: %s", requester, name, pid, moved.name
-            )
-            return AlterPartitionResult(pid, moved)
+            log.info("AlterPartition from broker %d for %s-%d moved the leadership", requester, name, pid)
+            return AlterPartitionResult(pid, ErrorCode.NEW_LEADER_ELECTED)
     return AlterPartitionResult(pid, ErrorCode.NONE, current)
 
 

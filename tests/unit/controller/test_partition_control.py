@@ -43,13 +43,13 @@ def registration(broker_id: int) -> Any:
     return as_message("BrokerRegistration", "request", 4, body)
 
 
-def heartbeat(broker_id: int, epoch: int, offset: int, want_fence: bool = False) -> Any:
+def heartbeat(broker_id: int, epoch: int, offset: int, want_fence: bool = False, want_shut_down: bool = False) -> Any:
     body = {
         "broker_id": broker_id,
         "broker_epoch": epoch,
         "current_metadata_offset": offset,
         "want_fence": want_fence,
-        "want_shut_down": False,
+        "want_shut_down": want_shut_down,
     }
     return as_message("BrokerHeartbeat", "request", 1, body)
 
@@ -101,8 +101,8 @@ class Cluster:
         self.beat(broker_id, reply.broker_epoch)
         return int(reply.broker_epoch)
 
-    def beat(self, broker_id: int, epoch: int, want_fence: bool = False) -> Any:
-        request = heartbeat(broker_id, epoch, self.log.next_offset, want_fence)
+    def beat(self, broker_id: int, epoch: int, want_fence: bool = False, want_shut_down: bool = False) -> Any:
+        request = heartbeat(broker_id, epoch, self.log.next_offset, want_fence, want_shut_down)
         return self.apply(self.manager.heartbeat(self.image, request, next_offset=self.log.next_offset, now_ms=0))
 
     def fence(self, broker_id: int) -> None:
@@ -203,7 +203,6 @@ def test_a_stale_broker_epoch_refuses_the_whole_request() -> None:
     ("overrides", "isr", "code"),
     [
         ({"topic_id": uuid.UUID(int=0x99)}, [1, 2], E.UNKNOWN_TOPIC_ID),
-        ({"topic_name": "nope", "version": 1}, [1, 2], E.UNKNOWN_TOPIC_OR_PARTITION),
         ({"partition_index": 7}, [1, 2], E.UNKNOWN_TOPIC_OR_PARTITION),
         ({"leader_epoch": 1}, [1, 2], E.NOT_CONTROLLER),
         ({"partition_epoch": 1}, [1, 2], E.NOT_CONTROLLER),
@@ -233,15 +232,18 @@ def test_older_epochs_are_fenced_and_out_of_date() -> None:
     assert c.alter([2, 3], partition_epoch=1)["error_code"] == E.INVALID_UPDATE_VERSION
 
 
-def test_fenced_or_shutting_down_members_are_ineligible_and_older_versions_say_operation_not_attempted() -> None:
+def test_fenced_or_shutting_down_members_are_ineligible() -> None:
     c = Cluster()
     c.alter([1, 2])
     c.fence(3)
     assert c.alter([1, 2, 3], version=2)["error_code"] == E.INELIGIBLE_REPLICA
-    assert c.alter([1, 2, 3], version=1)["error_code"] == E.OPERATION_NOT_ATTEMPTED
-    assert c.alter([1, 2, 3], version=3, isr_epochs={9: 1})["error_code"] == E.INELIGIBLE_REPLICA
+    assert c.alter([1, 2, 3], version=3)["error_code"] == E.INELIGIBLE_REPLICA
     c.unfence(3)
-    assert c.alter([1, 2, 3], version=0)["isr"] == [1, 2, 3]  # v0: by name, no epochs
+    assert c.alter([1, 2, 3], version=2)["isr"] == [1, 2, 3]  # v2: no broker epochs to check
+    c.beat(1, c.epochs[1], want_shut_down=True)  # the leader: controlled shutdown moves it away first
+    assert c.image.brokers[1].in_controlled_shutdown and not c.image.brokers[1].fenced
+    assert (c.partition().leader, c.partition().isr) == (2, (2, 3))
+    assert c.alter([2, 3, 1])["error_code"] == E.INELIGIBLE_REPLICA
 
 
 def test_a_recovering_leader_may_only_report_itself_then_recovered() -> None:
