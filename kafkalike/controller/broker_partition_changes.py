@@ -80,12 +80,17 @@ class BrokerPartitionChanges:
         self.elr_index = BrokersToPartitions(with_leaders=False)
         self.unclean_elections = 0  # leaders this controller elected from outside the ISR
         self._replayed: dict[tuple[uuid.UUID, int], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}
+        # Kafka's imbalancedPartitions: partitions not led by their first replica (the preferred one).
+        self._preferred: dict[tuple[uuid.UUID, int], int] = {}
+        self.imbalanced: dict[tuple[uuid.UUID, int], None] = {}  # in the order they became so
 
     def replay(self, record: ApiMessageAndVersion) -> None:
         """Follow a replayed PartitionRecord, PartitionChangeRecord or RemoveTopicRecord."""
         if record.type == T.REMOVE_TOPIC_RECORD:
             for key in [k for k in self._replayed if k[0] == record.topic_id]:
                 isr, _, elr = self._replayed.pop(key)
+                self._preferred.pop(key, None)
+                self.imbalanced.pop(key, None)
                 for b in isr:
                     self.isr_index.remove_topic(record.topic_id, b)
                 for b in elr:
@@ -105,6 +110,12 @@ class BrokerPartitionChanges:
                 before[2] if record.eligible_leader_replicas is None else tuple(record.eligible_leader_replicas),
             )
         self._replayed[key] = after
+        if record.replicas:  # a PartitionRecord; a PartitionChangeRecord moving replicas
+            self._preferred[key] = record.replicas[0]
+        if after[1] == self._preferred.get(key):
+            self.imbalanced.pop(key, None)
+        else:
+            self.imbalanced.setdefault(key, None)
         tid, pid = key
         if before is None:
             self.isr_index.update(tid, pid, None, after[0], NO_LEADER, after[1])

@@ -368,3 +368,30 @@ def elect_unclean_leaders(
 def has_leaderless_partitions(image: MetadataImage) -> bool:
     """Kafka's areSomePartitionsLeaderless."""
     return any(p.leader == NO_LEADER for t in image.topics_by_id.values() for p in t.partitions.values())
+
+
+def balance_partition_leaders(
+    image: MetadataImage, changes: BrokerPartitionChanges, max_elections: int = MAX_ELECTIONS_PER_PASS
+) -> ControllerResult[bool]:
+    """Kafka's maybeBalancePartitionLeaders (auto.leader.rebalance.enable): a preferred election
+    for each partition its first replica does not lead; the reply says whether to run again at
+    once. Kafka 4 has no leader.imbalance.per.broker.percentage: any such partition counts."""
+    records: list[ApiMessageAndVersion] = []
+    for topic_id, pid in list(changes.imbalanced):
+        if len(records) >= max_elections:
+            break
+        topic = image.topics_by_id.get(topic_id)
+        partition = None if topic is None else topic.partitions.get(pid)
+        if topic is None or partition is None:
+            log.error("skipping unknown imbalanced partition %s-%d", topic_id, pid)
+            continue
+        change = changes.change(
+            image,
+            (topic_id, topic.name, pid, partition),
+            lambda r, p=partition: acceptable_leader(image, p, r),  # type: ignore[misc]
+            Election.PREFERRED,
+        )
+        record = changes.built(change, topic.name)
+        if record is not None:
+            records.append(record)
+    return ControllerResult.of(records, len(records) >= max_elections)

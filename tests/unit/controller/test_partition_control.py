@@ -14,7 +14,12 @@ from kafkalike.controller.broker_partition_changes import ELR_FEATURE
 from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import METADATA_VERSION_FEATURE, NO_LEADER, MetadataImage, PartitionRegistration
-from kafkalike.controller.partition_control import alter_partition, elect_leaders, elect_unclean_leaders
+from kafkalike.controller.partition_control import (
+    alter_partition,
+    balance_partition_leaders,
+    elect_leaders,
+    elect_unclean_leaders,
+)
 from kafkalike.controller.quorum_controller import QuorumController
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, metadata_record
@@ -350,12 +355,22 @@ def test_the_periodic_pass_elects_uncleanly_once_the_topic_allows_it() -> None:
 
 def test_the_quorum_controller_schedules_the_unclean_pass_after_a_write_leaving_a_partition_leaderless() -> None:
     c = Cluster(configs={"unclean.leader.election.enable": "false"})
-    controller = QuorumController(node_id=1, rng=random.Random(1), image=c.image, unclean_election_interval_ms=1000)
+
+    def controller_over(image: MetadataImage) -> QuorumController:
+        return QuorumController(
+            node_id=1,
+            rng=random.Random(1),
+            image=image,
+            unclean_election_interval_ms=1000,
+            leader_imbalance_check_interval_ms=None,  # auto.leader.rebalance.enable=false
+        )
+
+    controller = controller_over(c.image)
     controller.schedule_periodic(c.manager.partitions, 0)
     assert controller.poll(0) is None  # every partition has a leader
     c.alter([1])
     c.fence(1)
-    controller = QuorumController(node_id=1, rng=random.Random(1), image=c.image, unclean_election_interval_ms=1000)
+    controller = controller_over(c.image)
     controller.schedule_periodic(c.manager.partitions, 50)
     assert controller.poll(50) == 1050
     controller.schedule_periodic(c.manager.partitions, 900)  # already due: not pushed back
@@ -364,6 +379,30 @@ def test_the_quorum_controller_schedules_the_unclean_pass_after_a_write_leaving_
     assert result.records == () and controller.poll(1050) is None
     controller.cancel_periodic()
     assert controller.poll(2000) is None
+
+
+def test_leader_balancing_gives_the_leadership_back_once_the_preferred_replica_is_in_sync() -> None:
+    c = Cluster(partitions=3)
+    c.fence(1)
+    c.unfence(1)
+    assert [c.partition(p).leader for p in range(3)] == [2, 2, 3]  # partition 0 moved off broker 1
+    controller = QuorumController(
+        node_id=1, rng=random.Random(1), image=c.image, leader_imbalance_check_interval_ms=300_000
+    )
+    controller.schedule_periodic(c.manager.partitions, 0)
+    assert controller.poll(0) == 300_000 and controller.due(299_999) == []
+    assert controller.due(300_000) == ["balance"]
+    # 1 is not in the ISR yet: nothing to elect, and the pass is due again an interval later.
+    assert controller.balance_partition_leaders(c.manager.partitions, 300_000).records == ()
+    assert controller.poll(300_000) is None
+    c.alter([2, 3, 1])
+    result = balance_partition_leaders(c.image, c.manager.partitions)
+    assert result.reply is False and len(result.records) == 1
+    c.apply(result)
+    assert [c.partition(p).leader for p in range(3)] == [1, 2, 3]
+    assert dict(c.manager.partitions.imbalanced) == {}
+    controller.schedule_periodic(c.manager.partitions, 600_000)
+    assert controller.poll(600_000) is None  # balanced: nothing due
 
 
 # -- ElectLeaders ------------------------------------------------------------------------------
