@@ -52,6 +52,14 @@ from kafkalike.protocol.metadata_records import ApiMessageAndVersion
 
 log = logging.getLogger("kafkalike.controller")
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+# Kafka's ApiError(Errors) carries the error's own message (Errors.java).
+ELECTION_NOT_NEEDED = ApiError(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+PREFERRED_LEADER_NOT_AVAILABLE = ApiError(
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+)
+ELIGIBLE_LEADERS_NOT_AVAILABLE = ApiError(
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
+)
 RECOVERED = 0
 # Kafka's maxElectionsPerImbalance: elections one periodic pass makes before asking to run again.
 MAX_ELECTIONS_PER_PASS = 1000
@@ -290,7 +298,7 @@ def elect_leader(
         return ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{partition_id}")
     preferred = election_type == PREFERRED_ELECTION
     if (preferred and partition.leader == partition.replicas[0]) or (not preferred and partition.has_leader):
-        return ApiError(ErrorCode.ELECTION_NOT_NEEDED)
+        return ELECTION_NOT_NEEDED
     change = changes.change(
         image,
         (topic.topic_id, name, partition_id, partition),
@@ -299,9 +307,7 @@ def elect_leader(
     )
     record = changes.built(change, name)
     if record is None:
-        return ApiError(
-            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if preferred else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        )
+        return PREFERRED_LEADER_NOT_AVAILABLE if preferred else ELIGIBLE_LEADERS_NOT_AVAILABLE
     records.append(record)
     return ApiError.NONE
 

@@ -293,6 +293,16 @@ def test_fencing_the_leader_passes_leadership_to_the_next_isr_member() -> None:
     assert c.partition().leader == 3
 
 
+def test_an_unregistered_or_shutting_down_leader_leaves_the_isr_and_another_member_leads() -> None:
+    c = Cluster()
+    c.apply(c.manager.unregister_broker(c.image, 1))
+    p = c.partition()
+    assert (p.leader, p.leader_epoch, p.isr) == (2, 1, (2, 3)) and 1 not in c.image.brokers
+    c.beat(2, c.epochs[2], want_shut_down=True)
+    p = c.partition()
+    assert (p.leader, p.leader_epoch, p.isr) == (3, 2, (3,))
+
+
 def test_with_elr_fencing_every_replica_keeps_them_eligible_and_the_first_back_leads() -> None:
     c = Cluster(elr=True, configs={"min.insync.replicas": "2"})
     c.fence(1)
@@ -419,24 +429,34 @@ def results(response: dict[str, Any]) -> dict[tuple[str, int], tuple[int, str | 
 def test_a_preferred_election_moves_leadership_back_to_the_first_replica() -> None:
     c = Cluster()
     c.fence(1)
-    assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, None)}
+    assert results(c.elect(0, {"t": [0]})) == {
+        ("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available.")
+    }
     c.unfence(1)
-    assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, None)}  # not in ISR
+    assert results(c.elect(0, {"t": [0]})) == {
+        ("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available.")
+    }  # not in ISR
     c.alter([2, 3, 1])  # leader 2 takes 1 back into the ISR
     assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.NONE, None)}
     p = c.partition()
     assert (p.leader, p.leader_epoch) == (1, 2)
-    assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.ELECTION_NOT_NEEDED, None)}
+    assert results(c.elect(0, {"t": [0]})) == {
+        ("t", 0): (E.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+    }
 
 
 def test_an_unclean_election_needs_a_leaderless_partition_and_an_acceptable_replica() -> None:
     c = Cluster()
-    assert results(c.elect(1, {"t": [0]})) == {("t", 0): (E.ELECTION_NOT_NEEDED, None)}
+    assert results(c.elect(1, {"t": [0]})) == {
+        ("t", 0): (E.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+    }
     c.alter([1])
     c.fence(1)
     c.fence(2)
     c.fence(3)
-    assert results(c.elect(1, {"t": [0]})) == {("t", 0): (E.ELIGIBLE_LEADERS_NOT_AVAILABLE, None)}
+    assert results(c.elect(1, {"t": [0]})) == {
+        ("t", 0): (E.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available.")
+    }
     c.unfence(3)
     assert results(c.elect(1, {"t": [0]})) == {("t", 0): (E.NONE, None)}
     p = c.partition()
