@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,6 +250,40 @@ def _alter_one(
     return AlterPartitionResult(pid, ErrorCode.NONE, current)
 
 
+# -- Kafka's iteration order -----------------------------------------------------------------------
+
+
+def java_string_hash(value: str) -> int:
+    """Java's String.hashCode (as a signed 32-bit int)."""
+    h = 0
+    for unit in value.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def timeline_hash_order(keys: Iterable[Any], hash_code: Callable[[Any], int]) -> list[Any]:
+    """``keys``, added in this order to one of Kafka's TimelineHashMaps made for 0 elements (a
+    topic's partitions, the topics by name), in the order it iterates them: its BaseHashTable's
+    slots in order, each slot's chain from its last arrival back (SnapshottableHashTable's
+    CurrentIterator takes them from the end), rehashed by doubling at 3/4 full."""
+    slots: list[list[Any]] = [[], []]
+
+    def slot_of(key: Any, size: int) -> int:
+        shift = 65 - size.bit_length()
+        product = (hash_code(key) * -7046029254386353131) & 0xFFFFFFFFFFFFFFFF
+        return product >> shift
+
+    for count, key in enumerate(keys):
+        if (count + 1) * 0.75 > len(slots):
+            grown: list[list[Any]] = [[] for _ in range(len(slots) * 2)]
+            for chain in slots:
+                for k in chain:
+                    grown[slot_of(k, len(grown))].append(k)
+            slots = grown
+        slots[slot_of(key, len(slots))].append(key)
+    return [k for chain in slots for k in reversed(chain)]
+
+
 # -- ElectLeaders ----------------------------------------------------------------------------------
 
 
@@ -323,10 +357,13 @@ def elect_leaders(
     records: list[ApiMessageAndVersion] = []
     topics: list[tuple[str, tuple[ElectionResult, ...]]] = []
     if request.topic_partitions is None:
-        for name, topic in image.topics_by_name.items():
+        # In Kafka's order: its maps of topics and partitions are hash tables (a partition's
+        # own, created in id order; the topics in the image's order, which is creation order).
+        for name in timeline_hash_order(image.topics_by_name, java_string_hash):
+            topic = image.topics_by_name[name]
             results = [
                 ElectionResult(pid, error)
-                for pid in topic.partitions
+                for pid in timeline_hash_order(sorted(topic.partitions), lambda i: i)
                 if (error := elect_leader(image, changes, name, pid, election_type, records)).code
                 != ErrorCode.ELECTION_NOT_NEEDED
             ]
