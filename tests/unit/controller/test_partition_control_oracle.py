@@ -1,5 +1,6 @@
-"""AlterPartition, ElectLeaders, fencing and the periodic election passes against what Kafka
-4.4.0's ReplicationControlManager answered for the same cluster and request.
+"""AlterPartition, ElectLeaders, broker events (fenced, unfenced, controlled shutdown, unregistered,
+a new incarnation) and the periodic election passes against what Kafka 4.4.0's
+ReplicationControlManager answered for the same cluster and request.
 
 kafka_partition_control.txt holds random cases (oracle/partition_control_cases.py: brokers
 active, fenced or shutting down; replicated partitions with ISR, ELR, epochs and leader recovery
@@ -63,6 +64,19 @@ def ours(case: str) -> tuple[Any, list[ApiMessageAndVersion], str]:
     elif name == "fence":
         records: list[ApiMessageAndVersion] = []
         manager._handle_fenced(image, int(args[0]), records)
+        result = ControllerResult.of(records, None)
+    elif name in ("unfence", "shutdown", "unregister", "restart"):
+        broker_id = int(args[0])
+        epoch = image.brokers[broker_id].epoch
+        records = []
+        if name == "unfence":
+            manager._handle_unfenced(image, broker_id, epoch, records)
+        elif name == "shutdown":
+            manager._handle_in_controlled_shutdown(image, broker_id, epoch, records)
+        elif name == "unregister":
+            records = list(manager.unregister_broker(image, broker_id).records)
+        else:
+            manager._handle_broker_shutdown(image, broker_id, args[1] == "true", records)
         result = ControllerResult.of(records, None)
     elif name == "unclean":
         result = elect_unclean_leaders(image, partitions)

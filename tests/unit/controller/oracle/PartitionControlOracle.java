@@ -40,7 +40,9 @@ import org.apache.kafka.server.common.ApiMessageAndVersion;
 import org.apache.kafka.timeline.SnapshotRegistry;
 
 /** A case: "minIsr unclean | record-hex,record-hex,... | op args". Ops: "alter VERSION REQUEST-HEX",
- *  "elect VERSION REQUEST-HEX", "fence BROKER", "unclean", "balance". The answer, on a line of its
+ *  "elect VERSION REQUEST-HEX", "fence BROKER", "unfence BROKER", "shutdown BROKER" (controlled),
+ *  "unregister BROKER", "restart BROKER CLEAN" (a new incarnation registering), "unclean",
+ *  "balance". The answer, on a line of its
  *  own that starts with "= " (Kafka's own logging may write other lines): "REPLY-HEX | RECORD-HEX,..."
  *  ("-" for no reply body; a boolean reply is "true"/"false"), or "ERROR Class message". */
 public class PartitionControlOracle {
@@ -133,6 +135,29 @@ public class PartitionControlOracle {
                 replication.handleBrokerFenced(Integer.parseInt(op[1]), records);
                 reply = "-";
                 break;
+            case "unfence": {
+                int id = Integer.parseInt(op[1]);
+                replication.handleBrokerUnfenced(id, cluster.registration(id).epoch(), records);
+                reply = "-";
+                break;
+            }
+            case "shutdown": {
+                int id = Integer.parseInt(op[1]);
+                replication.handleBrokerInControlledShutdown(id, cluster.registration(id).epoch(), records);
+                reply = "-";
+                break;
+            }
+            case "unregister": {
+                int id = Integer.parseInt(op[1]);
+                replication.handleBrokerUnregistered(id, cluster.registration(id).epoch(), records);
+                reply = "-";
+                break;
+            }
+            case "restart": {
+                replication.handleBrokerShutdown(Integer.parseInt(op[1]), Boolean.parseBoolean(op[2]), records);
+                reply = "-";
+                break;
+            }
             case "unclean": {
                 ControllerResult<Boolean> result = replication.maybeElectUncleanLeaders();
                 records.addAll(result.records());

@@ -1,6 +1,7 @@
 """Random cases for PartitionControlOracle.java: a cluster (brokers fenced, shutting down or
 active, replicated partitions with ISR, ELR and epochs, topic and cluster-default configs) as
-metadata records, and one operation on it (AlterPartition, ElectLeaders, fencing a broker, the
+metadata records, and one operation on it (AlterPartition, ElectLeaders, a broker fenced,
+unfenced, entering controlled shutdown, unregistered or registering a new incarnation, the
 unclean election pass, the leader balancing pass), every record and request in Kafka's bytes.
 
     python partition_control_cases.py SEED COUNT > cases.txt
@@ -128,9 +129,13 @@ def operation(
     epochs: dict[int, int],
     topics: list[tuple[str, uuid.UUID, list[dict[str, Any]]]],
 ) -> str:
-    kind = rng.choice(["alter"] * 5 + ["elect"] * 3 + ["fence", "unclean", "balance"])
-    if kind == "fence":
-        return f"fence {rng.choice(broker_ids)}"
+    kind = rng.choice(
+        ["alter"] * 5 + ["elect"] * 3 + ["fence", "unfence", "shutdown", "unregister", "restart", "unclean", "balance"]
+    )
+    if kind in ("fence", "unfence", "shutdown", "unregister"):
+        return f"{kind} {rng.choice(broker_ids)}"
+    if kind == "restart":
+        return f"restart {rng.choice(broker_ids)} {rng.choice(['true', 'false'])}"
     if kind in ("unclean", "balance"):
         return kind
     if kind == "elect":
