@@ -16,7 +16,9 @@ TOPIC_ALREADY_EXISTS before the first is committed), and two producer id blocks 
 overlap. When the driver loses leadership (or an append fails) it calls ``revert``: the
 uncommitted records are dropped, and what is checked next is the committed image again.
 
-Where the parts are: topics and partitions ``replication_control``, placement ``placement``,
+Where the parts are: topics and partitions ``replication_control``, a leader's AlterPartition,
+ElectLeaders and the controller's own unclean election and leader balancing passes
+``partition_control`` (their timers come in through ``poll`` too), placement ``placement``,
 configs ``configuration_control``, producer ids ``producer_id_control``, features and the
 bootstrap records ``features``. Broker registration, heartbeats, fencing and controlled shutdown
 are ``cluster_control`` (see "brokers" below): they run through ``run`` against the same latest
