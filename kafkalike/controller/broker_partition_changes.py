@@ -73,7 +73,16 @@ def elr_enabled(image: MetadataImage) -> bool:
 class BrokerPartitionChanges:
     """Partition changes for broker events, and the indexes that order them."""
 
-    def __init__(self, *, default_min_insync_replicas: int = 1, default_unclean_leader_election: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        default_min_insync_replicas: int = 1,
+        default_unclean_leader_election: bool = False,
+        node_id: int | None = None,
+    ) -> None:
+        """``node_id``: the controller's own, whose broker-resource configs count before the
+        cluster-wide defaults (Kafka's currentControllerConfig)."""
+        self.node_id = node_id
         self.default_min_isr = default_min_insync_replicas
         self.default_unclean = default_unclean_leader_election
         self.isr_index = BrokersToPartitions(with_leaders=True)
@@ -156,9 +165,12 @@ class BrokerPartitionChanges:
         return (ref for ref in self.partitions(image) if ref[3].leader == broker_id)
 
     def _topic_or_cluster_config(self, image: MetadataImage, topic: str, name: str) -> str | None:
-        """A topic's value, else the cluster-wide dynamic default (the broker resource ""), as
-        Kafka's ConfigurationControlManager.getTopicConfig looks them up before the static one."""
+        """A topic's value, else this controller node's dynamic one, else the cluster-wide dynamic
+        default (the broker resource ""), as Kafka's ConfigurationControlManager.getTopicConfig
+        looks them up before the static one."""
         configured = image.topic_configs(topic).get(name)
+        if configured is None and self.node_id is not None:
+            configured = image.configs.get(ConfigResource(BROKER_RESOURCE, str(self.node_id)), EMPTY).get(name)
         if configured is None:
             configured = image.configs.get(ConfigResource(BROKER_RESOURCE, ""), EMPTY).get(name)
         return configured

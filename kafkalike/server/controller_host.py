@@ -591,6 +591,7 @@ def build_controller_host(
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             default_min_insync_replicas=config.get_int("min.insync.replicas"),
             default_unclean_leader_election=config.get_bool("unclean.leader.election.enable"),
+            node_id=driver.node_id,
         )
 
     return ControllerHost(

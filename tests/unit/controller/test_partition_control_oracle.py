@@ -47,7 +47,10 @@ def ours(case: str) -> tuple[Any, list[ApiMessageAndVersion], str]:
     statics, setup, op = case.split(" | ")
     min_isr, unclean = statics.split()
     manager = ClusterControlManager(
-        cluster_id="oracle", default_min_insync_replicas=int(min_isr), default_unclean_leader_election=unclean == "true"
+        cluster_id="oracle",
+        default_min_insync_replicas=int(min_isr),
+        default_unclean_leader_election=unclean == "true",
+        node_id=1,  # as the oracle's controller
     )
     log = ControllerLog(manager, [decode_metadata_record(bytes.fromhex(h)) for h in setup.split(",")])
     image, partitions = log.image, manager.partitions

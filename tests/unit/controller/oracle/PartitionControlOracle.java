@@ -86,6 +86,7 @@ public class PartitionControlOracle {
             .setSnapshotRegistry(registry)
             .setFeatureControl(features)
             .setStaticConfig(staticConfig)
+            .setNodeId(1)  // the controller's own broker-resource configs come before the cluster's
             .setKafkaConfigSchema(kafka.server.KafkaRaftServer$.MODULE$.configSchema())
             .build();
         ReplicationControlManager replication = new ReplicationControlManager.Builder()

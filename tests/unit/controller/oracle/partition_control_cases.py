@@ -108,14 +108,20 @@ def case(rng: random.Random) -> str:
                     )
                 )
         topics.append((name, topic_id, parts))
-    if rng.random() < 0.2:
+    for resource in ("", "1", "2"):  # cluster-wide; the controller's (node 1) own; another node's
+        if rng.random() > 0.2:
+            continue
         records.append(
             metadata_record(
                 T.CONFIG_RECORD,
                 resource_type=4,
-                resource_name="",
-                name="unclean.leader.election.enable",
-                value=rng.choice(["true", "false"]),
+                resource_name=resource,
+                **rng.choice(
+                    [
+                        {"name": "unclean.leader.election.enable", "value": rng.choice(["true", "false"])},
+                        {"name": "min.insync.replicas", "value": rng.choice(["1", "2", "3"])},
+                    ]
+                ),
             )
         )
     statics = f"{rng.choice(['1', '2'])} {rng.choice(['false', 'false', 'true'])}"
