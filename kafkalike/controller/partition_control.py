@@ -1,6 +1,8 @@
-"""A partition leader's AlterPartition, an admin's ElectLeaders and the controller's own unclean
-elections of leaderless partitions (Kafka's ReplicationControlManager.alterPartition,
-electLeaders and maybeElectUncleanLeaders, 4.x).
+"""A partition leader's AlterPartition, an admin's ElectLeaders and the controller's own passes:
+unclean elections for leaderless partitions, preferred elections to balance leadership (Kafka's
+ReplicationControlManager.alterPartition, electLeaders, maybeElectUncleanLeaders and
+maybeBalancePartitionLeaders, 4.x; checked byte for byte against Kafka 4.4.0's in
+tests/unit/controller/test_partition_control_oracle.py).
 
 AlterPartition (56, v2-3: Kafka 4.0 removed v0-1): the requester's broker epoch first
 (STALE_BROKER_EPOCH for the whole request); then per topic, by id (UNKNOWN_TOPIC_ID); then per
