@@ -3,7 +3,7 @@
 confluent-kafka's AdminClient and kafka-python's KafkaAdminClient alter and describe topic and
 broker configs (values, sources, synonyms in Kafka's order, validate_only, invalid values, unknown
 topics); a changed topic config applies to the very next request; DeleteRecords, DescribeLogDirs
-and CreatePartitions through the same clients.
+and CreatePartitions through the same clients; ElectLeaders through confluent-kafka.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import kafka.errors as kafka_errors
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -562,3 +562,18 @@ def test_create_partitions_through_both_admin_clients(kafka_bootstrap: str, kafk
     after = placement(keys)
     assert set(after.values()) <= set(range(5)) and len(set(after.values())) > 2
     assert any(before[key] != after[key] for key in keys)
+
+
+@pytest.mark.kafka_topic(partitions=2)
+def test_confluent_elect_leaders_answers_per_partition(kafka_bootstrap: str, kafka_topic: str) -> None:
+    client = confluent_admin(kafka_bootstrap)
+    asked = [TopicPartition(kafka_topic, 0), TopicPartition(kafka_topic, 1), TopicPartition(f"{kafka_topic}-none", 0)]
+    results = client.elect_leaders(ElectionType.PREFERRED, asked).result(TIMEOUT_S)
+    codes = {(tp.topic, tp.partition): None if e is None else e.code() for tp, e in results.items()}
+    assert codes == {
+        (kafka_topic, 0): KafkaError.ELECTION_NOT_NEEDED,  # each partition's only replica leads it
+        (kafka_topic, 1): KafkaError.ELECTION_NOT_NEEDED,
+        (f"{kafka_topic}-none", 0): KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+    # Every partition: those needing no election are left out of the answer.
+    assert client.elect_leaders(ElectionType.UNCLEAN, None).result(TIMEOUT_S) == {}

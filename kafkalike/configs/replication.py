@@ -104,16 +104,16 @@ REPLICATION = (
         "auto.leader.rebalance.enable",
         ConfigType.BOOLEAN,
         "true",
-        "Whether the controller moves leadership back to each partition's preferred replica when brokers "
-        "lead too many partitions that are not theirs.",
-        implemented=False,
+        "Whether the active controller gives each partition's leadership back to its preferred replica "
+        "(the first of its replicas) once that replica is in sync again, checked every "
+        "leader.imbalance.check.interval.seconds.",
     ),
     ConfigKey(
         "leader.imbalance.check.interval.seconds",
         ConfigType.LONG,
         "300",
-        "How often, in seconds, the controller checks whether leadership needs rebalancing.",
+        "How often, in seconds, the active controller looks for partitions not led by their preferred "
+        "replica (auto.leader.rebalance.enable).",
         at_least(1),
-        implemented=False,
     ),
 )

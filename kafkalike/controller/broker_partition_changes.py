@@ -73,19 +73,33 @@ def elr_enabled(image: MetadataImage) -> bool:
 class BrokerPartitionChanges:
     """Partition changes for broker events, and the indexes that order them."""
 
-    def __init__(self, *, default_min_insync_replicas: int = 1, default_unclean_leader_election: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        default_min_insync_replicas: int = 1,
+        default_unclean_leader_election: bool = False,
+        node_id: int | None = None,
+    ) -> None:
+        """``node_id``: the controller's own, whose broker-resource configs count before the
+        cluster-wide defaults (Kafka's currentControllerConfig)."""
+        self.node_id = node_id
         self.default_min_isr = default_min_insync_replicas
         self.default_unclean = default_unclean_leader_election
         self.isr_index = BrokersToPartitions(with_leaders=True)
         self.elr_index = BrokersToPartitions(with_leaders=False)
         self.unclean_elections = 0  # leaders this controller elected from outside the ISR
         self._replayed: dict[tuple[uuid.UUID, int], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}
+        # Kafka's imbalancedPartitions: partitions not led by their first replica (the preferred one).
+        self._preferred: dict[tuple[uuid.UUID, int], int] = {}
+        self.imbalanced: dict[tuple[uuid.UUID, int], None] = {}  # in the order they became so
 
     def replay(self, record: ApiMessageAndVersion) -> None:
         """Follow a replayed PartitionRecord, PartitionChangeRecord or RemoveTopicRecord."""
         if record.type == T.REMOVE_TOPIC_RECORD:
             for key in [k for k in self._replayed if k[0] == record.topic_id]:
                 isr, _, elr = self._replayed.pop(key)
+                self._preferred.pop(key, None)
+                self.imbalanced.pop(key, None)
                 for b in isr:
                     self.isr_index.remove_topic(record.topic_id, b)
                 for b in elr:
@@ -105,6 +119,12 @@ class BrokerPartitionChanges:
                 before[2] if record.eligible_leader_replicas is None else tuple(record.eligible_leader_replicas),
             )
         self._replayed[key] = after
+        if record.replicas:  # a PartitionRecord; a PartitionChangeRecord moving replicas
+            self._preferred[key] = record.replicas[0]
+        if after[1] == self._preferred.get(key):
+            self.imbalanced.pop(key, None)
+        else:
+            self.imbalanced.setdefault(key, None)
         tid, pid = key
         if before is None:
             self.isr_index.update(tid, pid, None, after[0], NO_LEADER, after[1])
@@ -145,9 +165,12 @@ class BrokerPartitionChanges:
         return (ref for ref in self.partitions(image) if ref[3].leader == broker_id)
 
     def _topic_or_cluster_config(self, image: MetadataImage, topic: str, name: str) -> str | None:
-        """A topic's value, else the cluster-wide dynamic default (the broker resource ""), as
-        Kafka's ConfigurationControlManager.getTopicConfig looks them up before the static one."""
+        """A topic's value, else this controller node's dynamic one, else the cluster-wide dynamic
+        default (the broker resource ""), as Kafka's ConfigurationControlManager.getTopicConfig
+        looks them up before the static one."""
         configured = image.topic_configs(topic).get(name)
+        if configured is None and self.node_id is not None:
+            configured = image.configs.get(ConfigResource(BROKER_RESOURCE, str(self.node_id)), EMPTY).get(name)
         if configured is None:
             configured = image.configs.get(ConfigResource(BROKER_RESOURCE, ""), EMPTY).get(name)
         return configured

@@ -144,7 +144,9 @@ class ClusterControlManager:
         fence_check_interval_ms: int | None = None,
         default_min_insync_replicas: int = 1,
         default_unclean_leader_election: bool = False,
+        node_id: int | None = None,
     ) -> None:
+        """``node_id``: the controller's (its own dynamic configs count for its partition rules)."""
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
         self.fence_check_interval_ms = fence_check_interval_ms or max(1, session_timeout_ms // 8)
@@ -152,6 +154,7 @@ class ClusterControlManager:
         self.partitions = BrokerPartitionChanges(
             default_min_insync_replicas=default_min_insync_replicas,
             default_unclean_leader_election=default_unclean_leader_election,
+            node_id=node_id,
         )
         self.heartbeats: BrokerHeartbeats | None = None
         self._next_check_ms: int | None = None

@@ -1,10 +1,12 @@
-"""A partition leader's AlterPartition, an admin's ElectLeaders and the controller's own unclean
-elections of leaderless partitions (Kafka's ReplicationControlManager.alterPartition,
-electLeaders and maybeElectUncleanLeaders, 4.x).
+"""A partition leader's AlterPartition, an admin's ElectLeaders and the controller's own passes:
+unclean elections for leaderless partitions, preferred elections to balance leadership (Kafka's
+ReplicationControlManager.alterPartition, electLeaders, maybeElectUncleanLeaders and
+maybeBalancePartitionLeaders, 4.x; checked byte for byte against Kafka 4.4.0's in
+tests/unit/controller/test_partition_control_oracle.py).
 
-AlterPartition (56): the requester's broker epoch first (STALE_BROKER_EPOCH for the whole
-request); then per topic, by id from v2 (UNKNOWN_TOPIC_ID) or by name before
-(UNKNOWN_TOPIC_OR_PARTITION); then per partition, the first failing check answers:
+AlterPartition (56, v2-3: Kafka 4.0 removed v0-1): the requester's broker epoch first
+(STALE_BROKER_EPOCH for the whole request); then per topic, by id (UNKNOWN_TOPIC_ID); then per
+partition, the first failing check answers:
 
 - no such partition: UNKNOWN_TOPIC_OR_PARTITION;
 - a leader epoch or partition epoch newer than the controller's: NOT_CONTROLLER (this controller
@@ -14,12 +16,12 @@ request); then per topic, by id from v2 (UNKNOWN_TOPIC_ID) or by name before
 - an ISR with a negative, repeated or non-replica id, or without the leader: INVALID_REQUEST;
   RECOVERING with more than one ISR member, or RECOVERED -> RECOVERING: INVALID_REQUEST;
 - an ISR member not registered, fenced, in controlled shutdown, or (v3, epoch given) at another
-  broker epoch: INELIGIBLE_REPLICA (v2+) or OPERATION_NOT_ATTEMPTED (v0-1).
+  broker epoch: INELIGIBLE_REPLICA.
 
 Otherwise the new ISR goes through PartitionChange (the ELR takes the members leaving an ISR
 below min.insync.replicas), and the answer is the partition as the change leaves it. A change
-that moves the leadership away from the requester answers NEW_LEADER_ELECTED (v2+) or
-FENCED_LEADER_EPOCH instead, as Kafka does when a reassignment completes.
+that moves the leadership away from the requester answers NEW_LEADER_ELECTED instead, as Kafka
+does when a reassignment completes.
 
 ElectLeaders (43): PREFERRED (0) or UNCLEAN (1) per partition; ELECTION_NOT_NEEDED when the
 preferred replica already leads (PREFERRED) or there is a leader (UNCLEAN); no record possible:
@@ -31,7 +33,8 @@ that needed no election. Another election type: INVALID_REQUEST for the whole re
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +54,14 @@ from kafkalike.protocol.metadata_records import ApiMessageAndVersion
 
 log = logging.getLogger("kafkalike.controller")
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+# Kafka's ApiError(Errors) carries the error's own message (Errors.java).
+ELECTION_NOT_NEEDED = ApiError(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+PREFERRED_LEADER_NOT_AVAILABLE = ApiError(
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+)
+ELIGIBLE_LEADERS_NOT_AVAILABLE = ApiError(
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
+)
 RECOVERED = 0
 # Kafka's maxElectionsPerImbalance: elections one periodic pass makes before asking to run again.
 MAX_ELECTIONS_PER_PASS = 1000
@@ -84,8 +95,7 @@ class AlterPartitionResult:
 
 @dataclass(frozen=True, slots=True)
 class AlterPartitionTopicResult:
-    topic_name: str | None
-    topic_id: Any
+    topic_id: uuid.UUID
     partitions: tuple[AlterPartitionResult, ...]
 
 
@@ -97,7 +107,6 @@ class AlterPartitionReply:
     def to_response(self) -> dict[str, Any]:
         topics = [
             {
-                "topic_name": t.topic_name,
                 "topic_id": t.topic_id,
                 "partitions": [p.to_response() for p in t.partitions],
             }
@@ -133,7 +142,6 @@ def _check_alter(
     name: str,
     partition_id: int,
     partition: PartitionRegistration | None,
-    version: int,
     asked: Message,
     members: list[tuple[int, int]],
 ) -> ErrorCode:
@@ -171,7 +179,7 @@ def _check_alter(
     ineligible = _ineligible(image, members)
     if ineligible:
         log.info("%s: ineligible replicas %s in the new ISR %s", where, ", ".join(ineligible), isr)
-        return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
+        return ErrorCode.INELIGIBLE_REPLICA
     return ErrorCode.NONE
 
 
@@ -187,19 +195,19 @@ def alter_partition(
     records: list[ApiMessageAndVersion] = []
     topics: list[AlterPartitionTopicResult] = []
     for asked_topic in request.topics:
-        topic = image.topics_by_id.get(asked_topic.topic_id) if version > 1 else image.topic(asked_topic.topic_name)
-        name, topic_id = asked_topic.get("topic_name"), asked_topic.get("topic_id")
+        topic_id = asked_topic.topic_id
+        topic = image.topics_by_id.get(topic_id)
         if topic is None:
-            unknown = ErrorCode.UNKNOWN_TOPIC_ID if version > 1 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            log.info("AlterPartition for unknown topic id %s or name %s refused", topic_id, name)
+            log.info("AlterPartition for unknown topic id %s refused", topic_id)
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
             results = tuple(AlterPartitionResult(p.partition_index, unknown) for p in asked_topic.partitions)
-            topics.append(AlterPartitionTopicResult(name, topic_id, results))
+            topics.append(AlterPartitionTopicResult(topic_id, results))
             continue
         answered = [
             _alter_one(image, changes, request.broker_id, topic.topic_id, topic.name, asked, version, records)
             for asked in asked_topic.partitions
         ]
-        topics.append(AlterPartitionTopicResult(name, topic_id, tuple(answered)))
+        topics.append(AlterPartitionTopicResult(topic_id, tuple(answered)))
     return ControllerResult.of(records, AlterPartitionReply(topics=tuple(topics)))
 
 
@@ -207,7 +215,7 @@ def _alter_one(
     image: MetadataImage,
     changes: BrokerPartitionChanges,
     requester: int,
-    topic_id: Any,
+    topic_id: uuid.UUID,
     name: str,
     asked: Message,
     version: int,
@@ -219,7 +227,7 @@ def _alter_one(
         members = [(b.broker_id, b.broker_epoch) for b in asked.new_isr_with_epochs]
     else:
         members = [(b, -1) for b in asked.new_isr]
-    error = _check_alter(image, requester, name, pid, partition, version, asked, members)
+    error = _check_alter(image, requester, name, pid, partition, asked, members)
     if error != ErrorCode.NONE:
         return AlterPartitionResult(pid, error)
     assert partition is not None
@@ -239,12 +247,43 @@ def _alter_one(
         current = current.merge(record)
         log.debug("broker %d altered the ISR of %s-%d to %s", requester, name, pid, list(current.isr))
         if record.leader not in (requester, NO_LEADER_CHANGE):
-            moved = ErrorCode.NEW_LEADER_ELECTED if version > 1 else ErrorCode.FENCED_LEADER_EPOCH
-            log.info(
-                "AlterPartition from broker %d for %s-%d moved the leadership: %s", requester, name, pid, moved.name
-            )
-            return AlterPartitionResult(pid, moved)
+            log.info("AlterPartition from broker %d for %s-%d moved the leadership", requester, name, pid)
+            return AlterPartitionResult(pid, ErrorCode.NEW_LEADER_ELECTED)
     return AlterPartitionResult(pid, ErrorCode.NONE, current)
+
+
+# -- Kafka's iteration order -----------------------------------------------------------------------
+
+
+def java_string_hash(value: str) -> int:
+    """Java's String.hashCode (as a signed 32-bit int)."""
+    h = 0
+    for unit in value.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def timeline_hash_order(keys: Iterable[Any], hash_code: Callable[[Any], int]) -> list[Any]:
+    """``keys``, added in this order to one of Kafka's TimelineHashMaps made for 0 elements (a
+    topic's partitions, the topics by name), in the order it iterates them: its BaseHashTable's
+    slots in order, each slot's chain from its last arrival back (SnapshottableHashTable's
+    CurrentIterator takes them from the end), rehashed by doubling at 3/4 full."""
+    slots: list[list[Any]] = [[], []]
+
+    def slot_of(key: Any, size: int) -> int:
+        shift = 65 - size.bit_length()
+        product = (hash_code(key) * -7046029254386353131) & 0xFFFFFFFFFFFFFFFF
+        return product >> shift
+
+    for count, key in enumerate(keys):
+        if (count + 1) * 0.75 > len(slots):
+            grown: list[list[Any]] = [[] for _ in range(len(slots) * 2)]
+            for chain in slots:
+                for k in chain:
+                    grown[slot_of(k, len(grown))].append(k)
+            slots = grown
+        slots[slot_of(key, len(slots))].append(key)
+    return [k for chain in slots for k in reversed(chain)]
 
 
 # -- ElectLeaders ----------------------------------------------------------------------------------
@@ -295,7 +334,7 @@ def elect_leader(
         return ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{partition_id}")
     preferred = election_type == PREFERRED_ELECTION
     if (preferred and partition.leader == partition.replicas[0]) or (not preferred and partition.has_leader):
-        return ApiError(ErrorCode.ELECTION_NOT_NEEDED)
+        return ELECTION_NOT_NEEDED
     change = changes.change(
         image,
         (topic.topic_id, name, partition_id, partition),
@@ -304,9 +343,7 @@ def elect_leader(
     )
     record = changes.built(change, name)
     if record is None:
-        return ApiError(
-            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if preferred else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        )
+        return PREFERRED_LEADER_NOT_AVAILABLE if preferred else ELIGIBLE_LEADERS_NOT_AVAILABLE
     records.append(record)
     return ApiError.NONE
 
@@ -322,10 +359,13 @@ def elect_leaders(
     records: list[ApiMessageAndVersion] = []
     topics: list[tuple[str, tuple[ElectionResult, ...]]] = []
     if request.topic_partitions is None:
-        for name, topic in image.topics_by_name.items():
+        # In Kafka's order: its maps of topics and partitions are hash tables (a partition's
+        # own, created in id order; the topics in the image's order, which is creation order).
+        for name in timeline_hash_order(image.topics_by_name, java_string_hash):
+            topic = image.topics_by_name[name]
             results = [
                 ElectionResult(pid, error)
-                for pid in topic.partitions
+                for pid in timeline_hash_order(sorted(topic.partitions), lambda i: i)
                 if (error := elect_leader(image, changes, name, pid, election_type, records)).code
                 != ErrorCode.ELECTION_NOT_NEEDED
             ]
@@ -373,3 +413,30 @@ def elect_unclean_leaders(
 def has_leaderless_partitions(image: MetadataImage) -> bool:
     """Kafka's areSomePartitionsLeaderless."""
     return any(p.leader == NO_LEADER for t in image.topics_by_id.values() for p in t.partitions.values())
+
+
+def balance_partition_leaders(
+    image: MetadataImage, changes: BrokerPartitionChanges, max_elections: int = MAX_ELECTIONS_PER_PASS
+) -> ControllerResult[bool]:
+    """Kafka's maybeBalancePartitionLeaders (auto.leader.rebalance.enable): a preferred election
+    for each partition its first replica does not lead; the reply says whether to run again at
+    once. Kafka 4 has no leader.imbalance.per.broker.percentage: any such partition counts."""
+    records: list[ApiMessageAndVersion] = []
+    for topic_id, pid in list(changes.imbalanced):
+        if len(records) >= max_elections:
+            break
+        topic = image.topics_by_id.get(topic_id)
+        partition = None if topic is None else topic.partitions.get(pid)
+        if topic is None or partition is None:
+            log.error("skipping unknown imbalanced partition %s-%d", topic_id, pid)
+            continue
+        change = changes.change(
+            image,
+            (topic_id, topic.name, pid, partition),
+            lambda r, p=partition: acceptable_leader(image, p, r),  # type: ignore[misc]
+            Election.PREFERRED,
+        )
+        record = changes.built(change, topic.name)
+        if record is not None:
+            records.append(record)
+    return ControllerResult.of(records, len(records) >= max_elections)

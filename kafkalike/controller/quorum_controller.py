@@ -16,7 +16,9 @@ TOPIC_ALREADY_EXISTS before the first is committed), and two producer id blocks 
 overlap. When the driver loses leadership (or an append fails) it calls ``revert``: the
 uncommitted records are dropped, and what is checked next is the committed image again.
 
-Where the parts are: topics and partitions ``replication_control``, placement ``placement``,
+Where the parts are: topics and partitions ``replication_control``, a leader's AlterPartition,
+ElectLeaders and the controller's own unclean election and leader balancing passes
+``partition_control`` (their timers come in through ``poll`` too), placement ``placement``,
 configs ``configuration_control``, producer ids ``producer_id_control``, features and the
 bootstrap records ``features``. Broker registration, heartbeats, fencing and controlled shutdown
 are ``cluster_control`` (see "brokers" below): they run through ``run`` against the same latest
@@ -48,6 +50,7 @@ from kafkalike.controller.partition_control import (
     AlterPartitionReply,
     ElectLeadersReply,
     alter_partition,
+    balance_partition_leaders,
     elect_leaders,
     elect_unclean_leaders,
 )
@@ -66,6 +69,7 @@ from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataBa
 log = logging.getLogger("kafkalike.controller")
 R = TypeVar("R")
 DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS = declared_int("unclean.leader.election.interval.ms")
+DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS = declared_int("leader.imbalance.check.interval.seconds") * 1000
 AGAIN_SOON_MS = 10  # Kafka's delay of a periodic task that asked to run again at once
 
 
@@ -90,8 +94,13 @@ class QuorumController:
         image: MetadataImage = EMPTY_IMAGE,
         delete_topic_enable: bool = True,
         unclean_election_interval_ms: int = DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS,
+        leader_imbalance_check_interval_ms: int | None = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS,
     ) -> None:
+        """``leader_imbalance_check_interval_ms``: None when auto.leader.rebalance.enable is false."""
         self.node_id = node_id
+        self.leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms
+        self._balance_due_ms: int | None = None
+        self._balance_again = False
         self.unclean_election_interval_ms = unclean_election_interval_ms
         self._unclean_election_due_ms: int | None = None
         self._unclean_election_again = False
@@ -256,17 +265,39 @@ class QuorumController:
 
     def schedule_periodic(self, partitions: BrokerPartitionChanges, now_ms: int) -> None:
         """After every write, as Kafka's QuorumController: when some partition has no leader and
-        no unclean election pass is due yet, one is due in ``unclean_election_interval_ms`` (10 ms
-        when the last pass stopped at its limit)."""
-        if self._unclean_election_due_ms is not None or not partitions.has_leaderless():
-            return
-        delay = AGAIN_SOON_MS if self._unclean_election_again else self.unclean_election_interval_ms
-        self._unclean_election_due_ms = now_ms + delay
+        no unclean election pass is due yet, one is due in ``unclean_election_interval_ms``; when
+        some partition is not led by its preferred replica and leader balancing is on, a balancing
+        pass is due in ``leader_imbalance_check_interval_ms``. A pass that stopped at its limit is
+        due again in 10 ms. A pass already due is not pushed back."""
+        if self._unclean_election_due_ms is None and partitions.has_leaderless():
+            delay = AGAIN_SOON_MS if self._unclean_election_again else self.unclean_election_interval_ms
+            self._unclean_election_due_ms = now_ms + delay
+        interval = self.leader_imbalance_check_interval_ms
+        if self._balance_due_ms is None and interval is not None and partitions.imbalanced:
+            self._balance_due_ms = now_ms + (AGAIN_SOON_MS if self._balance_again else interval)
 
     def cancel_periodic(self) -> None:
         """No longer the active controller: nothing is due."""
-        self._unclean_election_due_ms = None
-        self._unclean_election_again = False
+        self._unclean_election_due_ms = self._balance_due_ms = None
+        self._unclean_election_again = self._balance_again = False
+
+    def balance_partition_leaders(self, partitions: BrokerPartitionChanges, now_ms: int) -> ControllerResult[bool]:
+        """The leader balancing pass that ``poll`` said is due."""
+        self._balance_due_ms = None
+        result = balance_partition_leaders(self._latest, partitions)
+        self._balance_again = result.reply
+        if result.records:
+            log.info("leader balancing pass: %d preferred leader election(s)", len(result.records))
+        return self._pending(result)
+
+    def due(self, now_ms: int) -> list[str]:
+        """The periodic passes due at ``now_ms``: "unclean", "balance"."""
+        out = []
+        if self._unclean_election_due_ms is not None and self._unclean_election_due_ms <= now_ms:
+            out.append("unclean")
+        if self._balance_due_ms is not None and self._balance_due_ms <= now_ms:
+            out.append("balance")
+        return out
 
     def elect_unclean_leaders(self, partitions: BrokerPartitionChanges, now_ms: int) -> ControllerResult[bool]:
         """The unclean election pass that ``poll`` said is due."""
@@ -279,8 +310,10 @@ class QuorumController:
 
     def poll(self, now_ms: int) -> int | None:
         """The next time (ms) the controller has something to do by itself (an unclean election
-        pass); None: nothing yet. The brokers' session timeouts are cluster_control's."""
-        return self._unclean_election_due_ms
+        or leader balancing pass); None: nothing yet. The brokers' session timeouts are
+        cluster_control's."""
+        due = [d for d in (self._unclean_election_due_ms, self._balance_due_ms) if d is not None]
+        return min(due, default=None)
 
 
 def _log_refusals(operation: str, outcomes: Iterable[tuple[str, ApiError]]) -> None:

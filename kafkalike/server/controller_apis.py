@@ -295,7 +295,7 @@ CONTROLLER_APIS: dict[int, ControllerApi] = {
     44: ControllerApi(0, 1, incremental_alter_configs, _refuse_configs),
     62: ControllerApi(0, 4, broker_registration, _refuse_broker_registration),
     63: ControllerApi(0, 1, broker_heartbeat, _refuse_broker_heartbeat),
-    56: ControllerApi(0, 3, alter_partition, _refuse_alter_partition),
+    56: ControllerApi(2, 3, alter_partition, _refuse_alter_partition),  # Kafka 4.0 removed v0-1
     64: ControllerApi(0, 0, unregister_broker, _refuse_unregister_broker),
     67: ControllerApi(0, 0, allocate_producer_ids, _refuse_allocate_producer_ids),
 }

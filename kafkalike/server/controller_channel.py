@@ -1,9 +1,10 @@
 """The broker's way to the active controller (Kafka's NodeToControllerChannelManager).
 
 ``await channel.request(api_key, version, body)`` sends one controller request (CreateTopics,
-CreatePartitions, DeleteTopics, AlterConfigs, IncrementalAlterConfigs, AllocateProducerIds,
-BrokerRegistration, BrokerHeartbeat, UnregisterBroker) to whichever node is the active
-controller now, and returns its response body as the wire decodes it:
+CreatePartitions, DeleteTopics, AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
+AllocateProducerIds, BrokerRegistration, BrokerHeartbeat, UnregisterBroker, and a partition
+leader's AlterPartition) to whichever node is the active controller now, and returns its
+response body as the wire decodes it:
 
 - the active controller is the metadata quorum's leader (``leader.leader_id``); when that is
   this node and the node has a controller host, the request is answered in process (no socket),

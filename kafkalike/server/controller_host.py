@@ -441,7 +441,7 @@ class ControllerHost:
                     await self._claim()
                     continue
                 await self._fence_due()
-                await self._elect_unclean_due()
+                await self._periodic_due()
                 deadline = self._next_deadline()
                 wait_s = math.inf if deadline is None else max(0, deadline - self.now_ms()) / 1000
                 with trio.move_on_after(wait_s):
@@ -455,21 +455,23 @@ class ControllerHost:
         deadlines = [d for d in (self.cluster.poll(now), self.controller.poll(now)) if d is not None]
         return min(deadlines, default=None)
 
-    async def _elect_unclean_due(self) -> None:
-        """Kafka's maybeElectUncleanLeaders, when the controller's poll says it is due."""
+    async def _periodic_due(self) -> None:
+        """The controller's own passes (Kafka's maybeElectUncleanLeaders and
+        maybeBalancePartitionLeaders) that its poll says are due."""
         now = self.now_ms()
-        deadline = self.controller.poll(now)
-        if deadline is None or deadline > now:
-            return
-        async with self._write_lock:
-            cluster = self.cluster
-            if self.active_epoch is None or cluster is None:
-                return
-            result = self.controller.elect_unclean_leaders(cluster.partitions, now)
-            try:
-                await self._append_locked(result)
-            except NotActiveError:
-                return
+        for name in self.controller.due(now):
+            async with self._write_lock:
+                cluster = self.cluster
+                if self.active_epoch is None or cluster is None:
+                    return
+                if name == "unclean":
+                    result = self.controller.elect_unclean_leaders(cluster.partitions, now)
+                else:
+                    result = self.controller.balance_partition_leaders(cluster.partitions, now)
+                try:
+                    await self._append_locked(result)
+                except NotActiveError:
+                    return
 
     async def _fence_due(self) -> None:
         for _ in range(FENCES_PER_ROUND):
@@ -576,6 +578,11 @@ def build_controller_host(
         config_defaults=ConfigDefaults(**hooks),
         delete_topic_enable=config.get_bool("delete.topic.enable"),
         unclean_election_interval_ms=config.get_int("unclean.leader.election.interval.ms"),
+        leader_imbalance_check_interval_ms=(
+            config.get_int("leader.imbalance.check.interval.seconds") * 1000
+            if config.get_bool("auto.leader.rebalance.enable")
+            else None
+        ),
     )
 
     def cluster() -> ClusterControlManager:
@@ -584,6 +591,7 @@ def build_controller_host(
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             default_min_insync_replicas=config.get_int("min.insync.replicas"),
             default_unclean_leader_election=config.get_bool("unclean.leader.election.enable"),
+            node_id=driver.node_id,
         )
 
     return ControllerHost(

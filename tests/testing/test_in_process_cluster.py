@@ -115,6 +115,20 @@ def test_a_killed_broker_leaves_metadata_loses_its_partitions_leadership_and_com
     cluster.wait_for(lambda: victim in cluster.metadata_brokers(via=survivor), "the broker listed again", WAIT_S)
 
 
+def test_a_killed_leader_of_a_replicated_partition_hands_it_to_another_replica(cluster: Cluster) -> None:
+    cluster.create_topic("handed", partitions=3, replication_factor=3)  # leaders spread over the nodes
+    controller = cluster.active_controller()
+    # A partition led by another node than the quorum's leader: this is about the partition's leader.
+    partition, victim = next((p, v) for p in range(3) if (v := cluster.leader("handed", p)) != controller)
+    survivor = next(n for n in cluster.node_ids if n not in (controller, victim))
+    cluster.broker(victim).kill()
+    cluster.wait_for(
+        lambda: cluster.leader("handed", partition, via=survivor) not in (victim, -1), "another replica leading", WAIT_S
+    )
+    cluster.broker(victim).start()
+    cluster.wait_for(lambda: victim in cluster.metadata_brokers(via=survivor), "the broker listed again", WAIT_S)
+
+
 def test_an_isolated_broker_is_fenced_and_comes_back_when_healed(cluster: Cluster) -> None:
     controller = cluster.active_controller()
     victim = next(n for n in cluster.node_ids if n != controller)

@@ -111,7 +111,10 @@ async def test_alter_partition_and_a_preferred_election_over_the_wire() -> None:
         assert (result.topic, [(r.partition_id, r.error_code) for r in result.partition_result]) == ("r", [(0, 0)])
         assert partition(host, "r").leader == preferred
         served = host.api_versions()  # what its ApiVersions lists
-        assert served[ALTER_PARTITION] == (0, 3) and served[ELECT_LEADERS] == (0, 2)
+        assert served[ALTER_PARTITION] == (2, 3) and served[ELECT_LEADERS] == (
+            0,
+            2,
+        )  # Kafka 4.0 removed AlterPartition v0-1
 
 
 async def test_a_stale_broker_epoch_is_refused_at_the_top() -> None:
@@ -174,3 +177,24 @@ async def test_the_unclean_election_pass_runs_an_interval_after_a_partition_lost
         assert after.leader not in (NO_LEADER, p.leader) and after.isr == (after.leader,)
         assert after.leader_recovery_state == 1  # RECOVERING
         assert host.cluster is not None and host.cluster.partitions.unclean_elections == 1
+
+
+async def test_leader_balancing_gives_leadership_back_to_the_preferred_replica(
+    autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    config = BrokerConfig({"leader.imbalance.check.interval.seconds": "2"})
+    quorum = ControllerQuorum(1, config=config, clock=trio_clock)
+    async with quorum.running(deadline_s=MOCK_DEADLINE_S):
+        host = await quorum.active_host()
+        epochs = await start_brokers(host, 1, 2, 3)
+        topic_id = await create_replicated(host, "b")
+        preferred = partition(host, "b").replicas[0]
+        await host.request(63, 1, heartbeat(preferred, epochs[preferred], 2**40, want_fence=True))
+        moved_at_ms = trio_clock.wall_ms()
+        await host.request(63, 1, heartbeat(preferred, epochs[preferred], 2**40))
+        moved = partition(host, "b")
+        assert moved.leader != preferred
+        assert (await alter(host, epochs, topic_id, moved, [*moved.isr, preferred])).error_code == 0
+        await quorum.wait(lambda: partition(host, "b").leader == preferred)
+        # The pass was due an interval after the write that moved the leadership.
+        assert 2000 <= trio_clock.wall_ms() - moved_at_ms < 4000

@@ -14,7 +14,12 @@ from kafkalike.controller.broker_partition_changes import ELR_FEATURE
 from kafkalike.controller.cluster_control import ClusterControlManager
 from kafkalike.controller.delta import ControllerResult
 from kafkalike.controller.image import METADATA_VERSION_FEATURE, NO_LEADER, MetadataImage, PartitionRegistration
-from kafkalike.controller.partition_control import alter_partition, elect_leaders, elect_unclean_leaders
+from kafkalike.controller.partition_control import (
+    alter_partition,
+    balance_partition_leaders,
+    elect_leaders,
+    elect_unclean_leaders,
+)
 from kafkalike.controller.quorum_controller import QuorumController
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.metadata_records import MetadataRecordType, metadata_record
@@ -43,13 +48,13 @@ def registration(broker_id: int) -> Any:
     return as_message("BrokerRegistration", "request", 4, body)
 
 
-def heartbeat(broker_id: int, epoch: int, offset: int, want_fence: bool = False) -> Any:
+def heartbeat(broker_id: int, epoch: int, offset: int, want_fence: bool = False, want_shut_down: bool = False) -> Any:
     body = {
         "broker_id": broker_id,
         "broker_epoch": epoch,
         "current_metadata_offset": offset,
         "want_fence": want_fence,
-        "want_shut_down": False,
+        "want_shut_down": want_shut_down,
     }
     return as_message("BrokerHeartbeat", "request", 1, body)
 
@@ -101,8 +106,8 @@ class Cluster:
         self.beat(broker_id, reply.broker_epoch)
         return int(reply.broker_epoch)
 
-    def beat(self, broker_id: int, epoch: int, want_fence: bool = False) -> Any:
-        request = heartbeat(broker_id, epoch, self.log.next_offset, want_fence)
+    def beat(self, broker_id: int, epoch: int, want_fence: bool = False, want_shut_down: bool = False) -> Any:
+        request = heartbeat(broker_id, epoch, self.log.next_offset, want_fence, want_shut_down)
         return self.apply(self.manager.heartbeat(self.image, request, next_offset=self.log.next_offset, now_ms=0))
 
     def fence(self, broker_id: int) -> None:
@@ -203,7 +208,6 @@ def test_a_stale_broker_epoch_refuses_the_whole_request() -> None:
     ("overrides", "isr", "code"),
     [
         ({"topic_id": uuid.UUID(int=0x99)}, [1, 2], E.UNKNOWN_TOPIC_ID),
-        ({"topic_name": "nope", "version": 1}, [1, 2], E.UNKNOWN_TOPIC_OR_PARTITION),
         ({"partition_index": 7}, [1, 2], E.UNKNOWN_TOPIC_OR_PARTITION),
         ({"leader_epoch": 1}, [1, 2], E.NOT_CONTROLLER),
         ({"partition_epoch": 1}, [1, 2], E.NOT_CONTROLLER),
@@ -233,15 +237,18 @@ def test_older_epochs_are_fenced_and_out_of_date() -> None:
     assert c.alter([2, 3], partition_epoch=1)["error_code"] == E.INVALID_UPDATE_VERSION
 
 
-def test_fenced_or_shutting_down_members_are_ineligible_and_older_versions_say_operation_not_attempted() -> None:
+def test_fenced_or_shutting_down_members_are_ineligible() -> None:
     c = Cluster()
     c.alter([1, 2])
     c.fence(3)
     assert c.alter([1, 2, 3], version=2)["error_code"] == E.INELIGIBLE_REPLICA
-    assert c.alter([1, 2, 3], version=1)["error_code"] == E.OPERATION_NOT_ATTEMPTED
-    assert c.alter([1, 2, 3], version=3, isr_epochs={9: 1})["error_code"] == E.INELIGIBLE_REPLICA
+    assert c.alter([1, 2, 3], version=3)["error_code"] == E.INELIGIBLE_REPLICA
     c.unfence(3)
-    assert c.alter([1, 2, 3], version=0)["isr"] == [1, 2, 3]  # v0: by name, no epochs
+    assert c.alter([1, 2, 3], version=2)["isr"] == [1, 2, 3]  # v2: no broker epochs to check
+    c.beat(1, c.epochs[1], want_shut_down=True)  # the leader: controlled shutdown moves it away first
+    assert c.image.brokers[1].in_controlled_shutdown and not c.image.brokers[1].fenced
+    assert (c.partition().leader, c.partition().isr) == (2, (2, 3))
+    assert c.alter([2, 3, 1])["error_code"] == E.INELIGIBLE_REPLICA
 
 
 def test_a_recovering_leader_may_only_report_itself_then_recovered() -> None:
@@ -284,6 +291,16 @@ def test_fencing_the_leader_passes_leadership_to_the_next_isr_member() -> None:
     assert c.partition().leader == NO_LEADER
     c.unfence(3)
     assert c.partition().leader == 3
+
+
+def test_an_unregistered_or_shutting_down_leader_leaves_the_isr_and_another_member_leads() -> None:
+    c = Cluster()
+    c.apply(c.manager.unregister_broker(c.image, 1))
+    p = c.partition()
+    assert (p.leader, p.leader_epoch, p.isr) == (2, 1, (2, 3)) and 1 not in c.image.brokers
+    c.beat(2, c.epochs[2], want_shut_down=True)
+    p = c.partition()
+    assert (p.leader, p.leader_epoch, p.isr) == (3, 2, (3,))
 
 
 def test_with_elr_fencing_every_replica_keeps_them_eligible_and_the_first_back_leads() -> None:
@@ -348,12 +365,22 @@ def test_the_periodic_pass_elects_uncleanly_once_the_topic_allows_it() -> None:
 
 def test_the_quorum_controller_schedules_the_unclean_pass_after_a_write_leaving_a_partition_leaderless() -> None:
     c = Cluster(configs={"unclean.leader.election.enable": "false"})
-    controller = QuorumController(node_id=1, rng=random.Random(1), image=c.image, unclean_election_interval_ms=1000)
+
+    def controller_over(image: MetadataImage) -> QuorumController:
+        return QuorumController(
+            node_id=1,
+            rng=random.Random(1),
+            image=image,
+            unclean_election_interval_ms=1000,
+            leader_imbalance_check_interval_ms=None,  # auto.leader.rebalance.enable=false
+        )
+
+    controller = controller_over(c.image)
     controller.schedule_periodic(c.manager.partitions, 0)
     assert controller.poll(0) is None  # every partition has a leader
     c.alter([1])
     c.fence(1)
-    controller = QuorumController(node_id=1, rng=random.Random(1), image=c.image, unclean_election_interval_ms=1000)
+    controller = controller_over(c.image)
     controller.schedule_periodic(c.manager.partitions, 50)
     assert controller.poll(50) == 1050
     controller.schedule_periodic(c.manager.partitions, 900)  # already due: not pushed back
@@ -362,6 +389,30 @@ def test_the_quorum_controller_schedules_the_unclean_pass_after_a_write_leaving_
     assert result.records == () and controller.poll(1050) is None
     controller.cancel_periodic()
     assert controller.poll(2000) is None
+
+
+def test_leader_balancing_gives_the_leadership_back_once_the_preferred_replica_is_in_sync() -> None:
+    c = Cluster(partitions=3)
+    c.fence(1)
+    c.unfence(1)
+    assert [c.partition(p).leader for p in range(3)] == [2, 2, 3]  # partition 0 moved off broker 1
+    controller = QuorumController(
+        node_id=1, rng=random.Random(1), image=c.image, leader_imbalance_check_interval_ms=300_000
+    )
+    controller.schedule_periodic(c.manager.partitions, 0)
+    assert controller.poll(0) == 300_000 and controller.due(299_999) == []
+    assert controller.due(300_000) == ["balance"]
+    # 1 is not in the ISR yet: nothing to elect, and the pass is due again an interval later.
+    assert controller.balance_partition_leaders(c.manager.partitions, 300_000).records == ()
+    assert controller.poll(300_000) is None
+    c.alter([2, 3, 1])
+    result = balance_partition_leaders(c.image, c.manager.partitions)
+    assert result.reply is False and len(result.records) == 1
+    c.apply(result)
+    assert [c.partition(p).leader for p in range(3)] == [1, 2, 3]
+    assert dict(c.manager.partitions.imbalanced) == {}
+    controller.schedule_periodic(c.manager.partitions, 600_000)
+    assert controller.poll(600_000) is None  # balanced: nothing due
 
 
 # -- ElectLeaders ------------------------------------------------------------------------------
@@ -378,24 +429,34 @@ def results(response: dict[str, Any]) -> dict[tuple[str, int], tuple[int, str | 
 def test_a_preferred_election_moves_leadership_back_to_the_first_replica() -> None:
     c = Cluster()
     c.fence(1)
-    assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, None)}
+    assert results(c.elect(0, {"t": [0]})) == {
+        ("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available.")
+    }
     c.unfence(1)
-    assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, None)}  # not in ISR
+    assert results(c.elect(0, {"t": [0]})) == {
+        ("t", 0): (E.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available.")
+    }  # not in ISR
     c.alter([2, 3, 1])  # leader 2 takes 1 back into the ISR
     assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.NONE, None)}
     p = c.partition()
     assert (p.leader, p.leader_epoch) == (1, 2)
-    assert results(c.elect(0, {"t": [0]})) == {("t", 0): (E.ELECTION_NOT_NEEDED, None)}
+    assert results(c.elect(0, {"t": [0]})) == {
+        ("t", 0): (E.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+    }
 
 
 def test_an_unclean_election_needs_a_leaderless_partition_and_an_acceptable_replica() -> None:
     c = Cluster()
-    assert results(c.elect(1, {"t": [0]})) == {("t", 0): (E.ELECTION_NOT_NEEDED, None)}
+    assert results(c.elect(1, {"t": [0]})) == {
+        ("t", 0): (E.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+    }
     c.alter([1])
     c.fence(1)
     c.fence(2)
     c.fence(3)
-    assert results(c.elect(1, {"t": [0]})) == {("t", 0): (E.ELIGIBLE_LEADERS_NOT_AVAILABLE, None)}
+    assert results(c.elect(1, {"t": [0]})) == {
+        ("t", 0): (E.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available.")
+    }
     c.unfence(3)
     assert results(c.elect(1, {"t": [0]})) == {("t", 0): (E.NONE, None)}
     p = c.partition()
