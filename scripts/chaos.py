@@ -169,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         report: list[dict[str, Any]] = [o.as_dict() for o in outcomes]
         args.json.write_text(json.dumps(report[0] if len(report) == 1 else report, indent=2))
+    return exit_status(outcomes)
+
+
+def exit_status(outcomes: list[Outcome]) -> int:
+    """2 when a target could not be run, else 1 when an invariant failed, else 0."""
     if any(o.setup_error is not None for o in outcomes):
         return 2
     return 0 if all(o.ok for o in outcomes) else 1

@@ -372,13 +372,15 @@ def execute(options: Options, label: str) -> Outcome:
         except SetupFailed as exc:
             outcome.setup_error = str(exc)
         finally:
-            for producer in producers:
-                if isinstance(producer, JavaProducer):
-                    producer.kill()
-            for consumer in consumers:
-                consumer.stopping.set()
-            if cluster is not None:
-                cluster.stop(timeout_s=30)
-            network.teardown()
+            try:
+                for producer in producers:
+                    if isinstance(producer, JavaProducer):
+                        producer.kill()
+                for consumer in consumers:
+                    consumer.stopping.set()
+                if cluster is not None:
+                    cluster.stop(timeout_s=30)
+            finally:
+                network.teardown()  # even when stopping the cluster was interrupted
     outcome.duration_s = time.monotonic() - started
     return outcome

@@ -76,6 +76,7 @@ public final class ChaosProducer {
                 byte[] value = (name + ":" + seq).getBytes(StandardCharsets.UTF_8);
                 synchronized (out) {
                     out.println("sent " + sequence + " " + partition);
+                    out.flush(); // read as it is sent: the run stamps the attempt with the cluster's state
                 }
                 try {
                     producer.send(new ProducerRecord<>(topic, partition, null, value), (metadata, error) -> {
