@@ -35,7 +35,8 @@ writes, and the old leader truncates them when it returns). The checker must rep
 
 Exit status: 0 when every invariant held, 1 when one failed (with ``--unsafe``: when the checker
 caught the loss, as it should), 2 when a target could not be run (the cluster did not start, the
-topic could not be created: kafkalike without replication refuses replication factor 3).
+topic could not be created: kafkalike without replication refuses replication factor 3; or a node
+did not come back after a fault), 130 when interrupted (Ctrl-C, SIGTERM), after cleaning up.
 """
 
 from __future__ import annotations
@@ -162,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         for number, fault in enumerate(faults, 1):
             print(f"  fault {number}: after {fault.gap_s:.1f} s, {fault.describe()}", flush=True)
-        outcomes.append(execute(options, label))
+        try:
+            outcomes.append(execute(options, label))
+        except KeyboardInterrupt:
+            print("chaos: interrupted; the nodes, clients and namespaces are gone", file=sys.stderr)
+            return 130
     print()
     for outcome in outcomes:
         print(table(outcome))

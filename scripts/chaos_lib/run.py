@@ -46,7 +46,8 @@ POLL_S = 0.25
 
 
 class SetupFailed(RuntimeError):
-    """The run could not get as far as injecting faults (the cluster or the topic)."""
+    """The run could not be carried out: the cluster did not start, the topic could not be
+    created, no write was acknowledged, or a node did not come back after a fault."""
 
 
 @dataclass
@@ -312,6 +313,7 @@ def execute(options: Options, label: str) -> Outcome:
             except (NodeExited, NodeNotReady) as exc:
                 raise SetupFailed(f"the cluster did not start: {exc}") from exc
             run = Run(options, cluster, network)
+            run.log(f"nodes {cluster.node_ids} ready: each a broker in Metadata, one quorum")
             run.create_topic()
             if not run.settle():
                 raise SetupFailed(f"topic {TOPIC} has no leader and full ISR after {SETTLE_TIMEOUT_S:g} s")
@@ -335,7 +337,10 @@ def execute(options: Options, label: str) -> Outcome:
             run.log("producers acknowledged; faults start")
             for number, fault in enumerate(options.faults, 1):
                 time.sleep(fault.gap_s)  # the schedule's quiet time between faults
-                event = run.inject(fault)
+                try:
+                    event = run.inject(fault)
+                except (NodeExited, NodeNotReady) as exc:
+                    raise SetupFailed(f"stopped at fault {number} ({fault.describe()}): {exc}") from exc
                 settled = run.settle()
                 event["settled_s"] = round(time.monotonic() - run.t0, 1)
                 if not settled:
