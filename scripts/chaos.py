@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
+from chaos_lib.network import remove_stale  # noqa: E402
 from chaos_lib.run import NODES, PARTITIONS, Options, Outcome, execute  # noqa: E402
 from chaos_lib.schedule import make_schedule  # noqa: E402
 
@@ -138,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default="4.4.0", help="Apache Kafka's version (its jars, its Java client)")
     parser.add_argument("--kafka-lib", type=Path, help="Apache Kafka's jars, instead of resolving them")
     parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument(
+        "--remove-stale", action="store_true", help="first remove namespaces left by killed runs (no process in them)"
+    )
     args = parser.parse_args(argv)
+    if args.remove_stale:
+        remove_stale(lambda text: print(f"chaos: {text}", flush=True))
     count = args.faults
     if count is None:
         count = UNSAFE_FAULTS if args.unsafe else SHORT_FAULTS if args.short else DEFAULT_FAULTS

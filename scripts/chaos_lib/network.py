@@ -12,8 +12,9 @@ everything (``ip netns del`` also removes the veth pair).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else "ip"
@@ -112,3 +113,23 @@ class NodeNetwork:
             ip("link", "del", self.bridge, check=False)
             self.bridge_made = False
         self.isolated.clear()
+
+
+STALE_NAMESPACE = re.compile(r"^(chaos(\d+)-n\d+)\b")
+
+
+def remove_stale(log: Callable[[str], None]) -> None:
+    """Remove the namespaces and bridge of each run killed before it could clean up: a run whose
+    namespaces (of this naming) have no process left in any of them."""
+    runs: dict[str, list[str]] = {}
+    for line in ip("netns", "list", check=False).stdout.splitlines():
+        found = STALE_NAMESPACE.match(line.strip())
+        if found is not None:
+            runs.setdefault(found.group(2), []).append(found.group(1))
+    for tag, names in runs.items():
+        if any(ip("netns", "pids", name, check=False).stdout.strip() for name in names):
+            continue  # a run still going
+        for name in names:
+            ip("netns", "del", name, check=False)
+        ip("link", "del", f"chb{tag}", check=False)
+        log(f"removed the namespaces {', '.join(names)} and bridge chb{tag} of a run that is gone")
