@@ -162,3 +162,15 @@ def test_an_ack_without_an_offset_needs_the_value_somewhere_in_the_log() -> None
     verdict = check(unplaced, [], final)
     assert verdict.ok and verdict.acked_without_offset == 20
     assert check(unplaced, [], final[1:]).failures == {"lost": 1}
+
+
+def test_a_stranded_leaders_tail_overwritten_by_the_new_leader_is_lost() -> None:
+    """The negative control's shape: the old leader acknowledged offsets 8 and 9 of partition 1
+    alone (acks=1), the new leader wrote other producers' values there, the old leader truncated."""
+    acks, _, final = clean_run()
+    rewritten = [
+        Record(r.partition, r.offset, f"r:{r.offset}") if r.partition == 1 and r.offset >= 8 else r for r in final
+    ]
+    seen = [r for r in final if not (r.partition == 1 and r.offset >= 8)]  # above the high watermark: unread
+    verdict = check(acks, seen, rewritten)
+    assert verdict.failures == {"lost": 2}
