@@ -77,6 +77,7 @@ class Verdict:
     reordered: int = 0  # a producer's sequence numbers going down within a partition
     acked_without_offset: int = 0  # a retry found written already: acknowledged, offset unknown
     foreign: int = 0  # values of the final log that no producer of the run wrote
+    lost_by_partition: dict[int, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     INVARIANTS = ("lost", "moved", "diverged", "vanished", "duplicates", "reordered")
@@ -110,6 +111,7 @@ def check(acks: Iterable[Ack], seen: Iterable[Record], final: Iterable[Record]) 
         value = Written(ack.producer, ack.sequence).value
         if value not in where:
             verdict.lost += 1
+            verdict.lost_by_partition[ack.partition] = verdict.lost_by_partition.get(ack.partition, 0) + 1
             verdict.note("lost", f"{value} acked at {ack.partition}@{ack.offset}")
         elif ack.offset < 0:
             verdict.acked_without_offset += 1

@@ -92,6 +92,7 @@ class Outcome:
                 "final_records": v.final_records,
                 "seen_records": v.seen_records,
                 **{name: getattr(v, name) for name in (*v.INVARIANTS, "acked_without_offset", "foreign")},
+                "lost_by_partition": v.lost_by_partition,
                 "examples": v.examples,
             }
         return {

@@ -60,6 +60,7 @@ def test_a_lost_acknowledged_write_is_caught() -> None:
     truncated = [r for r in final if not (r.partition == 1 and r.offset >= 8)]  # the leader's tail, gone
     verdict = check(acks, [], truncated)
     assert verdict.failures == {"lost": 2}
+    assert verdict.lost_by_partition == {1: 2}
     assert verdict.examples["lost"] == ["p:9 acked at 1@8", "q:9 acked at 1@9"]
 
 
