@@ -112,6 +112,8 @@ def table(outcome: Outcome) -> str:
             f"  {'failover (kill -> first ack)':<40} p50 {f['p50']:.2f} s, max {f['max']:.2f} s "
             f"({int(f['count'])} leaders lost{f', {outcome.failover_unmeasured} unmeasured' if outcome.failover_unmeasured else ''})"
         )
+    for kind, f in outcome.failover_by_kind.items():
+        lines.append(f"      after {kind}: p50 {f['p50']:.2f} s, max {f['max']:.2f} s ({int(f['count'])} leaders)")
     for name, figures in outcome.producers.items():
         failures = ", ".join(f"{k} {v}" for k, v in figures["failures"].items()) or "none"
         lines.append(f"  {name}: {figures['attempts']} sent, {figures['acked']} acknowledged, failures: {failures}")

@@ -72,6 +72,7 @@ class Outcome:
     availability: float | None = None
     failover: dict[str, float] | None = None
     failover_unmeasured: int = 0
+    failover_by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     producers: dict[str, dict[str, Any]] = field(default_factory=dict)
     consumers: dict[str, dict[str, Any]] = field(default_factory=dict)
     final_read_problems: list[str] = field(default_factory=list)
@@ -103,6 +104,7 @@ class Outcome:
             "acknowledged_fraction_while_majority_up": self.availability,
             "failover_s": self.failover,
             "failover_unmeasured": self.failover_unmeasured,
+            "failover_s_by_fault": self.failover_by_kind,
             "producers": self.producers,
             "consumers": self.consumers,
             "final_read_problems": self.final_read_problems,
@@ -184,15 +186,15 @@ class Run:
 
     # -- faults ------------------------------------------------------------------------------------
 
-    def kill(self, node_id: int, led: dict[int, int]) -> None:
-        """SIGKILL ``node_id``, noting a lost leader for each partition it led."""
+    def kill(self, node_id: int, led: dict[int, int]) -> list[int]:
+        """SIGKILL ``node_id``, noting a lost leader for each partition it led: those partitions."""
         self.mark(node_id, True)
         killed_s = time.monotonic()
         self.cluster.node(node_id).kill()
         gone_s = time.monotonic()
-        for partition, leader in led.items():
-            if leader == node_id:
-                self.losses.append(LeaderLoss(partition, killed_s, gone_s))
+        lost = sorted(partition for partition, leader in led.items() if leader == node_id)
+        self.losses.extend(LeaderLoss(partition, killed_s, gone_s) for partition in lost)
+        return lost
 
     def restart(self, node_id: int) -> None:
         self.cluster.node(node_id).start(RESTART_TIMEOUT_S)
@@ -213,7 +215,7 @@ class Run:
                 return event
             event["victim"] = victim
             self.log(f"SIGKILL node {victim} ({fault.describe()})")
-            self.kill(victim, led)
+            event["leaders_lost"] = self.kill(victim, led)
             time.sleep(fault.hold_s)  # the fault's duration, from the schedule
             self.restart(victim)
         elif fault.kind == PAUSE_NODE:
@@ -252,7 +254,7 @@ class Run:
             self.cluster.node(node_id).pause()
         time.sleep(fault.hold_s)
         self.log(f"SIGKILL node {leader}, SIGCONT nodes {followers}")
-        self.kill(leader, led)
+        event["leaders_lost"] = self.kill(leader, led)
         for node_id in followers:
             self.cluster.node(node_id).resume()
             self.mark(node_id, False)
@@ -261,6 +263,18 @@ class Run:
             time.sleep(POLL_S)
         event["new_leader"] = self.leaders().get(fault.partition, -1)
         self.restart(leader)
+
+
+def failover_by_kind(events: list[dict[str, Any]], times: list[float | None]) -> dict[str, dict[str, float]]:
+    """Each event's failover times (``failover_s``, in the order of its ``leaders_lost``, as the
+    run noted the losses), and p50/max by fault kind."""
+    remaining = iter(times)
+    by_kind: dict[str, list[float | None]] = {}
+    for event in events:
+        lost = event.get("leaders_lost", [])
+        event["failover_s"] = [next(remaining, None) for _ in lost]
+        by_kind.setdefault(event["kind"], []).extend(event["failover_s"])
+    return {kind: figures for kind, values in by_kind.items() if (figures := p50_max(values)) is not None}
 
 
 def java_producer(options: Options, run: Run, data_dir: Path) -> JavaProducer | None:
@@ -370,6 +384,7 @@ def execute(options: Options, label: str) -> Outcome:
             times = failover_times(run.losses, timed)
             outcome.failover = p50_max(times)
             outcome.failover_unmeasured = sum(t is None for t in times)
+            outcome.failover_by_kind = failover_by_kind(outcome.events, times)
             outcome.producers = {
                 p.log.name: {"attempts": len(p.log.attempts), "acked": len(p.log.acks), "failures": p.log.failures}
                 for p in producers

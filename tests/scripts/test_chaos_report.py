@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import chaos  # noqa: E402
 from chaos_lib.accounting import Ack, Record, check  # noqa: E402
-from chaos_lib.run import Outcome  # noqa: E402
+from chaos_lib.run import Outcome, failover_by_kind  # noqa: E402
 
 
 def outcome_with_loss() -> Outcome:
@@ -42,3 +42,18 @@ def test_a_clean_run_exits_0_and_a_target_not_run_exits_2() -> None:
     assert "NOT RUN: CreateTopics chaos: INVALID_REPLICATION_FACTOR" in chaos.table(refused)
     assert chaos.exit_status([clean, refused]) == 2
     assert chaos.exit_status([outcome_with_loss(), clean]) == 1
+
+
+def test_failover_times_go_back_to_the_faults_that_lost_the_leaders() -> None:
+    events = [
+        {"kind": "kill-leader", "leaders_lost": [0, 3]},
+        {"kind": "pause-node"},
+        {"kind": "kill-controller", "leaders_lost": [1]},
+        {"kind": "kill-leader", "leaders_lost": [2]},
+    ]
+    by_kind = failover_by_kind(events, [10.0, 12.0, 9.0, None])
+    assert [e["failover_s"] for e in events] == [[10.0, 12.0], [], [9.0], [None]]
+    assert by_kind == {
+        "kill-leader": {"p50": 11.0, "max": 12.0, "count": 2.0},
+        "kill-controller": {"p50": 9.0, "max": 9.0, "count": 1.0},
+    }
