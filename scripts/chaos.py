@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     if count is None:
         count = UNSAFE_FAULTS if args.unsafe else SHORT_FAULTS if args.short else DEFAULT_FAULTS
     faults = make_schedule(args.seed, count, nodes=NODES, partitions=PARTITIONS, unsafe=args.unsafe, short=args.short)
-    kafka_lib = kafka_jars(args.version, args.kafka_lib)
+    # Kafka's jars run the kafka target's nodes and give the Java producer its client.
+    needs_jars = args.target != "kafkalike" or not args.no_java
+    kafka_lib = kafka_jars(args.version, args.kafka_lib) if needs_jars else None
     signal.signal(signal.SIGTERM, interrupted)
     targets = ["kafka", "kafkalike"] if args.target == "both" else [args.target]
     outcomes: list[Outcome] = []
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             rate=args.rate,
             kafka_lib=kafka_lib,
             root=ROOT,
-            java_classpath=None if args.no_java else java_classpath(args.version, kafka_lib),
+            java_classpath=None if args.no_java or kafka_lib is None else java_classpath(args.version, kafka_lib),
             log=lambda text: print(text, flush=True),
         )
         for number, fault in enumerate(faults, 1):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -45,7 +46,7 @@ def test_a_clean_run_exits_0_and_a_target_not_run_exits_2() -> None:
 
 
 def test_failover_times_go_back_to_the_faults_that_lost_the_leaders() -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"kind": "kill-leader", "leaders_lost": [0, 3]},
         {"kind": "pause-node"},
         {"kind": "kill-controller", "leaders_lost": [1]},
