@@ -71,6 +71,9 @@ class NodeNetwork:
     def setup(self) -> None:
         if os.geteuid() != 0:
             raise NetworkError("network namespaces need root (ip netns add)")
+        routed = ip("-4", "route", "show", "to", "match", f"{self.gateway}", check=False).stdout
+        if any(not line.startswith("default") for line in routed.splitlines()):
+            raise NetworkError(f"{self.subnet}.0/24 is routed here already: {routed.strip()}")
         try:
             ip("link", "add", self.bridge, "type", "bridge")
             self.bridge_made = True
