@@ -1,0 +1,1 @@
+"""The pieces of scripts/chaos.py: schedule, accounting, network, cluster, clients, run."""
