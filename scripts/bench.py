@@ -84,6 +84,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--ak-version",
         help="Apache Kafka version for --reference=kafka and the tools (default 4.0.2; 4.4.0 with --replicated)",
     )
+    parser.add_argument(
+        "--kafka-lib",
+        type=Path,
+        metavar="DIR",
+        help="Apache Kafka's jars (and its tools') from DIR, instead of resolving",
+    )
     parser.add_argument("--runs", type=int, help="runs per measurement (default 3, quick 1)")
     parser.add_argument(
         "--cluster-brokers",
@@ -227,7 +233,9 @@ def replicated(args: argparse.Namespace, out: Path, work: Path, java_ok: bool, s
         plan.runs = args.runs
     if args.seconds:
         plan.produce_seconds = plan.latency_seconds = args.seconds
-    lib = resolve_lib(args.ak_version, work, say) if (java_ok or args.reference == "kafka") else None
+    lib = args.kafka_lib or (
+        resolve_lib(args.ak_version, work, say) if (java_ok or args.reference == "kafka") else None
+    )
     java = JavaTools(lib, work / "java") if (lib is not None and java_ok) else None
     plan.java = java is not None
     meta = {

@@ -330,9 +330,18 @@ def measure(name: str, cluster: Cluster, plan: ReplicatedPlan, java: JavaTools |
     results: dict[str, Any] = {"produce": [], "produce_java": [], "latency": [], "failover": []}
     warm = "replicated-warmup"
     create_replicated_topic(cluster, warm)
-    produce_throughput(
-        cluster, warm, plan.warmup_seconds, plan.produce_cap
-    )  # a JVM compiles its hot paths; both get the same
+    # A JVM compiles its hot paths first: both products get the same seconds of bulk and paced load.
+    produce_throughput(cluster, warm, plan.warmup_seconds, plan.produce_cap)
+    paced = {
+        "bootstrap": cluster.bootstrap_servers,
+        "topic": warm,
+        "rate": plan.latency_rate,
+        "seconds": plan.warmup_seconds,
+        "value_size": VALUE_SIZE,
+        "acks": "all",
+        "linger_ms": 1,
+    }
+    run_worker("paced", paced, plan.warmup_seconds + WORKER_SLACK_S)
     say(f"{name}: warmed up")
     for run in range(plan.runs):
         topic = f"replicated-produce-{run}"
