@@ -7,6 +7,7 @@
     python scripts/bench.py --baseline-tree DIR  # side by side with kafkalike from another checkout
     python scripts/bench.py --quick              # smoke test: small sizes, one run (~2 min)
     python scripts/bench.py --cluster-brokers 1,2,3  # produce/consume throughput per cluster size
+    python scripts/bench.py --replicated --runs 2   # 3-node kafkalike vs 3-node Apache Kafka, RF=3 (~15 min)
 
 Starts ``kafkalike serve`` (and, with ``--reference=kafka``, Apache Kafka in KRaft mode from the
 Maven Central jars the compatibility suite resolves) on 127.0.0.1 with a fresh data directory, and
@@ -31,6 +32,12 @@ records the kafkalike broker with py-spy under produce and consume load (flame g
 ``--render DIR`` redoes a results directory's report and plots from its results.json.
 ``--cluster-brokers 1,2,3`` instead measures produce and consume throughput of kafkalike clusters
 of those sizes (bench_lib/cluster.py; ``cluster.md`` and ``cluster.json`` in the results directory).
+``--replicated`` instead measures replicated produce (bench_lib/replicated.py): a 3-node kafkalike
+cluster, then a 3-node Apache Kafka cluster (4.4.0 unless ``--ak-version``; ``--reference none``
+leaves it out), topics of 6 partitions, RF=3, min.insync.replicas=2: 1 KiB acks=all throughput
+(librdkafka, kafka-producer-perf-test), produce-to-ack and end-to-end latency at 10k msg/s, and the
+failover time when a partition leader is SIGKILLed under 1k msg/s (``--seconds`` per produce and
+latency run; ``replicated.md`` and ``replicated.json`` in the results directory).
 Needs ``pip install -e '.[test,bench]'`` (confluent-kafka, matplotlib, py-spy).
 """
 
@@ -63,7 +70,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, one run (a smoke test, ~2 min)")
-    parser.add_argument("--reference", choices=("none", "kafka"), default="none", help="also run Apache Kafka")
+    parser.add_argument(
+        "--reference", choices=("none", "kafka"), help="also run Apache Kafka (default: none; kafka with --replicated)"
+    )
     parser.add_argument("--bootstrap", help="also measure the broker at HOST:PORT (as the reference)")
     parser.add_argument(
         "--baseline-tree",
@@ -72,7 +81,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="the reference is kafkalike run from another checkout (a before/after comparison)",
     )
     parser.add_argument(
-        "--ak-version", default="4.0.2", help="Apache Kafka version for --reference=kafka and the tools"
+        "--ak-version",
+        help="Apache Kafka version for --reference=kafka and the tools (default 4.0.2; 4.4.0 with --replicated)",
+    )
+    parser.add_argument(
+        "--kafka-lib",
+        type=Path,
+        metavar="DIR",
+        help="Apache Kafka's jars (and its tools') from DIR, instead of resolving",
     )
     parser.add_argument("--runs", type=int, help="runs per measurement (default 3, quick 1)")
     parser.add_argument(
@@ -80,6 +96,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="N,N,...",
         help="only measure produce/consume throughput of kafkalike clusters of these sizes (e.g. 1,2,3)",
     )
+    parser.add_argument(
+        "--replicated",
+        action="store_true",
+        help="only measure replicated produce: 3-node kafkalike vs 3-node Apache Kafka, RF=3 (bench_lib/replicated.py)",
+    )
+    parser.add_argument("--seconds", type=float, help="--replicated: seconds per produce and latency run (default 10)")
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated: {', '.join(SCENARIOS)}")
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's perf tools even if Java is present")
     parser.add_argument("--results", type=Path, help="output directory (default bench_results/<date-time>)")
@@ -92,6 +114,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--render", type=Path, metavar="DIR", help="only redo DIR's report.md and plots from its results.json"
     )
     args = parser.parse_args(argv)
+    if args.reference is None:
+        args.reference = "kafka" if args.replicated else "none"
+    if args.ak_version is None:
+        args.ak_version = "4.4.0" if args.replicated else "4.0.2"
+    if args.replicated and (args.cluster_brokers or args.bootstrap or args.baseline_tree or args.profile):
+        parser.error(
+            "--replicated runs clusters of its own; no --cluster-brokers, --bootstrap, --baseline-tree or --profile"
+        )
     args.only = {s.strip() for s in args.only.split(",") if s.strip()}
     unknown = args.only - set(SCENARIOS)
     if unknown:
@@ -194,6 +224,35 @@ def render(out: Path) -> int:
     return 0
 
 
+def replicated(args: argparse.Namespace, out: Path, work: Path, java_ok: bool, say: Any) -> int:
+    """``--replicated``: kafkalike's 3-node cluster, then Apache Kafka's (bench_lib/replicated.py)."""
+    from bench_lib import replicated as bench_replicated
+
+    plan = bench_replicated.ReplicatedPlan.tiny() if args.quick else bench_replicated.ReplicatedPlan()
+    if args.runs:
+        plan.runs = args.runs
+    if args.seconds:
+        plan.produce_seconds = plan.latency_seconds = args.seconds
+    lib = args.kafka_lib or (
+        resolve_lib(args.ak_version, work, say) if (java_ok or args.reference == "kafka") else None
+    )
+    java = JavaTools(lib, work / "java") if (lib is not None and java_ok) else None
+    plan.java = java is not None
+    meta = {
+        "command": "python scripts/bench.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": machine(),
+        "software": software(java is not None)
+        + (f", Apache Kafka {args.ak_version}" if args.reference == "kafka" else ""),
+    }
+    say(f"results in {out}; replicated produce, {plan.runs} run(s) each")
+    try:
+        return bench_replicated.run(out, work, plan, ROOT, lib if args.reference == "kafka" else None, java, meta, say)
+    finally:
+        if not args.work:
+            shutil.rmtree(work / "java", ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.render:
@@ -227,6 +286,9 @@ def main(argv: list[str]) -> int:
 
         sizes = [int(n) for n in args.cluster_brokers.split(",") if n.strip()]
         return cluster.run(out, work, sizes, args.runs or (1 if args.quick else 3), say)
+
+    if args.replicated:
+        return replicated(args, out, work, java_ok, say)
 
     if java_ok or args.reference == "kafka":
         lib = resolve_lib(args.ak_version, work, say)

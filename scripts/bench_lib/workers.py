@@ -15,14 +15,20 @@ Every loop is bounded by a message count and a deadline.
 - ``e2e``: read from the end of every partition, latency = receive time - the time in the value
   (warm-up messages skipped); prints ``ready`` on stderr once it has fetched, then runs until
   ``count`` or ``seconds``.
+- ``steady``: a fixed rate to one partition; prints ``ready`` on stderr once a write was
+  acknowledged, and reads from stdin the CLOCK_MONOTONIC nanoseconds of a fault (a broker killed);
+  runs until ``after_s`` past the first acknowledgement of a message sent after the fault (or
+  ``seconds``): how long writes to that partition stalled, and what errors the client saw.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 import struct
 import sys
+import threading
 import time
 import uuid
 from typing import Any
@@ -291,7 +297,94 @@ def fetchloop(a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-MODES = {"produce": produce, "paced": paced, "consume": consume, "e2e": e2e, "fetchloop": fetchloop}
+def steady(a: dict[str, Any]) -> dict[str, Any]:
+    """Produce at ``rate`` to ``partition`` and time the stall around a fault the harness reports on
+    stdin (one line: its CLOCK_MONOTONIC nanoseconds). The failover time is the kill to the first
+    acknowledgement of a message sent after it: only a new leader can have acknowledged that one,
+    whatever responses the old leader had sent before it died."""
+    delivery_errors: collections.Counter[str] = collections.Counter()
+    client_errors: collections.Counter[str] = collections.Counter()
+    stats: dict[str, Any] = {}
+
+    def on_error(err: Any) -> None:
+        client_errors[err.name()] += 1
+
+    def on_stats(text: str) -> None:
+        stats.update(json.loads(text))
+
+    config = producer_config(a) | {"error_cb": on_error, "stats_cb": on_stats, "statistics.interval.ms": 500}
+    producer = Producer(config)
+    topic, partition, rate = a["topic"], int(a["partition"]), float(a["rate"])
+    seconds, after_s = float(a["seconds"]), float(a["after_s"])
+    pad = payloads(max(int(a["value_size"]) - STAMP.size, 1), n=1)[0]
+    acks: list[tuple[int, int]] = []  # (sent, acknowledged), CLOCK_MONOTONIC ns
+    fault: list[int] = []
+    first_after: list[int] = []  # the acknowledgement of the first message sent after the fault
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            delivery_errors[err.name()] += 1
+            return
+        sent_ns, now = STAMP.unpack_from(msg.value())[0], time.monotonic_ns()
+        acks.append((sent_ns, now))
+        if fault and 0 < fault[0] < sent_ns and not first_after:
+            first_after.append(now)
+
+    reader = threading.Thread(target=lambda: fault.append(int(sys.stdin.readline() or 0)), daemon=True)
+    reader.start()
+    producer.list_topics(topic, timeout=10)
+    started = time.monotonic()
+    stop_at = started + seconds
+    sent = 0
+    said_ready = False
+    while time.monotonic() < stop_at:
+        due = int((time.monotonic() - started) * rate) + 1
+        while sent < due:
+            try:
+                producer.produce(
+                    topic, STAMP.pack(time.monotonic_ns()) + pad, partition=partition, on_delivery=on_delivery
+                )
+                sent += 1
+            except BufferError:
+                break
+        producer.poll(min(max(started + (sent + 1) / rate - time.monotonic(), 0.0), 0.001))
+        if acks and not said_ready:
+            print("ready", file=sys.stderr, flush=True)
+            said_ready = True
+        if first_after and time.monotonic_ns() > first_after[0] + after_s * 1e9:
+            break
+    producer.flush(30)
+    fault_ns = fault[0] if fault and fault[0] > 0 else None
+    out: dict[str, Any] = {
+        "sent": sent,
+        "acked": len(acks),
+        "delivery_errors": dict(delivery_errors),
+        "client_errors": dict(client_errors),
+        "request_retries": sum(b.get("txretries", 0) for b in stats.get("brokers", {}).values()),
+        "request_errors": sum(b.get("txerrs", 0) for b in stats.get("brokers", {}).values()),
+        "request_timeouts": sum(b.get("req_timeouts", 0) for b in stats.get("brokers", {}).values()),
+    }
+    if fault_ns is not None:
+        later = [acked for sent_ns, acked in acks if sent_ns > fault_ns]
+        after = [acked for _, acked in acks if acked > fault_ns]
+        before = [acked for _, acked in acks if acked <= fault_ns]
+        out.update(
+            failover_s=(min(later) - fault_ns) / 1e9 if later else None,
+            first_ack_after_fault_s=(min(after) - fault_ns) / 1e9 if after else None,
+            last_ack_before_fault_s=(fault_ns - max(before)) / 1e9 if before else None,
+            acked_after_fault=len(after),
+        )
+    return out
+
+
+MODES = {
+    "produce": produce,
+    "paced": paced,
+    "consume": consume,
+    "e2e": e2e,
+    "fetchloop": fetchloop,
+    "steady": steady,
+}
 
 
 def main() -> None:
