@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from chaos_lib.network import NodeNetwork
-
 from kafkalike.testing.apache_kafka import ApacheKafkaNode, kafka_jvm_options
 from kafkalike.testing.cluster_requests import NodeAddress
 from kafkalike.testing.process_cluster import KafkalikeNode, ProcessCluster, node_properties
