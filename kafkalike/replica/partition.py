@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kafkalike.log.config import LogConfig
 from kafkalike.log.errors import OffsetOutOfRange
@@ -160,6 +160,22 @@ class PartitionRead(NamedTuple):
     aborted: list[AbortedTxn] | None  # for TXN_COMMITTED reads: the aborted transactions overlapping them
     diverging: DivergingEpoch | None = None  # a follower's log parts from the leader's: nothing read
     log_end_offset: int = -1  # the leader's log end offset at the read (a follower's caught-up rule)
+
+
+def alter_partition_answer(entry: Any, replicas: tuple[int, ...]) -> tuple[ErrorCode, LeaderAndIsr | None]:
+    """One partition of an AlterPartition answer (its decoded entry) as ``isr_change_answered``
+    takes it: the error, and with NONE the state the controller committed."""
+    error = ErrorCode(entry.error_code)
+    if error is not ErrorCode.NONE:
+        return error, None
+    return error, LeaderAndIsr(
+        entry.leader_id,
+        entry.leader_epoch,
+        entry.partition_epoch,
+        replicas,
+        tuple(entry.isr),
+        entry.leader_recovery_state,
+    )
 
 
 class Partition:

@@ -39,8 +39,9 @@ from kafkalike.log.errors import LogError
 from kafkalike.log.storage import DeferredSyncs
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.replica import AppliedChanges, LeaderAndIsr, Partition, ReplicaManager, TopicPartition
+from kafkalike.replica import AppliedChanges, Partition, ReplicaManager, TopicPartition
 from kafkalike.replica.follower_state import IsrChange
+from kafkalike.replica.partition import alter_partition_answer
 from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
@@ -221,17 +222,8 @@ class AlterPartitionSender:
         partition = self.replicas.get((change.topic, change.index))
         if partition is None:
             return
-        error = ErrorCode(entry.error_code)
-        answer = None
-        if error is ErrorCode.NONE:
-            answer = LeaderAndIsr(
-                entry.leader_id,
-                entry.leader_epoch,
-                entry.partition_epoch,
-                partition.replicas,
-                tuple(entry.isr),
-                entry.leader_recovery_state,
-            )
+        error, answer = alter_partition_answer(entry, partition.replicas)
+        if answer is not None:
             log.info(
                 "ISR of %s-%d is now %s (partition epoch %d)",
                 change.topic,
@@ -538,6 +530,8 @@ class ReplicaFetchers:
             log.info("broker %d: %s-%d starts again at its leader's log start %d", self.broker_id, *f.tp, start)
             partition.truncate_fully_and_start_at(start, now_ms)
             self.truncations += 1
+        else:  # within the leader's log after all (it moved meanwhile): ask again after the back-off
+            self._back_off([f])
 
     async def _leader_offset(self, client: InterBrokerClient, leader: int, f: Followed, target: int) -> int | None:
         body = {

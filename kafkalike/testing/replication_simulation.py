@@ -72,7 +72,6 @@ from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataBa
 from kafkalike.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkalike.replica import (
     Isolation,
-    LeaderAndIsr,
     NewReplica,
     Partition,
     PartitionError,
@@ -80,6 +79,7 @@ from kafkalike.replica import (
     TopicPartition,
 )
 from kafkalike.replica.follower_state import IsrChange
+from kafkalike.replica.partition import alter_partition_answer
 
 T = MetadataRecordType
 CLUSTER_ID = "sim-cluster-000000000B"
@@ -969,17 +969,7 @@ class ReplicationSimulation:
                 if change is None or partition.pending_isr is not change:
                     continue
                 del broker.alter_in_flight[partition.tp]
-                error = ErrorCode(entry.error_code)
-                answer = None
-                if error is ErrorCode.NONE:
-                    answer = LeaderAndIsr(
-                        entry.leader_id,
-                        entry.leader_epoch,
-                        entry.partition_epoch,
-                        partition.replicas,
-                        tuple(entry.isr),
-                        entry.leader_recovery_state,
-                    )
+                error, answer = alter_partition_answer(entry, partition.replicas)
                 self.note(f"broker {broker.broker_id}: ISR change of {partition.index} answered {error.name}")
                 partition.isr_change_answered(change, error, answer, self.now_ms)
                 self._changed = True
