@@ -195,14 +195,10 @@ async def _until_replicated(
         return
     timeout_ms = broker.cluster.channel.request_timeout_ms if broker.cluster is not None else 30_000
     deadline = broker.clock.monotonic_s() + timeout_ms / 1000
-    await broker.waiters.wait_until(
-        [p.tp for p, _ in waiting], lambda: all(p.replicated_to(end) is not None for p, end in waiting), deadline
-    )
-    for partition, end in waiting:
-        code = partition.replicated_to(end)
+    codes = await broker.waiters.until_replicated(waiting, deadline)
+    for (partition, _), code in zip(waiting, codes, strict=True):
         if code is ErrorCode.NONE:
             continue
-        code = E.REQUEST_TIMED_OUT if code is None else code
         log.info("marker of %s-%d not replicated: %s", *partition.tp, code.name)
         for errors in results:
             if errors.get(partition.tp) is E.NONE:

@@ -11,10 +11,11 @@ clock's ``monotonic_s`` (trio's clock, which cancel scopes follow).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import trio
 
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica.partition import Partition, TopicPartition
 
 
@@ -82,6 +83,15 @@ class PartitionWaiters:
             and partition.is_leader
             and partition.high_watermark >= offset
         )
+
+    async def until_replicated(self, targets: Sequence[tuple[Partition, int]], deadline_s: float) -> list[ErrorCode]:
+        """acks=all (Kafka's DelayedProduce): until each partition's high watermark reached its
+        offset (or its leadership moved), at most until the deadline; each one's outcome as
+        ``Partition.replicated_to`` gives it, REQUEST_TIMED_OUT where it was not reached."""
+        await self.wait_until(
+            [p.tp for p, _ in targets], lambda: all(p.replicated_to(o) is not None for p, o in targets), deadline_s
+        )
+        return [code if (code := p.replicated_to(o)) is not None else ErrorCode.REQUEST_TIMED_OUT for p, o in targets]
 
     async def wait_idle(self, partition: Partition) -> None:
         """Until no append's file work is in flight on the partition (see ``Partition.write_in_flight``)."""

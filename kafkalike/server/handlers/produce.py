@@ -155,13 +155,8 @@ async def _until_replicated(
     its batch (or its leadership moved), at most ``timeout_ms``; each answer then as Kafka's
     checkEnoughReplicasReachOffset gives it, REQUEST_TIMED_OUT where it was not reached."""
     deadline = ctx.clock.monotonic_s() + max(timeout_ms, 0) / 1000
-    await ctx.waiters.wait_until(
-        [p.tp for _, p, _ in waiting], lambda: all(p.replicated_to(o) is not None for _, p, o in waiting), deadline
-    )
-    for result, partition, offset in waiting:
-        code = partition.replicated_to(offset)
-        if code is None:
-            code = ErrorCode.REQUEST_TIMED_OUT
+    codes = await ctx.waiters.until_replicated([(p, o) for _, p, o in waiting], deadline)
+    for (result, partition, _), code in zip(waiting, codes, strict=True):
         if code is not ErrorCode.NONE:
             log.info("acks=all produce to %s-%d answered %s", *partition.tp, code.name)
             result["error_code"] = code
