@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from compat_tests.differential.conftest import AK_LIB
-from compat_tests.failover_support import SETTINGS
-from compat_tests.test_cluster_tools import (
+from compat_tests.differential.test_cluster_tools import (
     check_describe_through_a_broker_down_and_back,
     check_metadata_quorum_through_a_broker,
     create_topics,
 )
+from compat_tests.failover_support import SETTINGS
 from kafkalike.testing.apache_kafka import ApacheKafkaCluster
 
 pytestmark = pytest.mark.differential

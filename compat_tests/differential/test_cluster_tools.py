@@ -9,10 +9,12 @@ DescribeQuorum answer, the facts a Kafka cluster's tools print in the same situa
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -34,8 +36,9 @@ from kafkalike.testing.apache_kafka import java_executable
 from kafkalike.testing.cluster_requests import partition_isrs
 from kafkalike.testing.process_cluster import KafkalikeCluster, wait_until
 
-pytestmark = pytest.mark.compat
-AK_LIB = ROOT / "compat_tests" / ".work" / "ak-4.4.0" / "lib"
+# Kafka's tools need its jars: run with the differential suite, which scripts/compat.py gives them.
+pytestmark = [pytest.mark.compat, pytest.mark.differential]
+AK_LIB = Path(os.environ.get("KAFKALIKE_AK_LIB") or ROOT / "compat_tests" / ".work" / "ak-4.4.0" / "lib")
 LOG4J = ROOT / "compat_tests" / ".work" / "tools-log4j2.properties"
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
@@ -59,7 +62,7 @@ class DescribedPartition:
 
 def tool(main: str, *args: str) -> str:
     """Run one of Kafka's tools; its stdout (a non-zero exit fails the test with its output)."""
-    assert AK_LIB.is_dir(), f"Kafka 4.4.0's jars are resolved by scripts/compat.py into {AK_LIB}"
+    assert AK_LIB.is_dir(), f"Kafka's jars (KAFKALIKE_AK_LIB, set by scripts/compat.py) are not in {AK_LIB}"
     command = [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
     if LOG4J.exists():
         command.append(f"-Dlog4j2.configurationFile={LOG4J}")
