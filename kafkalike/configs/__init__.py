@@ -43,6 +43,7 @@ __all__ = [
     "INTERNAL_SEGMENT_BYTES",
     "INTERNAL_TOPIC_CONFIGS",
     "INT_MAX",
+    "LISTED_BROKER_CONFIGS",
     "LONG_MAX",
     "MIN_SEGMENT_BYTES",
     "SMALLEST_SEGMENT_BYTES",
@@ -68,6 +69,10 @@ DECLARED: Mapping[str, ConfigKey] = MappingProxyType({key.name: key for key in A
 # The broker configs a broker lists, takes at start-up and (the dynamic ones) alters.
 BROKER_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
     {key.name: key for key in ALL_KEYS if key.on_broker and key.implemented}
+)
+# The broker configs DescribeConfigs lists: all but the internal ones.
+LISTED_BROKER_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
+    {name: key for name, key in BROKER_CONFIGS.items() if not key.internal}
 )
 # The topic configs every topic lists, and the internal ones listed only where a topic sets them.
 TOPIC_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(

@@ -268,7 +268,8 @@ class ConfigKey:
     declared with its ``unit_ms``; the first one set decides when this one is unset, and
     DescribeConfigs lists them all as synonyms. ``dynamic``: AlterConfigs may change it on a
     running broker (Kafka's DynamicBrokerConfig); otherwise it is read-only there.
-    ``internal``: a topic config listed only by the topics that set it (Kafka's internal configs).
+    ``internal``: a topic config listed only by the topics that set it, or a broker config never
+    listed by DescribeConfigs (Kafka's internal configs); either is still read.
     ``implemented``: False for a config declared with Kafka's facts before kafkalike acts on it;
     until then it is, as before, not listed, not alterable and "supplied but not used" at start-up.
     """
@@ -344,8 +345,8 @@ def _key_problems(key: ConfigKey, lookup: Callable[[str], ConfigKey | None]) -> 
         synonym = lookup(key.broker_synonym)
         if key.scope != Scope.TOPIC or synonym is None or not synonym.on_broker:
             problems.append(f"broker synonym {key.broker_synonym} is no broker config of a topic config")
-    if key.internal and key.scope != Scope.TOPIC:
-        problems.append("only a topic config can be internal")
+    if key.internal and key.scope == Scope.BOTH:
+        problems.append("an internal config is a topic's or a broker's, not both")
     if key.dynamic and not key.on_broker:
         problems.append("only a broker config can be dynamic")
     for coarser_name in key.coarser:

@@ -38,6 +38,7 @@ REPLICATION = (
         "How often, in milliseconds, the active controller checks for leaderless partitions of topics "
         "that allow unclean leader election, and elects a leader for them (an internal config in Kafka).",
         at_least(1),
+        internal=True,  # not listed by DescribeConfigs, as Kafka's defineInternal
     ),
     ConfigKey(
         "replica.lag.time.max.ms",

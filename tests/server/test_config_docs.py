@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kafkalike.configs import BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS
+from kafkalike.configs import LISTED_BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.testing.wire_client import AsyncWireClient
 from tests.server.conftest import RunningBroker, serving
@@ -19,7 +19,7 @@ from tests.server.test_broker_basics import _create
 TOPIC, BROKER = 2, 4
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
 SET, DELETE = 0, 1
-DOCS = {name: d.doc for name, d in BROKER_CONFIGS.items()}
+DOCS = {name: d.doc for name, d in LISTED_BROKER_CONFIGS.items()}
 TOPIC_DOCS = {name: d.doc for name, d in TOPIC_CONFIGS.items()}
 
 
@@ -72,7 +72,7 @@ async def test_documentation_is_returned_when_asked_for(running: RunningBroker, 
     assert set(topic) == set(TOPIC_CONFIGS)
     assert {name: c.documentation for name, c in topic.items()} == TOPIC_DOCS
     broker = await _describe(client, BROKER, "1", version, documentation=True)
-    assert set(broker) == set(BROKER_CONFIGS)
+    assert set(broker) == set(LISTED_BROKER_CONFIGS)
     assert {name: c.documentation for name, c in broker.items()} == DOCS
     # Without include_documentation: null, for every config.
     for rtype, name in ((TOPIC, "documented"), (BROKER, "1")):

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalike.configs import BROKER_CONFIGS, INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigKey, ConfigType
+from kafkalike.configs import (
+    BROKER_CONFIGS,
+    INTERNAL_TOPIC_CONFIGS,
+    LISTED_BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigKey,
+    ConfigType,
+)
 from kafkalike.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
@@ -68,7 +75,7 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
             )
             return result
         if resource.resource_name:
-            entries = [_broker_entry(config, name, synonyms, docs) for name in sorted(BROKER_CONFIGS)]
+            entries = [_broker_entry(config, name, synonyms, docs) for name in sorted(LISTED_BROKER_CONFIGS)]
         else:
             # The empty name is the cluster-wide default resource: only the dynamic cluster
             # defaults (set with AlterConfigs) show there, each its own only synonym, as in Kafka.

@@ -56,7 +56,7 @@ def _key(name: str = "x.ms", **changes: object) -> ConfigKey:
         ([_key(scope=Scope.TOPIC, broker_synonym="log.x.ms")], "x.ms: broker synonym log.x.ms"),
         ([_key(coarser=("x.hours",)), _key("x.hours", type=ConfigType.INT)], "x.ms: coarser unit x.hours"),
         ([_key(scope=Scope.TOPIC, dynamic=True)], "x.ms: only a broker config can be dynamic"),
-        ([_key(internal=True)], "x.ms: only a topic config can be internal"),
+        ([_key(scope=Scope.BOTH, internal=True)], "x.ms: an internal config is a topic's or a broker's"),
         ([_key(type=ConfigType.PASSWORD, default=None)], "x.ms: sensitive exactly when a password"),
     ],
 )
