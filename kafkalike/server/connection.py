@@ -1,8 +1,12 @@
 """One client connection: split frames, decode, dispatch, answer in request order.
 
-Like Apache Kafka, a connection handles one request at a time: the next request is read
-only after the previous response is sent, which keeps responses in request order while the
-client pipelines. A frame that cannot be split or decoded closes this connection only.
+Like Apache Kafka, a connection handles one request at a time, in the order they came, and
+answers in that order. Kafka reads the next request only once the previous answer is sent; here a
+request that has done everything and only waits (an acks=all produce waiting for its replicas,
+``AnswerLater``) does not hold the connection: the next requests are read and handled meanwhile,
+their answers queued behind it (``_Answers``), so a client that pipelines its produce requests
+has each replication round cover all of them instead of one. A frame that cannot be split or
+decoded closes this connection only.
 
 Bytes move as few times as they can: small requests arrive through one receive buffer that
 every connection of the trio run shares (it is filled and emptied between two awaits), a large
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -45,6 +51,7 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.error_responses import error_response
 from kafkalike.server.faults import Fault
 from kafkalike.server.limits import RequestMemoryPool
+from kafkalike.server.registry import AnswerLater
 
 if TYPE_CHECKING:
     from kafkalike.server.broker import Broker
@@ -55,6 +62,7 @@ SENDFILE_MIN_BYTES = 64 * 1024
 YIELD_INTERVAL_S = 0.001  # a connection that never has to wait lets other tasks run at least this often
 Response = bytes | Sequence[bytes | ExternalBytes]
 PRODUCE_KEY = 0
+MAX_WAITING_ANSWERS = 64  # a connection's requests handled but not yet answered (see _Answers)
 _shared_receive_buffer: trio.lowlevel.RunVar[bytearray] = trio.lowlevel.RunVar("kafkalike_receive_buffer")
 
 
@@ -128,24 +136,34 @@ async def serve_connection(
         idle.sockets.add(conn)
     try:
         with conn.idle_scope:
-            async with stream:
-                while True:
-                    frame = splitter.take_frame()
-                    if frame is None:
+            async with stream, trio.open_nursery() as nursery:
+                answers = _Answers(conn, nursery)
+                try:
+                    while True:
+                        frame = splitter.take_frame()
+                        if frame is None:
+                            if memory is not None and not memory.reserved_bytes:
+                                await memory.reserve(splitter.announced_bytes())
+                            if not await _receive_more(conn, splitter, receive_buffer):
+                                break
+                            continue
                         if memory is not None and not memory.reserved_bytes:
-                            await memory.reserve(splitter.announced_bytes())
-                        if not await _receive_more(conn, splitter, receive_buffer):
-                            return
-                        continue
-                    if memory is not None and not memory.reserved_bytes:
-                        await memory.reserve(len(frame))
-                    response = await _handle_frame(broker, frame, client_host, listener_name, memory)
-                    del frame  # the request's records may be views of it
-                    if memory is not None:
-                        memory.release()
-                    if response is not None:
-                        await _send(conn, response)
-                    await conn.yield_if_not_waited(broker.clock.monotonic_s())
+                            await memory.reserve(len(frame))
+                        response = await _handle_frame(broker, frame, client_host, listener_name, memory)
+                        del frame  # the request's records may be views of it
+                        if memory is not None:
+                            memory.release()
+                        if isinstance(response, _Later):
+                            await answers.later(response)
+                        elif response is not None:
+                            await answers.send(response)
+                        await conn.yield_if_not_waited(broker.clock.monotonic_s())
+                except Exception as exc:  # raised below, outside the nursery (which would wrap it in a group)
+                    answers.fail(exc)
+                # The client is gone (or the connection failed): waiting answers have no one to go to.
+                nursery.cancel_scope.cancel()
+            if answers.failure is not None:
+                raise answers.failure
         if conn.idle_scope.cancelled_caught:
             raise IdleConnection
     except ProtocolError as exc:
@@ -282,6 +300,96 @@ class _Socket:
             await trio.lowlevel.checkpoint()
 
 
+@dataclass(frozen=True, slots=True)
+class _Later:
+    """A request answered by ``AnswerLater``: what its answer is encoded with."""
+
+    header: RequestHeader
+    answer: AnswerLater
+
+
+class _Answer:
+    __slots__ = ("done", "response")
+
+    def __init__(self, response: Response | None = None) -> None:
+        self.response = response
+        self.done = trio.Event()
+        if response is not None:
+            self.done.set()
+
+
+class _Answers:
+    """The connection's answers in request order. With none waiting an answer goes out at once
+    (the usual case: no task, no queue); after an ``AnswerLater`` every answer queues behind it
+    and one task sends them as each is ready. At most ``MAX_WAITING_ANSWERS`` wait, so a client
+    pipelining without bound is held back (the next request is read once there is room).
+
+    A failure while waiting or sending (a handler's bug, a closed socket) cancels the connection
+    and is kept in ``failure`` for the connection to raise, as if it had happened inline."""
+
+    __slots__ = ("conn", "failure", "nursery", "queue", "room", "sender")
+
+    def __init__(self, conn: _Socket, nursery: trio.Nursery) -> None:
+        self.conn = conn
+        self.nursery = nursery
+        self.queue: deque[_Answer] = deque()
+        self.room = trio.Event()
+        self.sender: trio.Event | None = None  # set when the sender task has an answer to look at
+        self.failure: BaseException | None = None
+
+    async def send(self, response: Response) -> None:
+        if not self.queue:
+            await _send(self.conn, response)
+            return
+        self._queue(_Answer(response))
+
+    async def later(self, pending: _Later) -> None:
+        answer = _Answer()
+        self._queue(answer)
+        self.nursery.start_soon(self._answer, pending, answer)
+        while len(self.queue) >= MAX_WAITING_ANSWERS:
+            self.room = trio.Event()
+            await self.room.wait()
+
+    def _queue(self, answer: _Answer) -> None:
+        self.queue.append(answer)
+        if len(self.queue) == 1:
+            self.nursery.start_soon(self._send_queued)
+
+    async def _answer(self, pending: _Later, answer: _Answer) -> None:
+        header = pending.header
+        try:
+            result = await pending.answer.answer()
+        except ProtocolError as exc:
+            self.fail(exc)
+            return
+        except Exception:
+            log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
+            self.fail(ProtocolError("internal error while handling the request"))
+            return
+        answer.response = encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
+        answer.done.set()
+
+    async def _send_queued(self) -> None:
+        """Until the queue is empty: the oldest answer, once ready, out; then the next. The
+        oldest stays queued while it is sent, so nothing else is sent past it meanwhile."""
+        try:
+            while self.queue:
+                first = self.queue[0]
+                await first.done.wait()
+                assert first.response is not None
+                await _send(self.conn, first.response)
+                self.queue.popleft()
+                self.room.set()
+        except Exception as exc:  # a closed socket, mostly: the connection raises it
+            self.fail(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self.nursery.cancel_scope.cancel()
+
+
 async def _send(conn: _Socket, response: Response) -> None:
     if isinstance(response, bytes):
         await conn.send_all(response)
@@ -305,7 +413,7 @@ async def _send(conn: _Socket, response: Response) -> None:
 
 async def _handle_frame(
     broker: Broker, frame: bytearray, client_host: str, listener: str, memory: _Reservation | None = None
-) -> Response | None:
+) -> Response | _Later | None:
     try:
         header, body = decode_request(frame)
     except UnsupportedRequestError as exc:
@@ -335,6 +443,8 @@ async def _handle_frame(
         raise ProtocolError("internal error while handling the request") from None
     if result is None:
         return None
+    if isinstance(result, AnswerLater):
+        return _Later(header, result)
     parts = encode_response_parts(header.api_key, header.api_version, header.correlation_id, result)
     if len(parts) == 1 and isinstance(parts[0], bytes):
         return parts[0]  # most responses: sent without looking for file ranges

@@ -17,7 +17,17 @@ from kafkalike.protocol.spec import api_specs
 if TYPE_CHECKING:
     from kafkalike.server.context import RequestContext
 
-HandlerFn = Callable[["RequestContext", Message], Awaitable[Mapping[str, Any] | None]]
+
+@dataclass(frozen=True, slots=True)
+class AnswerLater:
+    """A handler's answer that only waits from here on (an acks=all produce for its replicas):
+    everything the request does is done, so the connection reads and handles the next request
+    while ``answer()`` waits, and still sends the answers in request order."""
+
+    answer: Callable[[], Awaitable[Mapping[str, Any]]]
+
+
+HandlerFn = Callable[["RequestContext", Message], Awaitable[Mapping[str, Any] | AnswerLater | None]]
 
 
 @dataclass(frozen=True)

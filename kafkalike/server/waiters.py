@@ -24,20 +24,27 @@ class PartitionWaiters:
         # One event per partition that someone waits on, replaced when set: a notify wakes
         # every waiter registered before it, and none misses one.
         self._events: dict[TopicPartition, trio.Event] = {}
+        # A wait on several partitions (a fetch's) has one event of its own, registered under
+        # each of them until it ends: one wake-up, no task per partition.
+        self._several: dict[TopicPartition, set[trio.Event]] = {}
         self._watched = trio.Event()  # set (and replaced) when a partition gets its first waiter
 
     def notify(self, tp: TopicPartition) -> None:
         event = self._events.pop(tp, None)
         if event is not None:
             event.set()
+        several = self._several.pop(tp, None)
+        if several is not None:
+            for event in several:
+                event.set()
 
     def waiting(self) -> int:
         """How many partitions have waiters (for tests and stats)."""
-        return len(self._events)
+        return len(self._events.keys() | self._several.keys())
 
     async def until_watched(self, tp: TopicPartition) -> None:
         """Until someone waits on ``tp`` (tests and the test kit: a long poll is in place)."""
-        while tp not in self._events:
+        while tp not in self._events and tp not in self._several:
             await self._watched.wait()
 
     def next_progress(self, tp: TopicPartition) -> trio.Event:
@@ -62,16 +69,37 @@ class PartitionWaiters:
         tps = list(dict.fromkeys(tps))
         with trio.move_on_at(deadline_s):
             while not ready():
-                # Taken before waiting, after the last look: a notify in between sets these.
-                await _any_set([self._event(tp) for tp in tps])
+                await self._any_moves(tps)
             return True
         return ready()
 
     async def wait_for_progress(self, tps: Iterable[TopicPartition], deadline_s: float) -> None:
         """Until one of ``tps`` moves or the deadline passes (a fetch then reads again)."""
-        events = [self._event(tp) for tp in dict.fromkeys(tps)]
         with trio.move_on_at(deadline_s):
-            await _any_set(events)
+            await self._any_moves(list(dict.fromkeys(tps)))
+
+    async def _any_moves(self, tps: list[TopicPartition]) -> None:
+        """Until one of ``tps`` (distinct) is notified; registered before the first await, so a
+        notify after the caller's last look wakes it."""
+        if len(tps) == 1:
+            await self._event(tps[0]).wait()
+            return
+        if not tps:  # nothing to wake it: until the caller's deadline
+            await trio.sleep_forever()
+        event = trio.Event()
+        for tp in tps:
+            self._several.setdefault(tp, set()).add(event)
+        self._watched.set()
+        self._watched = trio.Event()
+        try:
+            await event.wait()
+        finally:
+            for tp in tps:
+                several = self._several.get(tp)
+                if several is not None:
+                    several.discard(event)
+                    if not several:
+                        del self._several[tp]
 
     async def wait_high_watermark(self, partition: Partition, offset: int, deadline_s: float) -> bool:
         """Until the partition's high watermark reaches ``offset`` (an acks=all answer, later),
@@ -96,19 +124,3 @@ class PartitionWaiters:
     async def wait_idle(self, partition: Partition) -> None:
         """Until no append's file work is in flight on the partition (see ``Partition.write_in_flight``)."""
         await self.wait_until([partition.tp], lambda: not partition.write_in_flight)
-
-
-async def _any_set(events: list[trio.Event]) -> None:
-    if not events:  # nothing to wake it: until the caller's deadline
-        await trio.sleep_forever()
-    if len(events) == 1:
-        await events[0].wait()
-        return
-    async with trio.open_nursery() as nursery:
-
-        async def wait(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(wait, event)

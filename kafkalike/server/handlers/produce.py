@@ -57,7 +57,7 @@ from kafkalike.protocol.validation import (
 )
 from kafkalike.replica import Partition, PartitionError
 from kafkalike.server.context import RequestContext
-from kafkalike.server.registry import handles
+from kafkalike.server.registry import AnswerLater, handles
 from kafkalike.server.routing import LeaderHints, partition_or_error
 
 log = logging.getLogger("kafkalike.produce")
@@ -111,7 +111,7 @@ class ProduceError(Exception):
 
 
 @handles(0, 0, 12)
-async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, Any] | None:
+async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, Any] | AnswerLater | None:
     acks = request.acks
     fault = _request_fault(ctx, request)
     if fault is not None:
@@ -134,11 +134,18 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
                     result["current_leader"] = hints.current_leader(topic.name, part.index)
                 partitions.append(result)
             responses.append({"name": topic.name, "partition_responses": partitions})
-        if waiting:
-            await _until_replicated(ctx, waiting, request.timeout_ms)
         answer = {"responses": responses, "throttle_time_ms": 0}
         if endpoints := hints.node_endpoints():
             answer["node_endpoints"] = endpoints
+        if waiting:
+            # Kafka's DelayedProduce times out timeout_ms after the appends.
+            deadline_s = ctx.clock.monotonic_s() + max(request.timeout_ms, 0) / 1000
+
+            async def replicated() -> Mapping[str, Any]:
+                await _until_replicated(ctx, waiting, deadline_s)
+                return answer
+
+            return AnswerLater(replicated)
     if acks != 0:
         return answer
     # No answer is expected, so an error closes the connection, as in Kafka: the producer learns
@@ -149,13 +156,12 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
 
 
 async def _until_replicated(
-    ctx: RequestContext, waiting: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
+    ctx: RequestContext, waiting: list[tuple[dict[str, Any], Partition, int]], deadline_s: float
 ) -> None:
     """acks=all (Kafka's DelayedProduce): until every appended partition's high watermark passed
-    its batch (or its leadership moved), at most ``timeout_ms``; each answer then as Kafka's
+    its batch (or its leadership moved), at most until ``deadline_s``; each answer then as Kafka's
     checkEnoughReplicasReachOffset gives it, REQUEST_TIMED_OUT where it was not reached."""
-    deadline = ctx.clock.monotonic_s() + max(timeout_ms, 0) / 1000
-    codes = await ctx.waiters.until_replicated([(p, o) for _, p, o in waiting], deadline)
+    codes = await ctx.waiters.until_replicated([(p, o) for _, p, o in waiting], deadline_s)
     for (result, partition, _), code in zip(waiting, codes, strict=True):
         if code is not ErrorCode.NONE:
             log.info("acks=all produce to %s-%d answered %s", *partition.tp, code.name)
