@@ -78,6 +78,10 @@ class BrokerEligibility(Protocol):
         """This broker's own epoch (-1 before it registered)."""
         ...
 
+    def is_alive(self, broker_id: int) -> bool:
+        """Registered and unfenced (Kafka's metadata cache hasAliveBroker)."""
+        ...
+
 
 class AllEligible:
     """Every broker eligible at epoch -1 (a partition outside a cluster's metadata: tests)."""
@@ -87,6 +91,9 @@ class AllEligible:
 
     def local_broker_epoch(self) -> int:
         return -1
+
+    def is_alive(self, broker_id: int) -> bool:
+        return True
 
 
 ALL_ELIGIBLE = AllEligible()
@@ -408,6 +415,8 @@ class Partition:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {replica_id} is not a follower of {self.topic}-{self.index} led here",
             )
+        # Looked at only when the follower's log start moved: the usual fetch costs nothing here.
+        low_watermark = self.low_watermark if log_start_offset != follower.log_start_offset else None
         try:
             follower.update_fetch_state(
                 fetch_offset,
@@ -420,7 +429,9 @@ class Partition:
         except StaleBrokerEpoch as exc:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)) from None
         change = self._maybe_expand_isr(follower)
-        self.maybe_increment_high_watermark(now_ms)
+        moved = self.maybe_increment_high_watermark(now_ms)
+        if not moved and low_watermark is not None and self.low_watermark > low_watermark:
+            self.notify_progress()  # a DeleteRecords waits for it (Kafka's leaderLWIncremented)
         return change
 
     def _maybe_expand_isr(self, follower: FollowerState) -> IsrChange | None:
@@ -740,9 +751,20 @@ class Partition:
                 f"Cannot increment the log start offset to {target} of partition {self.topic}-{self.index} "
                 f"since it is larger than the high watermark {self.high_watermark}",
             )
-        start = self.log.delete_records_before(target, now_ms=now_ms, syncs=syncs)
+        self.log.delete_records_before(target, now_ms=now_ms, syncs=syncs)
         self.notify_progress()
-        return start
+        return self.low_watermark
+
+    @property
+    def low_watermark(self) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start over this replica and its alive
+        followers' (as their last fetch gave it; -1 for one that has not fetched from this
+        leader yet). A DeleteRecords is answered once it reached the requested offset."""
+        low = self.log_start_offset
+        for follower in self.followers.values():
+            if follower.log_start_offset < low and self.brokers.is_alive(follower.broker_id):
+                low = follower.log_start_offset
+        return low
 
     # -- lookups ------------------------------------------------------------------------------------
 

@@ -91,6 +91,10 @@ class ImageBrokers:
     def local_broker_epoch(self) -> int:
         return self._local_epoch()
 
+    def is_alive(self, broker_id: int) -> bool:
+        registration = self._image().brokers.get(broker_id)
+        return registration is not None and not registration.fenced
+
 
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:

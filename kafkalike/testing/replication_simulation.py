@@ -187,6 +187,10 @@ class SimEligibility:
         life = self.broker.life
         return -1 if life is None else life.broker_epoch
 
+    def is_alive(self, broker_id: int) -> bool:
+        registration = self.broker.image.brokers.get(broker_id)
+        return registration is not None and not registration.fenced
+
 
 @dataclass
 class Followed:

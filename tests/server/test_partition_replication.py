@@ -5,7 +5,7 @@ NOT_ENOUGH_REPLICAS below min.insync.replicas."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -122,23 +122,46 @@ def test_acks_all_is_refused_below_min_insync_replicas_and_acks_1_is_not(cluster
     assert values(cluster, "strict") == [b"all three", b"leader only", b"all three again"]
 
 
-def test_deleted_records_leave_the_followers_too(cluster: Cluster) -> None:
+def delete_records(cluster: Cluster, topic: str, offset: int, timeout_ms: int) -> tuple[ErrorCode, int]:
+    leader = node(cluster, cluster.leader(topic, 0))
+    body = {
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}],
+        "timeout_ms": timeout_ms,
+    }
+    with WireClient(leader.address.host, leader.address.client_port) as client:
+        (answer,) = client.request(21, 2, body).topics[0].partitions
+    return ErrorCode(answer.error_code), answer.low_watermark
+
+
+def log_starts(cluster: Cluster, topic: str, node_ids: Iterable[int]) -> set[int]:
+    starts = set()
+    for node_id in node_ids:
+        running = node(cluster, node_id).node
+        assert running is not None
+        starts.add(running.broker.replicas[(topic, 0)].log_start_offset)
+    return starts
+
+
+def test_deleted_records_are_answered_once_every_replica_deleted_them(cluster: Cluster) -> None:
     cluster.create_topic("trimmed", partitions=1, replication_factor=3)
     for i in range(10):
         assert produce(cluster, "trimmed", [b"r-%d" % i]) is ErrorCode.NONE
-    leader = node(cluster, cluster.leader("trimmed", 0))
-    body = {"topics": [{"name": "trimmed", "partitions": [{"partition_index": 0, "offset": 6}]}], "timeout_ms": 5000}
-    with WireClient(leader.address.host, leader.address.client_port) as client:
-        (answer,) = client.request(21, 2, body).topics[0].partitions
-    assert (answer.error_code, answer.low_watermark) == (0, 6)
+    # Kafka's DelayedDeleteRecords: the answer waits until the low watermark (the smallest log
+    # start over the replicas, each follower's from its fetches) reached the offset.
+    assert delete_records(cluster, "trimmed", 6, timeout_ms=10_000) == (ErrorCode.NONE, 6)
+    assert log_starts(cluster, "trimmed", cluster.node_ids) == {6}
 
-    def log_starts() -> set[int]:
-        starts = set()
-        for node_id in cluster.node_ids:
-            running = node(cluster, node_id).node
-            assert running is not None
-            starts.add(running.broker.replicas[("trimmed", 0)].log_start_offset)
-        return starts
 
-    # Each follower learns the leader's log start from its next fetch answer.
-    cluster.wait_for(lambda: log_starts() == {6}, "every replica's log start at 6", WAIT_S)
+def test_deleted_records_time_out_while_an_alive_follower_has_not_followed(cluster: Cluster) -> None:
+    cluster.create_topic("held", partitions=1, replication_factor=3)
+    for i in range(10):
+        assert produce(cluster, "held", [b"r-%d" % i]) is ErrorCode.NONE
+    leader = cluster.leader("held", 0)
+    follower = next(n for n in cluster.node_ids if n != leader and n != cluster.active_controller())
+    cluster.isolate(follower)  # still registered and unfenced for its session timeout
+    assert delete_records(cluster, "held", 6, timeout_ms=1_000) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+    others = [n for n in cluster.node_ids if n != follower]
+    cluster.wait_for(lambda: log_starts(cluster, "held", others) == {6}, "the others' log starts at 6", WAIT_S)
+    cluster.heal()
+    assert delete_records(cluster, "held", 6, timeout_ms=int(WAIT_S * 1000)) == (ErrorCode.NONE, 6)
+    assert log_starts(cluster, "held", cluster.node_ids) == {6}

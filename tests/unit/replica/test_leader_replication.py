@@ -6,6 +6,7 @@ diverging-epoch answer to a follower's fetch."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import Record, build_batch
 from kafkalike.replica import Isolation, LeaderAndIsr, Partition, PartitionError
 from kafkalike.replica.follower_state import FollowerState, IsrChangeKind
+from kafkalike.replica.partition import TopicPartition
 
 TOPIC_ID = uuid.UUID(int=9)
 LEADER, F2, F3 = 1, 2, 3
@@ -34,13 +36,20 @@ class Brokers:
     def local_broker_epoch(self) -> int:
         return self.epochs[LEADER]
 
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.epochs
+
 
 def leader(
-    tmp_path: Path, isr: tuple[int, ...] = (LEADER, F2, F3), min_isr: int = 1, brokers: Brokers | None = None
+    tmp_path: Path,
+    isr: tuple[int, ...] = (LEADER, F2, F3),
+    min_isr: int = 1,
+    brokers: Brokers | None = None,
+    on_progress: Callable[[TopicPartition], None] = lambda tp: None,
 ) -> Partition:
     logs = LogManager([tmp_path], storage="memory")
     plog = logs.get_or_create("t", 0, LogConfig(min_insync_replicas=min_isr), 0, topic_id=TOPIC_ID)
-    p = Partition("t", 0, TOPIC_ID, plog, local_broker_id=LEADER, brokers=brokers or Brokers())
+    p = Partition("t", 0, TOPIC_ID, plog, local_broker_id=LEADER, brokers=brokers or Brokers(), on_progress=on_progress)
     p.make_leader(LeaderAndIsr(LEADER, 1, 1, (LEADER, F2, F3), isr), now_ms=0)
     return p
 
@@ -51,13 +60,13 @@ def append(p: Partition, count: int = 1, now_ms: int = 0) -> None:
     p.complete_append(result, None, now_ms)
 
 
-def fetch(p: Partition, replica: int, offset: int, now_ms: int, epoch: int | None = None) -> object:
+def fetch(p: Partition, replica: int, offset: int, now_ms: int, epoch: int | None = None, log_start: int = 0) -> object:
     broker_epoch = {F2: 20, F3: 30}[replica] if epoch is None else epoch
     return p.update_follower_fetch_state(
         replica,
         broker_epoch=broker_epoch,
         fetch_offset=offset,
-        log_start_offset=0,
+        log_start_offset=log_start,
         leader_end_offset=p.log_end_offset,
         now_ms=now_ms,
     )
@@ -112,6 +121,26 @@ def test_the_high_watermark_is_the_smallest_end_over_the_isr_and_never_falls(tmp
     assert p.high_watermark == 5
     fetch(p, F2, 2, now_ms=3)  # a follower that truncated: the high watermark stays
     assert p.high_watermark == 5
+
+
+def test_the_low_watermark_is_the_smallest_log_start_over_alive_replicas(tmp_path: Path) -> None:
+    brokers = Brokers()
+    moves: list[TopicPartition] = []
+    p = leader(tmp_path, brokers=brokers, on_progress=moves.append)
+    append(p, 10)
+    fetch(p, F2, 10, now_ms=1)
+    fetch(p, F3, 10, now_ms=1)
+    assert p.delete_records_on_leader(6, now_ms=2, syncs=IMMEDIATE) == 0  # the followers are still at 0
+    assert p.log_start_offset == 6
+    fetch(p, F2, 10, now_ms=3, log_start=6)
+    assert p.low_watermark == 0  # broker 3 has not moved yet
+    moves.clear()
+    fetch(p, F3, 10, now_ms=4, log_start=6)
+    assert p.low_watermark == 6 and moves == [("t", 0)]  # the increase wakes the DeleteRecords waiting for it
+    assert p.delete_records_on_leader(8, now_ms=5, syncs=IMMEDIATE) == 6
+    del brokers.epochs[F3]  # fenced: no longer counted (Kafka's hasAliveBroker)
+    fetch(p, F2, 10, now_ms=6, log_start=8)
+    assert p.low_watermark == 8
 
 
 def test_the_high_watermark_holds_while_the_isr_is_below_min_insync_replicas(tmp_path: Path) -> None:
