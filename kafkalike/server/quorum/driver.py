@@ -149,6 +149,8 @@ class QuorumDriver:
         self._leader: tuple[int, int] = (-1, -1)
         self._endpoints: dict[int, tuple[str, int]] = dict(node.endpoints)  # read on the loop
         self.running = False
+        self.stopped = False  # its task ended: nothing will carry out an event any more
+        self._calls: set[trio.Event] = set()  # the calls waiting for their event to be carried out
         self.steps = 0
 
     # -- the layer above --------------------------------------------------------------------------
@@ -274,6 +276,9 @@ class QuorumDriver:
         self._send_event.send_nowait((event, done))
 
     async def _call(self, event: Event) -> Any:
+        """The event carried out by the driver's task, and its result. NotControllerError when
+        the task has ended or ends first: a caller waiting shielded (an append seen through)
+        would otherwise wait for ever while its node shuts down."""
         done = trio.Event()
         box: list[Any] = []
 
@@ -283,14 +288,22 @@ class QuorumDriver:
             except (NotLeaderError, ValueError, KafkaStorageError) as exc:
                 box.append(exc)
 
-        await self._send_event.send((run, done))
-        await done.wait()
+        if self.stopped:
+            raise NotControllerError("the metadata quorum's driver has stopped", -1)
+        self._calls.add(done)
+        try:
+            await self._send_event.send((run, done))
+            await done.wait()
+        finally:
+            self._calls.discard(done)
+        if not box:
+            raise NotControllerError("the metadata quorum's driver has stopped", -1)
         return box[0]
 
     # -- the task ---------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self.running = True
+        self.running, self.stopped = True, False
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._flusher)
@@ -299,6 +312,9 @@ class QuorumDriver:
                 await self._drive()
         finally:
             self.running = False
+            self.stopped = True
+            for waiting in self._calls:
+                waiting.set()
 
     async def _drive(self) -> None:
         events: list[tuple[Event, trio.Event | None]] = []

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
-from kafkalike.server.quorum.driver import QuorumDriver, _Step
+from kafkalike.server.quorum.driver import NotControllerError, QuorumDriver, _Step
 from kafkalike.testing.loop_blocking import LoopBlockingCalls
 from kafkalike.testing.quorum import InProcessQuorum
 
@@ -47,3 +48,30 @@ async def test_negative_control_steps_on_the_loop_are_caught(tmp_path: Path, mon
         await elect_commit_fail_over_snapshot_catch_up(tmp_path)
     found = calls.unexpected()
     assert any("file_log" in frame for call in found for frame in call.stack), found
+
+
+async def test_a_shielded_append_ends_when_its_driver_stops(tmp_path: Path) -> None:
+    """A node shutting down (a listener that failed to bind at start-up) cancels its driver
+    while the controller's first append waits, shielded, to be seen through: the append is
+    refused instead of waiting for ever (the node then never exited)."""
+    quorum = InProcessQuorum(1, tmp_path)
+    async with quorum.running(deadline_s=DEADLINE_S) as nursery:
+        leader = await quorum.wait_for_leader()
+        outcomes: list[BaseException | int] = []
+        finished = trio.Event()
+
+        async def append_shielded() -> None:
+            # Shielded as the controller's append is, with a deadline of its own: a hang fails the test.
+            with trio.CancelScope(shield=True), trio.move_on_after(DEADLINE_S):
+                try:
+                    outcomes.append(await leader.append([b"late"]))
+                except NotControllerError as exc:
+                    outcomes.append(exc)
+            finished.set()
+
+        nursery.start_soon(append_shielded)
+        await quorum.stop(leader.node_id)  # before the driver's task carried the append out
+        await finished.wait()
+        assert outcomes and isinstance(outcomes[0], NotControllerError), outcomes
+        with pytest.raises(NotControllerError):
+            await leader.append([b"after"])
