@@ -130,40 +130,28 @@ async def serve_connection(
             client_host = "?"
     splitter = FrameSplitter(broker.config.get_int("socket.request.max.bytes"))
     conn = _Socket(stream.socket.fileno())
-    receive_buffer = _receive_buffer()
     memory = _Reservation(broker.request_memory) if broker.request_memory is not None else None
     if idle is not None:
         idle.sockets.add(conn)
+    requests = _Requests(broker, conn, splitter, client_host, listener_name, memory)
     try:
         with conn.idle_scope:
-            async with stream, trio.open_nursery() as nursery:
-                answers = _Answers(conn, nursery)
-                try:
-                    while True:
-                        frame = splitter.take_frame()
-                        if frame is None:
-                            if memory is not None and not memory.reserved_bytes:
-                                await memory.reserve(splitter.announced_bytes())
-                            if not await _receive_more(conn, splitter, receive_buffer):
-                                break
-                            continue
-                        if memory is not None and not memory.reserved_bytes:
-                            await memory.reserve(len(frame))
-                        response = await _handle_frame(broker, frame, client_host, listener_name, memory)
-                        del frame  # the request's records may be views of it
-                        if memory is not None:
-                            memory.release()
-                        if isinstance(response, _Later):
-                            await answers.later(response)
-                        elif response is not None:
-                            await answers.send(response)
-                        await conn.yield_if_not_waited(broker.clock.monotonic_s())
-                except Exception as exc:  # raised below, outside the nursery (which would wrap it in a group)
-                    answers.fail(exc)
-                # The client is gone (or the connection failed): waiting answers have no one to go to.
-                nursery.cancel_scope.cancel()
-            if answers.failure is not None:
-                raise answers.failure
+            async with stream:
+                # Answers wait only once a request answers later: until then (most connections,
+                # for ever) no nursery, no queue, no task.
+                pending = await requests.serve(None)
+                if pending is not None:
+                    async with trio.open_nursery() as nursery:
+                        answers = _Answers(conn, nursery)
+                        try:
+                            await answers.later(pending)
+                            await requests.serve(answers)
+                        except Exception as exc:  # raised below, outside the nursery (which would wrap it)
+                            answers.fail(exc)
+                        # The client is gone (or the connection failed): waiting answers have no one to go to.
+                        nursery.cancel_scope.cancel()
+                    if answers.failure is not None:
+                        raise answers.failure
         if conn.idle_scope.cancelled_caught:
             raise IdleConnection
     except ProtocolError as exc:
@@ -177,6 +165,58 @@ async def serve_connection(
             memory.release()
         if idle is not None:
             idle.sockets.discard(conn)
+
+
+class _Requests:
+    """A connection's requests, read and handled one at a time."""
+
+    __slots__ = ("broker", "client_host", "conn", "listener", "memory", "splitter")
+
+    def __init__(
+        self,
+        broker: Broker,
+        conn: _Socket,
+        splitter: FrameSplitter,
+        client_host: str,
+        listener: str,
+        memory: _Reservation | None,
+    ) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.splitter = splitter
+        self.client_host = client_host
+        self.listener = listener
+        self.memory = memory
+
+    async def serve(self, answers: _Answers | None) -> _Later | None:
+        """Until the client closes the connection (None). Without ``answers``, each answer is
+        sent as it comes, and the first request that answers later is returned instead."""
+        broker, conn, splitter, memory = self.broker, self.conn, self.splitter, self.memory
+        receive_buffer = _receive_buffer()
+        while True:
+            frame = splitter.take_frame()
+            if frame is None:
+                if memory is not None and not memory.reserved_bytes:
+                    await memory.reserve(splitter.announced_bytes())
+                if not await _receive_more(conn, splitter, receive_buffer):
+                    return None
+                continue
+            if memory is not None and not memory.reserved_bytes:
+                await memory.reserve(len(frame))
+            response = await _handle_frame(broker, frame, self.client_host, self.listener, memory)
+            del frame  # the request's records may be views of it
+            if memory is not None:
+                memory.release()
+            if isinstance(response, _Later):
+                if answers is None:
+                    return response
+                await answers.later(response)
+            elif response is not None:
+                if answers is None:
+                    await _send(conn, response)
+                else:
+                    await answers.send(response)
+            await conn.yield_if_not_waited(broker.clock.monotonic_s())
 
 
 async def _receive_more(conn: _Socket, splitter: FrameSplitter, receive_buffer: bytearray) -> int:
