@@ -30,7 +30,7 @@ not run those (see end_txn.py), so v12 batches are verified like v11 ones.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafkalike.log.config import LogConfig
@@ -137,7 +137,12 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Mapping[str, 
         answer = {"responses": responses, "throttle_time_ms": 0}
         if endpoints := hints.node_endpoints():
             answer["node_endpoints"] = endpoints
-        if waiting:
+        reached = [p.replicated_to(o) for _, p, o in waiting]
+        if waiting and None not in reached:
+            # Already there (a partition without followers): answered now, as Kafka's
+            # DelayedProduce completes at once when it can.
+            _answer_replicated(waiting, reached)
+        elif waiting:
             # Kafka's DelayedProduce times out timeout_ms after the appends.
             deadline_s = ctx.clock.monotonic_s() + max(request.timeout_ms, 0) / 1000
 
@@ -161,9 +166,13 @@ async def _until_replicated(
     """acks=all (Kafka's DelayedProduce): until every appended partition's high watermark passed
     its batch (or its leadership moved), at most until ``deadline_s``; each answer then as Kafka's
     checkEnoughReplicasReachOffset gives it, REQUEST_TIMED_OUT where it was not reached."""
-    codes = await ctx.waiters.until_replicated([(p, o) for _, p, o in waiting], deadline_s)
+    _answer_replicated(waiting, await ctx.waiters.until_replicated([(p, o) for _, p, o in waiting], deadline_s))
+
+
+def _answer_replicated(waiting: list[tuple[dict[str, Any], Partition, int]], codes: Sequence[ErrorCode | None]) -> None:
     for (result, partition, _), code in zip(waiting, codes, strict=True):
         if code is not ErrorCode.NONE:
+            assert code is not None
             log.info("acks=all produce to %s-%d answered %s", *partition.tp, code.name)
             result["error_code"] = code
 
