@@ -288,15 +288,17 @@ class QuorumDriver:
             except (NotLeaderError, ValueError, KafkaStorageError) as exc:
                 box.append(exc)
 
-        if self.stopped:
-            raise NotControllerError("the metadata quorum's driver has stopped", -1)
-        self._calls.add(done)
-        try:
-            await self._send_event.send((run, done))
-            await done.wait()
-        finally:
-            self._calls.discard(done)
+        if not self.stopped:
+            self._calls.add(done)
+            try:
+                await self._send_event.send((run, done))
+                await done.wait()
+            finally:
+                self._calls.discard(done)
         if not box:
+            # A caller cancelled with the driver (its node shutting down) ends as cancelled;
+            # only one that is shielded learns that the driver stopped.
+            await trio.lowlevel.checkpoint()
             raise NotControllerError("the metadata quorum's driver has stopped", -1)
         return box[0]
 
