@@ -43,6 +43,7 @@ from kafkalike.server.config import (
 from kafkalike.server.context import HandlerServices
 from kafkalike.server.controller_channel import ControllerChannel
 from kafkalike.server.faults import FaultInjector
+from kafkalike.server.fetch_sessions import FetchSessions
 from kafkalike.server.group_service import GroupService
 from kafkalike.server.inter_broker import InterBrokerClient
 from kafkalike.server.limits import ConnectionQuotas, RequestMemoryPool
@@ -177,6 +178,7 @@ class Broker:
         self.isr_changes = AlterPartitionSender(
             self.node_id, self.replicas, self._controller_channel, self._broker_epoch, self.clock
         )
+        self.fetch_sessions = FetchSessions(config.get_int("max.incremental.fetch.session.cache.slots"))
         self.fetchers = ReplicaFetchers(
             self.node_id,
             self.replicas,

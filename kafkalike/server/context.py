@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kafkalike.server.cluster_metadata import TopicsImage
     from kafkalike.server.config import BrokerConfig
     from kafkalike.server.faults import FaultInjector
+    from kafkalike.server.fetch_sessions import FetchSessions
     from kafkalike.server.group_service import GroupService
     from kafkalike.server.replication import AlterPartitionSender
     from kafkalike.server.routing import ClusterRouting
@@ -156,6 +157,7 @@ class HandlerServices:
         self.clock: Clock = broker.clock
         self.faults: FaultInjector = broker.faults
         self.isr_changes: AlterPartitionSender = broker.isr_changes
+        self.fetch_sessions: FetchSessions = broker.fetch_sessions
         self.listener = _listener_name(broker.config.get("listeners"), broker.config.get("controller.listener.names"))
         self._broker = broker
 
@@ -202,6 +204,11 @@ class RequestContext:
     def isr_changes(self) -> AlterPartitionSender:
         """Where a leader's ISR expansions go (to the controller, as AlterPartition)."""
         return self.services.isr_changes
+
+    @property
+    def fetch_sessions(self) -> FetchSessions:
+        """Followers' incremental fetch sessions (KIP-227)."""
+        return self.services.fetch_sessions
 
     @property
     def metadata(self) -> MetadataView:

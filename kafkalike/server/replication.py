@@ -14,7 +14,11 @@ ReplicaFetcherThread, AlterPartitionManager, and ReplicaManager's isr-expiration
   answers an error (not the leader, a fenced or unknown epoch...) waits
   ``replica.fetch.backoff.ms``; an answer for a partition whose leader or epoch changed while
   the request was out is dropped. The fetcher follows what the metadata publisher applies
-  (``on_replica_changes``).
+  (``on_replica_changes``). Each loop keeps an incremental fetch session with its leader
+  (KIP-227, Kafka's FetchSessionHandler): after a full fetch that opened it, a fetch names only
+  the partitions whose fetch offset, epochs or log start changed and forgets the ones no longer
+  fetched, and the leader answers only the partitions that moved; any error starts a new
+  session with a full fetch.
 - **ISR changes.** A leader's partition proposes an expansion when a follower catches up
   (from the Fetch handler) and a shrink when one lags (every ``replica.lag.time.max.ms`` / 2);
   each is sent to the active controller as AlterPartition (v3: the broker epochs of the new
@@ -45,6 +49,7 @@ from kafkalike.replica.partition import alter_partition_answer
 from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
+from kafkalike.server.fetch_sessions import INITIAL_EPOCH
 from kafkalike.server.inter_broker import BrokerUnreachable, InterBrokerClient
 
 if TYPE_CHECKING:
@@ -72,6 +77,7 @@ _BACK_OFF = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 
 
 class ImageBrokers:
@@ -273,6 +279,38 @@ class Followed:
         return self.still_current() and self.partition.log_end_offset == self.fetch_offset
 
 
+PartitionKey = tuple[uuid.UUID, int]
+FetchParams = tuple[int, int, int, int, int]  # fetch offset, leader epoch, last fetched epoch, log start, max bytes
+
+
+@dataclass
+class FollowerSession:
+    """The follower's side of its fetch session with one leader (Kafka's FetchSessionHandler):
+    the session id (0: none), the next epoch, and what the leader's session holds."""
+
+    session_id: int = 0
+    epoch: int = INITIAL_EPOCH
+    held: dict[PartitionKey, FetchParams] | None = None
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self.held = 0, INITIAL_EPOCH, None
+
+    @property
+    def incremental(self) -> bool:
+        return self.session_id != 0 and self.held is not None
+
+    def answered(self, session_id: int, sent: dict[PartitionKey, FetchParams]) -> None:
+        """A fetch answered without error: the leader's session holds what was sent."""
+        if session_id == 0:  # the leader keeps no session for us: full fetches again
+            self.reset()
+            return
+        if not self.incremental:
+            self.session_id, self.epoch = session_id, 1
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 2**31 - 1 else 1
+        self.held = sent
+
+
 class ReplicaFetchers:
     """See the module docstring: one fetch loop per leader broker."""
 
@@ -294,6 +332,7 @@ class ReplicaFetchers:
         self.config = config
         self.clock = clock
         self._by_leader: dict[int, dict[TopicPartition, Followed]] = {}
+        self._sessions: dict[int, FollowerSession] = {}
         self._changed: dict[int, trio.Event] = {}
         self._start_send, self._start_receive = trio.open_memory_channel[int](math.inf)
         self.fetches = 0
@@ -327,6 +366,10 @@ class ReplicaFetchers:
                 self._wake(leader)
                 return
 
+    def sessions(self) -> dict[int, int]:
+        """Each leader's fetch session id, 0 while there is none (tests and stats)."""
+        return {leader: session.session_id for leader, session in self._sessions.items()}
+
     def followed(self) -> dict[TopicPartition, int]:
         """Each followed partition's leader (tests and stats)."""
         return {tp: f.leader_id for followed in self._by_leader.values() for tp, f in followed.items()}
@@ -347,6 +390,7 @@ class ReplicaFetchers:
                     nursery.start_soon(self._fetch_from, leader, running)
 
     async def _fetch_from(self, leader: int, running: set[int]) -> None:
+        session = self._sessions[leader] = FollowerSession()
         try:
             while True:
                 followed = self._by_leader.get(leader)
@@ -362,31 +406,35 @@ class ReplicaFetchers:
                 if client is None:
                     await self._pause(leader, now_s + self.config.backoff_ms / 1000)
                     continue
+                body, sent = self._fetch_body(ready, session)
                 try:
                     response = await client.request(
                         leader,
                         FETCH,
                         FETCH_VERSION,
-                        self._fetch_body(ready),
+                        body,
                         timeout_ms=self.config.wait_max_ms + self.config.socket_timeout_ms,
                     )
                 except BrokerUnreachable as exc:
                     log.info("broker %d: fetch from leader %d failed: %s", self.broker_id, leader, exc)
+                    session.reset()
                     self._back_off(ready)
                     continue
                 self.fetches += 1
                 if response.error_code != 0:
-                    log.info(
-                        "broker %d: fetch from leader %d answered %s",
-                        self.broker_id,
-                        leader,
-                        ErrorCode(response.error_code).name,
-                    )
-                    self._back_off(ready)
+                    error = ErrorCode(response.error_code)
+                    log.info("broker %d: fetch from leader %d answered %s", self.broker_id, leader, error.name)
+                    session.reset()
+                    if error not in _SESSION_ERRORS:  # those: a full fetch opens a new session at once
+                        self._back_off(ready)
                     continue
-                await self._process(leader, ready, response)
+                incremental = session.incremental
+                session.answered(response.session_id, sent)
+                await self._process(leader, ready, response, incremental=incremental)
         finally:
             running.discard(leader)
+            if self._sessions.get(leader) is session:
+                del self._sessions[leader]
             if self._by_leader.get(leader):  # followed again while ending: start again
                 self._start_send.send_nowait(leader)
 
@@ -400,41 +448,59 @@ class ReplicaFetchers:
         for f in followed:
             f.ready_at_s = until
 
-    def _fetch_body(self, ready: list[Followed]) -> dict[str, Any]:
-        by_topic: dict[uuid.UUID, list[Followed]] = {}
+    def _fetch_body(
+        self, ready: list[Followed], session: FollowerSession
+    ) -> tuple[dict[str, Any], dict[PartitionKey, FetchParams]]:
+        """The Fetch request for ``ready``, and each partition's parameters (what the leader's
+        session holds once it is answered). In a session, only the partitions whose parameters
+        changed are named, and the ones no longer fetched are forgotten."""
+        sent: dict[PartitionKey, FetchParams] = {}
+        by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        held = session.held if session.incremental else None
         for f in ready:
             f.fetch_offset = f.partition.log_end_offset
-            by_topic.setdefault(f.partition.topic_id, []).append(f)
-        return {
+            key = (f.partition.topic_id, f.partition.index)
+            params = sent[key] = (
+                f.fetch_offset,
+                f.leader_epoch,
+                _latest_epoch(f.partition),
+                f.partition.log_start_offset,
+                self.config.max_bytes,
+            )
+            if held is not None and held.get(key) == params:
+                continue
+            by_topic.setdefault(key[0], []).append(
+                {
+                    "partition": key[1],
+                    "current_leader_epoch": params[1],
+                    "fetch_offset": params[0],
+                    "last_fetched_epoch": params[2],
+                    "log_start_offset": params[3],
+                    "partition_max_bytes": params[4],
+                }
+            )
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in (held.keys() - sent.keys()) if held is not None else ():
+            forgotten.setdefault(topic_id, []).append(index)
+        body = {
             "replica_state": {"replica_id": self.broker_id, "replica_epoch": self._broker_epoch()},
             "max_wait_ms": self.config.wait_max_ms,
             "min_bytes": self.config.min_bytes,
             "max_bytes": self.config.response_max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic_id": topic_id,
-                    "partitions": [
-                        {
-                            "partition": f.partition.index,
-                            "current_leader_epoch": f.leader_epoch,
-                            "fetch_offset": f.fetch_offset,
-                            "last_fetched_epoch": _latest_epoch(f.partition),
-                            "log_start_offset": f.partition.log_start_offset,
-                            "partition_max_bytes": self.config.max_bytes,
-                        }
-                        for f in followed
-                    ],
-                }
-                for topic_id, followed in by_topic.items()
+            "session_id": session.session_id,
+            "session_epoch": session.epoch,
+            "topics": [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in by_topic.items()],
+            "forgotten_topics_data": [
+                {"topic_id": topic_id, "partitions": sorted(indexes)} for topic_id, indexes in forgotten.items()
             ],
-            "forgotten_topics_data": [],
             "rack_id": "",
         }
+        return body, sent
 
-    async def _process(self, leader: int, ready: list[Followed], response: Message) -> None:
+    async def _process(self, leader: int, ready: list[Followed], response: Message, *, incremental: bool) -> None:
+        """The answer's partitions applied. An incremental answer leaves out the partitions that
+        did not move; a full one answers them all."""
         sent = {(f.partition.topic_id, f.partition.index): f for f in ready}
         for topic in response.responses:
             for entry in topic.partitions:
@@ -449,7 +515,8 @@ class ReplicaFetchers:
                 except OSError as exc:
                     log.warning("broker %d: replicating %s-%d: disk error %s", self.broker_id, *f.tp, exc)
                     self._back_off([f])
-        self._back_off(sent.values())  # not answered: Kafka retries them after its back-off
+        if not incremental:
+            self._back_off(sent.values())  # not answered: Kafka retries them after its back-off
 
     async def _process_partition(self, leader: int, f: Followed, entry: Message) -> None:
         partition = f.partition

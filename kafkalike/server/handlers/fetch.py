@@ -2,9 +2,10 @@
 
 The request waits up to max_wait_ms, but is answered as soon as min_bytes of new data have
 arrived: every append wakes the waiting fetches of that partition. The first partition with
-data always returns at least one whole batch, even past max_bytes (KIP-74). Fetch sessions
-(KIP-227) are answered "sessionless" (session id 0), which every client accepts by sending
-full requests. v9+ checks the client's current leader epoch; v12+ reports diverging epochs;
+data always returns at least one whole batch, even past max_bytes (KIP-74). A follower's
+fetches (v13+) get incremental fetch sessions (KIP-227, ``server/fetch_sessions.py``): each
+names only what changed and is answered with only what changed. A consumer's are answered
+"sessionless" (session id 0), which every client accepts by sending full requests. v9+ checks the client's current leader epoch; v12+ reports diverging epochs;
 v13+ addresses topics by id.
 
 isolation_level 1 (read_committed, v4+) reads only up to the last stable offset (the first
@@ -16,8 +17,9 @@ answer carries the last stable offset.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafkalike.log.errors import OffsetOutOfRange
@@ -27,9 +29,11 @@ from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import Isolation, Partition, PartitionError
 from kafkalike.server.context import RequestContext
+from kafkalike.server.fetch_sessions import INITIAL_EPOCH, FetchSession, SessionTopic
 from kafkalike.server.registry import handles
 from kafkalike.server.routing import LeaderHints, partition_or_error
 
+log = logging.getLogger("kafkalike.fetch")
 READ_COMMITTED = 1
 NO_EPOCH = -1
 # Kafka leaves partitions its metadata does not know out of the read (KafkaApis' "erroneous"):
@@ -41,12 +45,20 @@ _HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_E
 
 @handles(1, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
+    session = _session(ctx, request)
+    if isinstance(session, ErrorCode):
+        log.info("fetch from replica %d refused: %s", _replica_id(ctx, request), session.name)
+        return {"throttle_time_ms": 0, "error_code": session, "session_id": 0, "responses": []}
+    # An incremental fetch reads every partition of its session, not only those it names.
+    topics: Sequence[Message | SessionTopic] = (
+        session.topics() if session is not None and request.session_epoch > 0 else request.topics
+    )
     deadline = ctx.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
     first = True
     while True:
-        tps = [p.tp for p in _states(ctx, request)]
+        tps = [p.tp for p in _states(ctx, topics)]
         # A follower's position counts once, with the leader's log end at its first read.
-        responses, total, failed = _read_all(ctx, request, record_follower=first)
+        responses, total, failed = _read_all(ctx, request, topics, record_follower=first)
         first = False
         # As Kafka's fetchMessages: answered at once when a partition's read failed (not the
         # leader any more, a fenced epoch...), else once min_bytes are there or at the deadline.
@@ -56,13 +68,35 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
         await ctx.waiters.wait_for_progress(tps, deadline)
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
     if failed and ctx.version >= 16:
-        _add_leader_hints(ctx, request, answer)
+        _add_leader_hints(ctx, topics, answer)
+    if session is not None:
+        answer["session_id"] = session.session_id
+        if request.session_epoch > 0:
+            answer["responses"] = session.changed(responses)
+        else:
+            session.remember(responses)
     return answer
 
 
-def _add_leader_hints(ctx: RequestContext, request: Message, answer: dict[str, Any]) -> None:
+def _session(ctx: RequestContext, request: Message) -> FetchSession | ErrorCode | None:
+    """The follower's fetch session (Kafka's FetchManager.newContext): a new one for a full
+    fetch with epoch 0, the one an incremental fetch continues (or Kafka's error for it), none
+    for a consumer, an older version or a sessionless fetch (epoch -1)."""
+    replica_id = _replica_id(ctx, request)
+    if replica_id < 0 or ctx.version < 13:
+        return None
+    sessions = ctx.fetch_sessions
+    epoch = request.session_epoch
+    if epoch <= INITIAL_EPOCH:
+        if request.session_id:
+            sessions.close(request.session_id)
+        return sessions.open(replica_id, request.topics) if epoch == INITIAL_EPOCH else None
+    return sessions.incremental(request.session_id, epoch, replica_id, request.topics, request.forgotten_topics_data)
+
+
+def _add_leader_hints(ctx: RequestContext, topics: Sequence[Message | SessionTopic], answer: dict[str, Any]) -> None:
     hints = LeaderHints(ctx)
-    for topic, response in zip(request.topics, answer["responses"], strict=True):
+    for topic, response in zip(topics, answer["responses"], strict=True):
         name = _topic_name(ctx, topic)
         for entry in response["partitions"]:
             if name is not None and entry["error_code"] in _HINTED:
@@ -71,9 +105,9 @@ def _add_leader_hints(ctx: RequestContext, request: Message, answer: dict[str, A
         answer["node_endpoints"] = endpoints
 
 
-def _states(ctx: RequestContext, request: Message) -> list[Partition]:
+def _states(ctx: RequestContext, topics: Sequence[Message | SessionTopic]) -> list[Partition]:
     out = []
-    for topic in request.topics:
+    for topic in topics:
         name = _topic_name(ctx, topic)
         for part in topic.partitions:
             state = ctx.replicas.get((name, part.partition)) if name else None
@@ -82,21 +116,21 @@ def _states(ctx: RequestContext, request: Message) -> list[Partition]:
     return out
 
 
-def _topic_name(ctx: RequestContext, topic: Message) -> str | None:
+def _topic_name(ctx: RequestContext, topic: Message | SessionTopic) -> str | None:
     if ctx.version >= 13:
         return ctx.metadata.image.topic_names_by_id.get(topic.topic_id)
     return topic.topic  # type: ignore[no-any-return]
 
 
 def _read_all(
-    ctx: RequestContext, request: Message, *, record_follower: bool
+    ctx: RequestContext, request: Message, topics: Sequence[Message | SessionTopic], *, record_follower: bool
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """The answer's topics, the bytes read, and whether a partition had an error (or diverged)."""
     budget = request.max_bytes if ctx.version >= 3 else math.inf
     total = 0
     failed = False
     responses = []
-    for topic in request.topics:
+    for topic in topics:
         name = _topic_name(ctx, topic)
         partitions = []
         for part in topic.partitions:
