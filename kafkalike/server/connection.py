@@ -167,26 +167,16 @@ async def serve_connection(
             idle.sockets.discard(conn)
 
 
+@dataclass(slots=True)
 class _Requests:
     """A connection's requests, read and handled one at a time."""
 
-    __slots__ = ("broker", "client_host", "conn", "listener", "memory", "splitter")
-
-    def __init__(
-        self,
-        broker: Broker,
-        conn: _Socket,
-        splitter: FrameSplitter,
-        client_host: str,
-        listener: str,
-        memory: _Reservation | None,
-    ) -> None:
-        self.broker = broker
-        self.conn = conn
-        self.splitter = splitter
-        self.client_host = client_host
-        self.listener = listener
-        self.memory = memory
+    broker: Broker
+    conn: _Socket
+    splitter: FrameSplitter
+    client_host: str
+    listener: str
+    memory: _Reservation | None
 
     async def serve(self, answers: _Answers | None) -> _Later | None:
         """Until the client closes the connection (None). Without ``answers``, each answer is
