@@ -146,3 +146,65 @@ async def test_a_long_poll_fetch_is_answered_at_max_wait_ms_or_when_a_record_com
         # Stamped by the broker's wall clock: the mock clock's time since TrioClock's epoch.
         assert header.max_timestamp == appended_ms
         assert [r.value for r in decode_records(bytes(records), pos, header)] == [b"x"]
+
+
+async def test_a_waiting_fetch_answers_offsets_that_moved_under_it_without_new_records(
+    tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    # DeleteRecords during the wait moves the log start, not what the fetch reads: the fetch
+    # waits on, and its answer at max_wait_ms carries the log start as it is then.
+    async with serving(tmp_path, clock=trio_clock, ephemeral=True) as running:
+        consumer, admin = await running.client(), await running.client()
+        await _create(consumer, "trimmed")
+        assert await _produce(admin, "trimmed", b"a", b"b") == 0
+        answered: list[object] = []
+
+        async def long_poll() -> None:
+            answered.append(await consumer.request(FETCH, 12, _fetch_body("trimmed", 0, 2, max_wait_ms=30_000)))
+
+        async with trio.open_nursery() as nursery:
+            asked = trio.current_time()
+            nursery.start_soon(long_poll)
+            await trio.sleep(5)
+            body = {
+                "topics": [{"name": "trimmed", "partitions": [{"partition_index": 0, "offset": 1}]}],
+                "timeout_ms": 1000,
+            }
+            deleted = await admin.request(21, 2, body)
+            assert deleted.topics[0].partitions[0].low_watermark == 1
+            await trio.sleep(5)
+            assert answered == []  # nothing to read yet: still waiting
+        assert 30 <= trio.current_time() - asked < 31
+        part = answered[0].responses[0].partitions[0]  # type: ignore[attr-defined]
+        assert part.error_code == E.NONE and part.records in (None, b"")
+        assert (part.log_start_offset, part.high_watermark) == (1, 2)
+
+
+async def test_a_read_committed_fetch_waits_through_an_open_transaction_and_is_answered_at_its_commit(
+    tmp_path: Path, autojump_clock: MockClock, trio_clock: TrioClock
+) -> None:
+    # The transaction's records move the high watermark, not the last stable offset where a
+    # read_committed fetch reads: it waits until the commit marker moves that.
+    async with serving(tmp_path, clock=trio_clock, ephemeral=True, **SMALL) as running:
+        client, reader = await running.client(), await running.client()
+        await _create(client, "t")
+        producer = Producer(client, "tx")
+        assert (await producer.init()).error_code == E.NONE
+        await producer.add("t", 0)
+        answered: list[object] = []
+
+        async def long_poll() -> None:
+            body = {**_fetch_body("t", 0, 0, max_wait_ms=60_000), "isolation_level": 1}
+            answered.append(await reader.request(FETCH, 12, body))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(long_poll)
+            await trio.sleep(5)
+            assert (await producer.send("t", 0, b"pending")).error_code == E.NONE
+            await trio.sleep(5)
+            assert answered == []  # the high watermark moved, the last stable offset did not
+            committed_at = trio.current_time()
+            assert await producer.end(commit=True) == E.NONE
+        assert trio.current_time() - committed_at < 5  # answered by the commit, not at max_wait_ms
+        part = answered[0].responses[0].partitions[0]  # type: ignore[attr-defined]
+        assert part.error_code == E.NONE and consume(part) == [b"pending"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kafkalike.log.errors import OffsetOutOfRange
@@ -54,18 +55,21 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
         session.topics() if session is not None and request.session_epoch > 0 else request.topics
     )
     deadline = ctx.clock.monotonic_s() + max(request.max_wait_ms, 0) / 1000
-    first = True
+    reading = _Reading.of(ctx, request)
+    # A follower's position counts once, with the leader's log end at its first read.
+    responses, total, failed = _read_all(ctx, reading, topics, record_follower=True)
     while True:
         tps = [p.tp for p in _states(ctx, topics)]
-        # A follower's position counts once, with the leader's log end at its first read.
-        responses, total, failed = _read_all(ctx, request, topics, record_follower=first)
-        first = False
         # As Kafka's fetchMessages: answered at once when a partition's read failed (not the
         # leader any more, a fenced epoch...), else once min_bytes are there or at the deadline.
         if total >= request.min_bytes or failed or ctx.clock.monotonic_s() >= deadline or not tps:
             break
         # No await between the read and here: an append after the read wakes this wait.
         await ctx.waiters.wait_for_progress(tps, deadline)
+        # Read again only the partitions that moved where this fetch reads (Kafka's
+        # DelayedFetch.tryComplete looks at offsets, not at data); a high watermark that moved
+        # under a follower's position, or a file write that ended, changes nothing to read.
+        responses, total, failed = _read_all(ctx, reading, topics, record_follower=False, previous=responses)
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
     if failed and ctx.version >= 16:
         _add_leader_hints(ctx, topics, answer)
@@ -122,21 +126,63 @@ def _topic_name(ctx: RequestContext, topic: Message | SessionTopic) -> str | Non
     return topic.topic  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """What a fetch's reads share, taken from the request once: who fetches, and up to where."""
+
+    budget: float  # max_bytes
+    replica_id: int  # -1: a consumer
+    replica_epoch: int
+    committed: bool  # read_committed
+    isolation: Isolation
+    diverging_checks: bool  # v12+: the request names each partition's last fetched epoch
+    version: int
+
+    @classmethod
+    def of(cls, ctx: RequestContext, request: Message) -> _Reading:
+        committed = request.isolation_level == READ_COMMITTED
+        return cls(
+            budget=request.max_bytes if ctx.version >= 3 else math.inf,
+            replica_id=_replica_id(ctx, request),
+            replica_epoch=_replica_epoch(ctx, request),
+            committed=committed,
+            isolation=Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK,
+            diverging_checks=ctx.version >= 12,
+            version=ctx.version,
+        )
+
+    def readable_end(self, partition: Partition) -> int:
+        """Where this fetch's reads stop: the log end for a follower, else the last stable
+        offset (read_committed) or the high watermark."""
+        if self.replica_id >= 0:
+            return partition.log_end_offset
+        return partition.last_stable_offset if self.committed else partition.high_watermark
+
+
 def _read_all(
-    ctx: RequestContext, request: Message, topics: Sequence[Message | SessionTopic], *, record_follower: bool
+    ctx: RequestContext,
+    reading: _Reading,
+    topics: Sequence[Message | SessionTopic],
+    *,
+    record_follower: bool,
+    previous: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool]:
-    """The answer's topics, the bytes read, and whether a partition had an error (or diverged)."""
-    budget = request.max_bytes if ctx.version >= 3 else math.inf
+    """The answer's topics, the bytes read, and whether a partition had an error (or diverged).
+    With ``previous`` (this fetch's last answer, which had no records), a partition with nothing
+    new where this fetch reads keeps its entry, with its offsets brought up to date."""
+    budget = reading.budget
     total = 0
     failed = False
     responses = []
-    for topic in topics:
+    for t, topic in enumerate(topics):
         name = _topic_name(ctx, topic)
         partitions = []
-        for part in topic.partitions:
-            entry = _read_partition(
-                ctx, request, name, part, max(budget - total, 0), first=total == 0, record_follower=record_follower
-            )
+        for i, part in enumerate(topic.partitions):
+            entry = previous[t]["partitions"][i] if previous is not None else None
+            if entry is None or not _refreshed(ctx, reading, name, part, entry):
+                entry = _read_partition(
+                    ctx, reading, name, part, max(budget - total, 0), first=total == 0, record_follower=record_follower
+                )
             total += len(entry["records"] or b"")
             failed = failed or entry["error_code"] not in _WAITS_DESPITE or "diverging_epoch" in entry
             partitions.append(entry)
@@ -144,9 +190,30 @@ def _read_all(
     return responses, total, failed
 
 
+def _refreshed(ctx: RequestContext, reading: _Reading, name: str | None, part: Message, entry: dict[str, Any]) -> bool:
+    """Whether a read of the partition would answer nothing new but its offsets, and if so the
+    entry updated with them: still led here in the same epoch, and nothing past the fetch
+    offset where this fetch reads (nor truncated below it)."""
+    if entry["error_code"] != ErrorCode.NONE or name is None:
+        return False
+    partition = ctx.replicas.get((name, part.partition))
+    if partition is None or not partition.is_leader or ctx.faults.is_paused(*partition.tp):
+        return False
+    epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else NO_EPOCH
+    if (
+        partition.check_leader_epoch(epoch) is not ErrorCode.NONE
+        or reading.readable_end(partition) != part.fetch_offset
+    ):
+        return False
+    entry["high_watermark"] = partition.high_watermark
+    entry["last_stable_offset"] = partition.last_stable_offset
+    entry["log_start_offset"] = partition.log_start_offset
+    return True
+
+
 def _read_partition(
     ctx: RequestContext,
-    request: Message,
+    reading: _Reading,
     name: str | None,
     part: Message,
     budget: float,
@@ -159,7 +226,7 @@ def _read_partition(
         "high_watermark": -1,
         "last_stable_offset": -1,
         "log_start_offset": -1,
-        "aborted_transactions": [] if request.isolation_level == READ_COMMITTED else None,
+        "aborted_transactions": [] if reading.committed else None,
         "preferred_read_replica": -1,
         "records": b"",
     }
@@ -168,7 +235,7 @@ def _read_partition(
         entry["error_code"] = partition
         return entry
     if not isinstance(partition, Partition):
-        unknown_id = ctx.version >= 13 and name is None
+        unknown_id = reading.version >= 13 and name is None
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         entry["aborted_transactions"] = []  # as Apache Kafka answers a partition it does not know: empty, not null
         return entry
@@ -176,7 +243,6 @@ def _read_partition(
         entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return entry
     limit = min(part.partition_max_bytes, budget)
-    committed = request.isolation_level == READ_COMMITTED
     # Kafka's FetchRequest reads any negative epoch as none named (ListOffsets only -1).
     epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else NO_EPOCH
     try:
@@ -188,20 +254,19 @@ def _read_partition(
                 log_start_offset=partition.log_start_offset,
             )
             return entry
-        replica_id = _replica_id(ctx, request)
         read = partition.read(
             part.fetch_offset,
             int(limit),
-            isolation=Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK,
-            replica_id=replica_id,
+            isolation=reading.isolation,
+            replica_id=reading.replica_id,
             current_leader_epoch=epoch,
             min_one_batch=first,
-            last_fetched_epoch=part.last_fetched_epoch if ctx.version >= 12 else NO_EPOCH,
+            last_fetched_epoch=part.last_fetched_epoch if reading.diverging_checks else NO_EPOCH,
         )
-        if replica_id >= 0 and record_follower and read.diverging is None:
+        if reading.replica_id >= 0 and record_follower and read.diverging is None:
             change = partition.update_follower_fetch_state(
-                replica_id,
-                broker_epoch=_replica_epoch(ctx, request),
+                reading.replica_id,
+                broker_epoch=reading.replica_epoch,
                 fetch_offset=part.fetch_offset,
                 log_start_offset=part.log_start_offset,
                 leader_end_offset=read.log_end_offset,
