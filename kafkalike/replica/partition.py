@@ -699,6 +699,17 @@ class Partition:
         if replica_id >= 0:
             isolation = Isolation.LOG_END
         log = self.log
+        if (
+            replica_id >= 0
+            and fetch_offset == log.log_end_offset
+            and last_fetched_epoch == log.epoch_cache.latest_epoch
+        ):
+            # A follower caught up in this leader's latest epoch (most fetches of most partitions):
+            # it cannot have diverged, and there is nothing to read.
+            end = log.log_end_offset
+            return PartitionRead(
+                [], 0, log.high_watermark, log.last_stable_offset, log.log_start_offset, None, None, end
+            )
         if last_fetched_epoch >= 0:
             epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < 0 or end_offset < 0:

@@ -291,3 +291,21 @@ def test_a_fetch_from_a_diverged_log_gets_the_epoch_to_truncate_by(tmp_path: Pat
     # In step with the leader: no divergence.
     same = p.read(3, 1 << 20, isolation=Isolation.LOG_END, replica_id=F2, last_fetched_epoch=1)
     assert same.diverging is None and same.size_bytes > 0
+
+
+def test_a_follower_at_the_leaders_end_diverges_unless_its_last_epoch_is_the_leaders(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    append(p, 3)  # epoch 1: offsets 0-2
+    p.make_leader(LeaderAndIsr(LEADER, 4, 2, p.replicas, p.isr), now_ms=1)
+    append(p, 2)  # epoch 4: offsets 3-4, the log end 5
+    # Caught up in epoch 4: nothing to read, no divergence, the leader's offsets.
+    caught_up = p.read(5, 1 << 20, isolation=Isolation.LOG_END, replica_id=F2, last_fetched_epoch=4)
+    assert caught_up.diverging is None and caught_up.ranges == [] and caught_up.size_bytes == 0
+    assert (caught_up.high_watermark, caught_up.log_start_offset, caught_up.log_end_offset) == (
+        p.high_watermark,
+        0,
+        5,
+    )
+    # At the same end offset, but written in epoch 2 of a leader that lost it: truncate to 3.
+    parted = p.read(5, 1 << 20, isolation=Isolation.LOG_END, replica_id=F2, last_fetched_epoch=2)
+    assert parted.diverging is not None and (parted.diverging.epoch, parted.diverging.end_offset) == (1, 3)
