@@ -17,6 +17,8 @@ import pytest
 from compat_tests.differential.conftest import AK_BEFORE_4_1, AK_LIB, AK_VERSION
 from kafkalike.controller.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
 from kafkalike.controller.partition_change import Election, PartitionChange
+from kafkalike.controller.placement import DIRECTORY_UNASSIGNED
+from kafkalike.controller.reassignment import ReassignmentReplicas
 from kafkalike.testing.apache_kafka import java_executable
 
 pytestmark = pytest.mark.differential
@@ -193,3 +195,135 @@ def test_the_4_0_rules_are_not_4_4s() -> None:
     scenarios = [scenario(rng) for _ in range(SCENARIOS)]
     theirs = kafkas([as_line(s) for s in scenarios])
     assert any(t != ours(s, As40) for s, t in zip(scenarios, theirs, strict=True) if not t.startswith("error"))
+
+
+# -- reassignment ----------------------------------------------------------------------------------
+
+
+def moving_scenario(rng: random.Random) -> dict[str, Any]:
+    """A partition as a reassignment starts (the change names the targets) or while it runs (a
+    registration with adding and removing replicas; the change is an ISR's, AlterPartition's)."""
+    original = rng.sample(BROKERS, rng.randint(1, 3))
+    target = rng.sample(BROKERS, rng.randint(1, 4))
+    moving = ReassignmentReplicas.between(original, target)
+    starting = rng.random() < 0.4
+    replicas = original if starting else list(moving.replicas)
+    isr = [r for r in (original if starting else replicas) if rng.random() < 0.7] or [original[0]]
+    leader = rng.choice(isr) if rng.random() < 0.9 else -1
+    target_isr = isr if starting else sorted({*isr, *(r for r in moving.adding if rng.random() < 0.6)})
+    if not starting and rng.random() < 0.2:
+        target_isr = [r for r in target_isr if r != leader] or target_isr
+    return {
+        "mv": rng.choice([17, 25]),
+        "min_isr": 1,
+        "elr": False,
+        "election": Election.ONLINE,
+        "replicas": replicas,
+        "isr": isr,
+        "elr_members": [],
+        "lke": [],
+        "leader": leader,
+        "lrs": 0,
+        "acceptable": [r for r in BROKERS if rng.random() < 0.9],
+        "target_isr": target_isr,
+        "unclean": [],
+        "adding": [] if starting else list(moving.adding),
+        "removing": [] if starting else list(moving.removing),
+        "target_replicas": list(moving.replicas) if starting else None,
+        "target_adding": list(moving.adding) if starting else None,
+        "target_removing": list(moving.removing) if starting else None,
+    }
+
+
+def moving_line(s: dict[str, Any]) -> str:
+    def target(values: list[int] | None) -> str:
+        return "=" if values is None else field(values)
+
+    return " ".join(
+        [
+            as_line(s),
+            field(s["adding"]),
+            field(s["removing"]),
+            target(s["target_replicas"]),
+            target(s["target_adding"]),
+            target(s["target_removing"]),
+        ]
+    )
+
+
+def ours_moving(s: dict[str, Any], builder: type[PartitionChange] | None = None) -> str:
+    partition = PartitionRegistration(
+        replicas=tuple(s["replicas"]),
+        isr=tuple(s["isr"]),
+        leader=s["leader"],
+        leader_epoch=3,
+        partition_epoch=5,
+        adding_replicas=tuple(s["adding"]),
+        removing_replicas=tuple(s["removing"]),
+        directories=(DIRECTORY_UNASSIGNED,) * len(s["replicas"]),
+    )
+    record = (builder or MOVING)(
+        partition,
+        uuid.UUID(int=0x70),
+        0,
+        set(s["acceptable"]).__contains__,
+        metadata_version=s["mv"],
+        min_isr=s["min_isr"],
+        target_isr=s["target_isr"],
+        target_replicas=s["target_replicas"],
+        target_adding=s["target_adding"],
+        target_removing=s["target_removing"],
+        default_directory=lambda _: DIRECTORY_UNASSIGNED,
+    ).build()
+    if record is None:
+        return "none"
+    dirs = "null" if record.version < 1 or record.directories is None else str(len(record.directories))
+    return (
+        f"version={record.version} leader={record.leader} isr={java_list(record.isr)} "
+        f"elr=null lke=null lrs={record.leader_recovery_state} replicas={java_list(record.replicas)} "
+        f"adding={java_list(record.adding_replicas)} removing={java_list(record.removing_replicas)} dirs={dirs}"
+    )
+
+
+class CompletesAsBefore42(PartitionChange):
+    """Kafka before KAFKA-19975 (4.2): a reassignment completed only with every remaining
+    replica in the ISR."""
+
+    def _complete_reassignment(self) -> None:
+        remaining = [r for r in self.target_replicas if r not in self.target_removing]
+        isr = [r for r in self.target_isr if r not in self.target_removing]
+        if isr and set(remaining) <= set(isr):
+            super()._complete_reassignment()
+
+
+MOVING = CompletesAsBefore42 if AK_VERSION and AK_VERSION < (4, 2) else PartitionChange
+
+
+def test_our_reassignment_changes_are_kafkas() -> None:
+    rng = random.Random(3)
+    scenarios = [moving_scenario(rng) for _ in range(SCENARIOS)]
+    theirs = kafkas([moving_line(s) for s in scenarios])
+    assert len(theirs) == len(scenarios)
+    errors = [t for t in theirs if t.startswith("error")]
+    assert len(errors) < SCENARIOS // 10, errors[:5]
+    mismatches = [
+        (moving_line(s), t, ours_moving(s))
+        for s, t in zip(scenarios, theirs, strict=True)
+        if not t.startswith("error") and t != ours_moving(s)
+    ]
+    assert not mismatches, "\n".join(f"{line}\n  kafka: {t}\n  ours:  {o}" for line, t, o in mismatches[:10])
+    # The scenarios reach a reassignment starting, one completing and one still running.
+    assert any("adding=[]" in t and "replicas=[" in t and "removing=[]" in t for t in theirs)
+    assert any("adding=null" in t and "isr=[" in t for t in theirs)
+    assert any(
+        t.startswith("version") and "replicas=[" in t and "adding=[" in t and "adding=[]" not in t for t in theirs
+    )
+
+
+def test_a_different_completion_rule_is_caught() -> None:
+    """Negative control: the comparison tells Kafka 4.4's completion rule from the one before."""
+    rng = random.Random(3)
+    scenarios = [moving_scenario(rng) for _ in range(500)]
+    theirs = kafkas([moving_line(s) for s in scenarios])
+    other = PartitionChange if MOVING is CompletesAsBefore42 else CompletesAsBefore42
+    assert any(t != ours_moving(s, other) for s, t in zip(scenarios, theirs, strict=True) if not t.startswith("error"))

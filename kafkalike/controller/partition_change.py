@@ -1,7 +1,6 @@
 """One partition's next registration: leader election, ISR and ELR, as a PartitionChangeRecord.
 
-Kafka's ``PartitionChangeBuilder`` rules (4.4), for a partition whose replicas do not move (no
-reassignment here yet):
+Kafka's ``PartitionChangeBuilder`` rules (4.4):
 
 - The target ISR is given by the caller (the current ISR without a fenced or shutting-down
   broker, for instance). ``is_acceptable_leader`` says which brokers may lead (active ones).
@@ -22,6 +21,12 @@ reassignment here yet):
   when the ISR shrinks.
 - A leader recovery state given (AlterPartition's) that differs from the partition's is written
   as given, after the election (a recovered leader reports RECOVERED).
+- Reassignment (``target_replicas`` / ``target_adding`` / ``target_removing``, see
+  ``reassignment.py``): a reassignment completes first, when the target ISR holds every replica
+  that remains (the removed ones then leave the replicas and the ISR, before the election); a
+  change whose replicas lose one that was there bumps the leader epoch. The replicas, adding and
+  removing fields are written when they differ, and from 3.7-IV2 the directories of the target
+  replicas (a replica's current one, else ``default_directory``'s).
 - Nothing to change -> no record.
 
 Set-valued fields come out in the order Kafka's ``HashSet`` iterates, so the bytes match.
@@ -36,9 +41,11 @@ from typing import Any
 
 from kafkalike.controller.features import MV_3_2_IV0, MV_3_6_IV0, MV_3_7_IV2, MV_4_0_IV1
 from kafkalike.controller.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
+from kafkalike.controller.reassignment import ReassignmentReplicas
 from kafkalike.protocol.metadata_records import ApiMessageAndVersion, MetadataRecordType, metadata_record
 
 RECOVERING = 1  # LeaderRecoveryState.RECOVERING: the leader came from an unclean election
+MIGRATING_DIRECTORY = uuid.UUID(int=0)  # Kafka's DirectoryId.MIGRATING
 
 
 class Election(Enum):
@@ -92,9 +99,14 @@ class PartitionChange:
         unclean_shutdown_replicas: Sequence[int] = (),
         use_last_known_leader: bool = True,
         leader_recovery_state: int | None = None,
+        target_replicas: Sequence[int] | None = None,
+        target_adding: Sequence[int] | None = None,
+        target_removing: Sequence[int] | None = None,
+        default_directory: Callable[[int], uuid.UUID] | None = None,
     ) -> None:
         """``leader_recovery_state``: the one the partition's leader reports (AlterPartition);
-        None keeps the partition's."""
+        None keeps the partition's. The ``target_*`` replica lists: None keeps the partition's.
+        ``default_directory``: the directory recorded for a replica new to the partition."""
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -104,7 +116,10 @@ class PartitionChange:
         self.elr_enabled = elr_enabled
         self.election = election
         self.target_isr = list(partition.isr if target_isr is None else target_isr)
-        self.target_replicas = list(partition.replicas)
+        self.target_replicas = list(partition.replicas if target_replicas is None else target_replicas)
+        self.target_adding = list(partition.adding_replicas if target_adding is None else target_adding)
+        self.target_removing = list(partition.removing_replicas if target_removing is None else target_removing)
+        self.default_directory = default_directory
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.unclean_shutdown = list(unclean_shutdown_replicas)
@@ -199,8 +214,10 @@ class PartitionChange:
 
     def build(self) -> ApiMessageAndVersion | None:
         record: dict[str, Any] = {}
+        self._complete_reassignment()
         self._populate_target_elr()
         self._try_election(record)
+        self._bump_epoch_on_replica_removal(record)
         self._update_record_elr(record)
         if (
             "isr" not in record
@@ -210,6 +227,7 @@ class PartitionChange:
             record["isr"] = list(self.target_isr)
         self._bump_epoch_on_isr_shrink(record)
         self._update_last_known_leader(record)
+        self._set_assignment_changes(record)
         if self.target_leader_recovery_state != self.partition.leader_recovery_state:
             record["leader_recovery_state"] = self.target_leader_recovery_state
         if not record:
@@ -227,3 +245,47 @@ class PartitionChange:
             return
         if not set(self.partition.isr) <= set(record["isr"]):
             record["leader"] = self.partition.leader
+
+    # -- reassignment
+
+    def _complete_reassignment(self) -> None:
+        moving = ReassignmentReplicas(
+            tuple(self.target_removing), tuple(self.target_adding), tuple(self.target_replicas)
+        )
+        completed = moving.completed(self.target_isr)
+        if completed is not None:
+            self.target_replicas, self.target_isr = completed
+            self.target_removing, self.target_adding = [], []
+
+    def _bump_epoch_on_replica_removal(self, record: dict[str, Any]) -> None:
+        # A replica that leaves must not keep following under the epoch it knew.
+        if "leader" not in record and not set(self.partition.replicas) <= set(self.target_replicas):
+            record["leader"] = self.partition.leader
+
+    def _set_assignment_changes(self, record: dict[str, Any]) -> None:
+        p = self.partition
+        if self.target_replicas:
+            if self.metadata_version >= MV_3_7_IV2:
+                current = dict(zip(p.replicas, _directories(p), strict=True))
+                directories = [current[r] if r in current else self._default_directory(r) for r in self.target_replicas]
+                if directories != _directories(p):
+                    record["directories"] = directories
+            if self.target_replicas != list(p.replicas):
+                record["replicas"] = list(self.target_replicas)
+        if self.target_removing != list(p.removing_replicas):
+            record["removing_replicas"] = list(self.target_removing)
+        if self.target_adding != list(p.adding_replicas):
+            record["adding_replicas"] = list(self.target_adding)
+
+    def _default_directory(self, replica: int) -> uuid.UUID:
+        if self.default_directory is None:
+            raise ValueError(f"no directory for replica {replica}, new to the partition")
+        return self.default_directory(replica)
+
+
+def _directories(p: PartitionRegistration) -> list[uuid.UUID]:
+    """The partition's directories, one per replica: a registration from a record that had none
+    (before 3.7-IV2) reads as all migrating, as Kafka's does."""
+    if len(p.directories) == len(p.replicas):
+        return list(p.directories)
+    return [MIGRATING_DIRECTORY] * len(p.replicas)

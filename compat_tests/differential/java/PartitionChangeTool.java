@@ -2,9 +2,12 @@
 //   java -cp 'LIB/*' PartitionChangeTool.java < scenarios
 // One scenario a line, space-separated fields (lists comma-separated, "-" for empty):
 //   MV MIN_ISR ELR(0|1) ELECTION REPLICAS ISR ELR LAST_KNOWN_ELR LEADER LEADER_RECOVERY_STATE
-//   ACCEPTABLE TARGET_ISR UNCLEAN_SHUTDOWN
+//   ACCEPTABLE TARGET_ISR UNCLEAN_SHUTDOWN [ADDING REMOVING TARGET_REPLICAS TARGET_ADDING TARGET_REMOVING]
+// (the optional reassignment fields: the registration's adding and removing replicas, then the
+// change's targets, "=" for one left as the registration has it)
 // prints one line each: "none", "error <message>", or
-//   "version=V leader=L isr=... elr=... lke=... lrs=N" (lists as [1, 2] or null).
+//   "version=V leader=L isr=... elr=... lke=... lrs=N" (lists as [1, 2] or null), with the
+//   reassignment fields " replicas=... adding=... removing=... dirs=N" (N: how many, or null).
 // Whether ELR is enabled is a constructor argument since 4.1 (4.0: setEligibleLeaderReplicasEnabled):
 // both are reached by reflection, so one source compiles against 4.0 and 4.4 jars.
 
@@ -67,7 +70,10 @@ public class PartitionChangeTool {
                 int[] replicas = ints(f[4]);
                 Uuid[] directories = new Uuid[replicas.length];
                 Arrays.fill(directories, DirectoryId.UNASSIGNED);
+                boolean moving = f.length > 13;
                 PartitionRegistration partition = new PartitionRegistration.Builder()
+                    .setAddingReplicas(moving ? ints(f[13]) : new int[0])
+                    .setRemovingReplicas(moving ? ints(f[14]) : new int[0])
                     .setReplicas(replicas)
                     .setDirectories(directories)
                     .setIsr(ints(f[5]))
@@ -84,6 +90,9 @@ public class PartitionChangeTool {
                 builder.setTargetIsr(list(f[11]));
                 if (!f[12].equals("-")) builder.setUncleanShutdownReplicas(list(f[12]));
                 builder.setDefaultDirProvider(uuid -> DirectoryId.UNASSIGNED);
+                if (moving && !f[15].equals("=")) builder.setTargetReplicas(list(f[15]));
+                if (moving && !f[16].equals("=")) builder.setTargetAdding(list(f[16]));
+                if (moving && !f[17].equals("=")) builder.setTargetRemoving(list(f[17]));
                 Optional<ApiMessageAndVersion> built = builder.build();
                 if (built.isEmpty()) {
                     System.out.println("none");
@@ -92,7 +101,10 @@ public class PartitionChangeTool {
                 PartitionChangeRecord r = (PartitionChangeRecord) built.get().message();
                 System.out.println("version=" + built.get().version() + " leader=" + r.leader() + " isr=" + r.isr()
                     + " elr=" + r.eligibleLeaderReplicas() + " lke=" + r.lastKnownElr()
-                    + " lrs=" + r.leaderRecoveryState());
+                    + " lrs=" + r.leaderRecoveryState()
+                    + (moving ? " replicas=" + r.replicas() + " adding=" + r.addingReplicas()
+                        + " removing=" + r.removingReplicas()
+                        + " dirs=" + (r.directories() == null ? "null" : r.directories().size()) : ""));
             } catch (Exception e) {
                 System.out.println("error " + e.getClass().getSimpleName() + ": " + e.getMessage());
             }
