@@ -30,7 +30,7 @@ from typing import Any
 from kafkalike.controller.api_error import ApiError, ControllerApiError
 from kafkalike.controller.broker_partition_changes import BrokerPartitionChanges, PartitionRef, acceptable_leader
 from kafkalike.controller.delta import ControllerResult
-from kafkalike.controller.image import MetadataImage, PartitionRegistration
+from kafkalike.controller.image import MetadataImage
 from kafkalike.controller.partition_change import Election
 from kafkalike.controller.placement import check_manual_assignment, default_directory
 from kafkalike.controller.reassignment import ReassignmentReplicas
@@ -203,7 +203,7 @@ def list_partition_reassignments(image: MetadataImage, request: Message) -> dict
     wanted: list[tuple[uuid.UUID, list[int]]] = []
     if request.topics is None:
         for topic in image.topics_by_id.values():
-            moving = [pid for pid, p in topic.partitions.items() if _moving(p)]
+            moving = [pid for pid, p in topic.partitions.items() if ReassignmentReplicas.of(p).in_progress]
             if moving:
                 wanted.append((topic.topic_id, moving))
     else:
@@ -222,12 +222,8 @@ def list_partition_reassignments(image: MetadataImage, request: Message) -> dict
                 "removing_replicas": list(p.removing_replicas),
             }
             for pid in pids
-            if (p := topic.partitions.get(pid)) is not None and _moving(p)
+            if (p := topic.partitions.get(pid)) is not None and ReassignmentReplicas.of(p).in_progress
         ]
         if partitions:
             topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}
-
-
-def _moving(partition: PartitionRegistration) -> bool:
-    return bool(partition.adding_replicas or partition.removing_replicas)
