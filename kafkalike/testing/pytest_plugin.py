@@ -37,7 +37,7 @@ import os
 import re
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -48,6 +48,8 @@ from kafkalike.testing.process import BrokerProcess
 
 ERRORS_INI = "kafka_broker_errors"
 STARTED_WITH = pytest.StashKey[dict[str, str]]()
+BROKER_PROCESSES = pytest.StashKey[list[BrokerProcess]]()
+BROKER_OUTPUT_LINES = 200  # of each broker process, shown when its test failed
 TOPIC_NAME_CHARS_MAX = 100  # Kafka allows 249; room is left for suffixes such as "-in", "-out"
 
 
@@ -62,6 +64,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka_topic(partitions=1, **configs): options for the kafka_topic fixture")
     config.addinivalue_line("markers", "kafka_cluster(brokers=3, **configs): options for the kafka_cluster fixture")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test that failed shows the output of the broker processes it started beside its
+    traceback: what the broker saw is most of what explains a failure there."""
+    report = yield
+    if call.when == "call" and report.failed:
+        started: list[BrokerProcess] = item.stash.get(BROKER_PROCESSES, [])
+        for number, broker in enumerate(started):
+            output = "".join(broker.output[-BROKER_OUTPUT_LINES:])
+            report.sections.append((f"broker process {number} ({broker.data_dir}), last lines", output))
+    return report
 
 
 def _check_errors(config: pytest.Config) -> bool:
@@ -134,6 +151,7 @@ def kafka_broker_process(tmp_path: Path, request: pytest.FixtureRequest) -> Iter
         started.append(broker)
         return broker.start()
 
+    request.node.stash[BROKER_PROCESSES] = started
     yield start
     reports = []
     for number, broker in enumerate(started):
