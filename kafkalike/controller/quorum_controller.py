@@ -32,7 +32,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kafkalike.configs import DECLARED, declared_int
 from kafkalike.controller.api_error import ApiError
@@ -55,6 +55,11 @@ from kafkalike.controller.partition_control import (
     elect_unclean_leaders,
 )
 from kafkalike.controller.producer_id_control import ProducerIdsBlock, allocate_producer_ids
+from kafkalike.controller.reassignment_control import (
+    AlterReassignmentsReply,
+    alter_partition_reassignments,
+    list_partition_reassignments,
+)
 from kafkalike.controller.replication_control import (
     CreatableTopicResult,
     CreatePartitionsTopicResult,
@@ -262,6 +267,17 @@ class QuorumController:
     ) -> ControllerResult[ElectLeadersReply]:
         result = elect_leaders(self._latest, partitions, request, version)
         return self._pending(result)
+
+    # -- reassignments: AlterPartitionReassignments, ListPartitionReassignments ------------------
+
+    def alter_partition_reassignments(
+        self, partitions: BrokerPartitionChanges, request: Message, version: int
+    ) -> ControllerResult[AlterReassignmentsReply]:
+        return self._pending(alter_partition_reassignments(self._latest, partitions, request, version))
+
+    def list_partition_reassignments(self, request: Message) -> dict[str, Any]:
+        """A read of the committed image, as Kafka's appendReadEvent."""
+        return list_partition_reassignments(self.image, request)
 
     def schedule_periodic(self, partitions: BrokerPartitionChanges, now_ms: int) -> None:
         """After every write, as Kafka's QuorumController: when some partition has no leader and

@@ -286,6 +286,53 @@ def _refuse_elect_leaders(body: Message, error: ApiError) -> Body:
     return response
 
 
+# -- AlterPartitionReassignments (45) and ListPartitionReassignments (46) ------------------------
+
+
+async def alter_partition_reassignments(
+    host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext
+) -> Body:
+    reply = await host.write(
+        host.run_partitions(
+            lambda partitions: host.controller.alter_partition_reassignments(partitions, body, version)
+        ),
+        body.timeout_ms,
+    )
+    return reply.to_response()
+
+
+def _refuse_alter_partition_reassignments(body: Message, error: ApiError) -> Body:
+    # Kafka's AlterPartitionReassignmentsRequest.getErrorResponse: the error on every partition.
+    return {
+        "allow_replication_factor_change": bool(body.get("allow_replication_factor_change", True)),
+        "error_code": error.code,
+        "error_message": error.message,
+        "responses": [
+            {
+                "name": topic.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": error.code, "error_message": error.message}
+                    for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ],
+    }
+
+
+async def list_partition_reassignments(
+    host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext
+) -> Body:
+    await host.wait_active()
+    if host.active_epoch is None:
+        raise NotActiveError
+    return host.controller.list_partition_reassignments(body)
+
+
+def _refuse_list_partition_reassignments(body: Message, error: ApiError) -> Body:
+    return {**_error_fields(error), "topics": []}
+
+
 CONTROLLER_APIS: dict[int, ControllerApi] = {
     19: ControllerApi(2, 7, create_topics, _refuse_create_topics),
     20: ControllerApi(1, 6, delete_topics, _refuse_delete_topics),
@@ -293,6 +340,8 @@ CONTROLLER_APIS: dict[int, ControllerApi] = {
     37: ControllerApi(0, 3, create_partitions, _refuse_create_partitions),
     43: ControllerApi(0, 2, elect_leaders, _refuse_elect_leaders),
     44: ControllerApi(0, 1, incremental_alter_configs, _refuse_configs),
+    45: ControllerApi(0, 1, alter_partition_reassignments, _refuse_alter_partition_reassignments),
+    46: ControllerApi(0, 0, list_partition_reassignments, _refuse_list_partition_reassignments),
     62: ControllerApi(0, 4, broker_registration, _refuse_broker_registration),
     63: ControllerApi(0, 1, broker_heartbeat, _refuse_broker_heartbeat),
     56: ControllerApi(2, 3, alter_partition, _refuse_alter_partition),  # Kafka 4.0 removed v0-1

@@ -322,18 +322,22 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        """Stop every node gracefully, one at a time, the active controller last; the last node
-        left is stopped dead (nothing lost: its files are closed), as its controlled shutdown
-        would wait for a quorum that no longer exists."""
+        """Stop every node gracefully, one at a time, the active controller last, while the
+        nodes still running hold a majority of the voters; the ones left then are stopped dead
+        (nothing lost: their files are closed), as their controlled shutdown would wait for a
+        quorum that no longer exists."""
         threads = [n for n in self.brokers if isinstance(n, NodeThread) and n.running]
         if threads:
             leaders = [
                 n for n in threads if n.node is not None and n.node.driver is not None and n.node.driver.is_leader
             ]
             ordered = [n for n in threads if n not in leaders] + leaders
-            for thread in ordered[:-1]:
-                thread.stop()
-            ordered[-1].kill()
+            majority = len(self.brokers) // 2 + 1  # every node is a voter
+            for left, thread in zip(range(len(ordered), 0, -1), ordered, strict=True):
+                if left > 1 and left >= majority:
+                    thread.stop()
+                else:
+                    thread.kill()
         for node in self.brokers:
             node.stop()  # a node already stopped: nothing; one that failed to start: joined
         if self._temporary is not None:
