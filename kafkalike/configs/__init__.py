@@ -72,7 +72,7 @@ BROKER_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
 )
 # The broker configs DescribeConfigs lists: all but the internal ones.
 LISTED_BROKER_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
-    {name: key for name, key in BROKER_CONFIGS.items() if not key.internal}
+    {name: key for name, key in BROKER_CONFIGS.items() if not key.internal and not key.listed_when_set}
 )
 # The topic configs every topic lists, and the internal ones listed only where a topic sets them.
 TOPIC_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(

@@ -272,6 +272,8 @@ class ConfigKey:
     listed by DescribeConfigs (Kafka's internal configs); either is still read.
     ``implemented``: False for a config declared with Kafka's facts before kafkalike acts on it;
     until then it is, as before, not listed, not alterable and "supplied but not used" at start-up.
+    ``listed_when_set``: a broker config DescribeConfigs lists only where it is set, without
+    documentation (Kafka's dynamic-only broker configs, the replication throttle rates).
     """
 
     name: str
@@ -287,6 +289,7 @@ class ConfigKey:
     unit_ms: int | None = None
     internal: bool = False
     implemented: bool = True
+    listed_when_set: bool = False
 
     @property
     def on_broker(self) -> bool:

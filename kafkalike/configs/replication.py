@@ -117,4 +117,48 @@ REPLICATION = (
         "replica (auto.leader.rebalance.enable).",
         at_least(1),
     ),
+    ConfigKey(
+        "leader.replication.throttled.rate",
+        ConfigType.LONG,
+        str(2**63 - 1),
+        "The most bytes a second a leader sends to followers outside the ISR of the replicas its topics list in "
+        "leader.replication.throttled.replicas; set dynamically only, and best kept above 1 MB/s.",
+        at_least(0),
+        dynamic=True,
+        listed_when_set=True,
+    ),
+    ConfigKey(
+        "follower.replication.throttled.rate",
+        ConfigType.LONG,
+        str(2**63 - 1),
+        "The most bytes a second a follower outside the ISR fetches for the replicas its topics list in "
+        "follower.replication.throttled.replicas; set dynamically only, and best kept above 1 MB/s.",
+        at_least(0),
+        dynamic=True,
+        listed_when_set=True,
+    ),
+    ConfigKey(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        ConfigType.LONG,
+        str(2**63 - 1),
+        "The most bytes a second of disk IO spent moving a replica between log directories of one broker; set "
+        "dynamically only (kafkalike has one log directory per broker, so there is no such move to limit).",
+        at_least(0),
+        dynamic=True,
+        listed_when_set=True,
+    ),
+    ConfigKey(
+        "replication.quota.window.num",
+        ConfigType.INT,
+        "11",
+        "How many samples the replication throttles' byte rates are measured over.",
+        at_least(1),
+    ),
+    ConfigKey(
+        "replication.quota.window.size.seconds",
+        ConfigType.INT,
+        "1",
+        "How long, in seconds, each sample of the replication throttles' byte rates spans.",
+        at_least(1),
+    ),
 )

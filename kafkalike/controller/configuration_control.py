@@ -243,6 +243,10 @@ class ConfigurationControl:
         elif kind == DELETE:
             configs.pop(name, None)
         elif kind in (APPEND, SUBTRACT):
+            declared = BROKER_CONFIGS.get(name) if resource.type == BROKER_RESOURCE else None
+            if declared is not None and declared.listed_when_set:
+                # Kafka looks these dynamic-only configs up in the static config definitions.
+                raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
             if declared_type(name) != ConfigType.LIST:
                 verb = "append" if kind == APPEND else "subtract"
                 raise ControllerApiError(

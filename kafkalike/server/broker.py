@@ -55,6 +55,7 @@ from kafkalike.server.replication import (
     FetcherConfig,
     ImageBrokers,
     ReplicaFetchers,
+    ReplicationThrottles,
     expire_isr_members,
 )
 from kafkalike.server.routing import ClusterRouting, ImageRouting
@@ -179,6 +180,7 @@ class Broker:
             self.node_id, self.replicas, self._controller_channel, self._broker_epoch, self.clock
         )
         self.fetch_sessions = FetchSessions(config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.throttles = ReplicationThrottles(self.node_id, config, lambda: publisher.image)
         self.fetchers = ReplicaFetchers(
             self.node_id,
             self.replicas,
@@ -187,6 +189,7 @@ class Broker:
             self._broker_epoch,
             self.fetcher_config,
             self.clock,
+            self.throttles,
         )
         # On a node of a cluster, coordinator shards follow the leadership the metadata gives.
         self.publisher.on_replica_changes += [

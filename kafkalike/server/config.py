@@ -214,7 +214,11 @@ class BrokerConfig:
         lists no synonyms for ``log.retention.ms``.
         """
         names = synonym_group(name)
-        defaults = {n: d.default for n in names if (d := BROKER_CONFIGS.get(n)) is not None and d.default is not None}
+        defaults = {
+            n: d.default
+            for n in names
+            if (d := BROKER_CONFIGS.get(n)) is not None and d.default is not None and not d.listed_when_set
+        }  # a config listed only where set has no default synonym (Kafka's dynamic-only ones)
         layers = (
             (self.dynamic_broker, DYNAMIC_BROKER_CONFIG),
             (self.dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),

@@ -3,7 +3,8 @@
 A handler may touch:
 
 - ``replicas``: the partitions (``kafkalike.replica.ReplicaManager``), ``writer`` to append to
-  them (file work off the loop) and ``waiters`` to wait for them to move;
+  them (file work off the loop) and ``waiters`` to wait for them to move; ``throttles``, the
+  replication throttles a follower's fetch is held to;
 - ``metadata``: what this node knows of the cluster (the metadata image, this node's id and
   address, the cluster id, the broker config);
 - ``controller``: the operations that change metadata: a client's admin requests forwarded to
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from kafkalike.server.faults import FaultInjector
     from kafkalike.server.fetch_sessions import FetchSessions
     from kafkalike.server.group_service import GroupService
-    from kafkalike.server.replication import AlterPartitionSender
+    from kafkalike.server.replication import AlterPartitionSender, ReplicationThrottles
     from kafkalike.server.routing import ClusterRouting
     from kafkalike.server.txn_service import TxnService
     from kafkalike.server.waiters import PartitionWaiters
@@ -158,6 +159,7 @@ class HandlerServices:
         self.faults: FaultInjector = broker.faults
         self.isr_changes: AlterPartitionSender = broker.isr_changes
         self.fetch_sessions: FetchSessions = broker.fetch_sessions
+        self.throttles: ReplicationThrottles = broker.throttles
         self.listener = _listener_name(broker.config.get("listeners"), broker.config.get("controller.listener.names"))
         self._broker = broker
 
@@ -209,6 +211,11 @@ class RequestContext:
     def fetch_sessions(self) -> FetchSessions:
         """Followers' incremental fetch sessions (KIP-227)."""
         return self.services.fetch_sessions
+
+    @property
+    def throttles(self) -> ReplicationThrottles:
+        """The leader's replication throttle on followers outside the ISR (KIP-73)."""
+        return self.services.throttles
 
     @property
     def metadata(self) -> MetadataView:

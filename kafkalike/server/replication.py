@@ -46,6 +46,7 @@ from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import AppliedChanges, Partition, ReplicaManager, TopicPartition
 from kafkalike.replica.follower_state import IsrChange
 from kafkalike.replica.partition import alter_partition_answer
+from kafkalike.replica.quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuota
 from kafkalike.server.appends import PartitionWriter
 from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
@@ -125,6 +126,46 @@ class FetcherConfig:
             socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
             lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
         )
+
+
+class ReplicationThrottles:
+    """This broker's two replication throttles (``kafkalike.replica.quota``): the throttled
+    replicas from the published image's topic configs, the bounds from the broker config
+    (``leader.replication.throttled.rate``, ``follower.replication.throttled.rate``, dynamic)."""
+
+    def __init__(self, broker_id: int, config: BrokerConfig, image: Callable[[], MetadataImage]) -> None:
+        samples = config.get_int("replication.quota.window.num")
+        sample_ms = config.get_int("replication.quota.window.size.seconds") * 1000
+        self.leader = ReplicationQuota(LEADER_THROTTLED_REPLICAS, broker_id, samples, sample_ms)
+        self.follower = ReplicationQuota(FOLLOWER_THROTTLED_REPLICAS, broker_id, samples, sample_ms)
+        self._config = config
+        self._image = image
+
+    def _throttled(self, quota: ReplicationQuota, partition: Partition) -> bool:
+        quota.update(self._image().configs)
+        return quota.is_throttled(partition.topic, partition.index)
+
+    def leader_throttles(self, partition: Partition, replica_id: int, now_ms: int) -> bool:
+        """Whether the leader answers follower ``replica_id``'s read of ``partition`` with no records."""
+        if not self._throttled(self.leader, partition):
+            return False
+        bound = self._config.get_int("leader.replication.throttled.rate")
+        return self.leader.throttles(partition.topic, partition.index, replica_id in partition.isr, bound, now_ms)
+
+    def follower_throttles(self, partition: Partition, broker_id: int, now_ms: int) -> bool:
+        """Whether this follower leaves ``partition`` out of its next fetch."""
+        if not self._throttled(self.follower, partition):
+            return False
+        bound = self._config.get_int("follower.replication.throttled.rate")
+        return self.follower.throttles(partition.topic, partition.index, broker_id in partition.isr, bound, now_ms)
+
+    def leader_sent(self, partition: Partition, size: int, now_ms: int) -> None:
+        if size and self._throttled(self.leader, partition):
+            self.leader.record(size, now_ms)
+
+    def follower_fetched(self, partition: Partition, size: int, now_ms: int) -> None:
+        if size and self._throttled(self.follower, partition):
+            self.follower.record(size, now_ms)
 
 
 # -- ISR changes to the controller ----------------------------------------------------------------
@@ -323,8 +364,10 @@ class ReplicaFetchers:
         broker_epoch: Callable[[], int],
         config: FetcherConfig,
         clock: Clock,
+        throttles: ReplicationThrottles | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.throttles = throttles
         self.replicas = replicas
         self.writer = writer
         self._client = client
@@ -337,6 +380,7 @@ class ReplicaFetchers:
         self._start_send, self._start_receive = trio.open_memory_channel[int](math.inf)
         self.fetches = 0
         self.truncations = 0
+        self.throttled = 0  # fetches that left a partition out for the follower throttle
 
     # -- what to follow ---------------------------------------------------------------------
 
@@ -402,6 +446,10 @@ class ReplicaFetchers:
                 if not ready:
                     await self._pause(leader, min(f.ready_at_s for f in followed.values()))
                     continue
+                ready = self._unthrottled(ready)
+                if not ready:  # every one throttled: Kafka's fetcher backs off an empty fetch
+                    await self._pause(leader, now_s + self.config.backoff_ms / 1000)
+                    continue
                 client = self._client()
                 if client is None:
                     await self._pause(leader, now_s + self.config.backoff_ms / 1000)
@@ -437,6 +485,17 @@ class ReplicaFetchers:
                 del self._sessions[leader]
             if self._by_leader.get(leader):  # followed again while ending: start again
                 self._start_send.send_nowait(leader)
+
+    def _unthrottled(self, ready: list[Followed]) -> list[Followed]:
+        """``ready`` but the partitions the follower throttle holds back for now."""
+        throttles = self.throttles
+        if throttles is None:
+            return ready
+        now_ms = self.clock.wall_ms()
+        kept = [f for f in ready if not throttles.follower_throttles(f.partition, self.broker_id, now_ms)]
+        if len(kept) < len(ready):
+            self.throttled += 1
+        return kept
 
     async def _pause(self, leader: int, until_s: float) -> None:
         event = self._changed.setdefault(leader, trio.Event())
@@ -528,6 +587,8 @@ class ReplicaFetchers:
                 return
             records = entry.records
             if records:
+                if self.throttles is not None:
+                    self.throttles.follower_fetched(partition, len(records), self.clock.wall_ms())
                 await self.writer.append_as_follower(partition, records)
                 if not f.still_current():
                     return

@@ -139,3 +139,74 @@ def test_a_move_waiting_on_a_stopped_broker_is_listed_and_can_be_cancelled(clust
     assert ongoing(cluster) == {}
     assert replicas(cluster, "stuck") == before
     assert values(cluster, "stuck") == [b"one", b"two"]
+
+
+def alter_configs(
+    cluster: Cluster, resources: list[tuple[int, str, dict[str, str | None]]], via: int | None = None
+) -> list[int]:
+    """IncrementalAlterConfigs: SET each value, DELETE each None; the error code of each resource."""
+    body = {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [
+                    {"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in configs.items()
+                ],
+            }
+            for resource_type, name, configs in resources
+        ],
+        "validate_only": False,
+    }
+    return [r.error_code for r in request(cluster, 44, 1, body, via).responses]
+
+
+def set_on_every_broker(cluster: Cluster, name: str, value: str | None) -> None:
+    """A broker config set (None: deleted) on each broker, through that broker (as the admin
+    client sends a broker's resource to it)."""
+    for n in cluster.node_ids:
+        assert alter_configs(cluster, [(4, str(n), {name: value})], via=n) == [0]
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_a_throttled_move_waits_on_the_rate_until_the_throttle_is_cleared(side: str) -> None:
+    # Small fetches, so that copying the partition takes several; the first one's bytes put the
+    # rate above 1 byte a second for the next ~11 s (11 one-second samples).
+    overrides = {"replica.lag.time.max.ms": "2000", "replica.fetch.max.bytes": "16384"}
+    with Cluster(brokers=4, overrides=overrides) as cluster:
+        cluster.create_topic("slow", configs={f"{side}.replication.throttled.replicas": "*"})
+        for i in range(8):
+            assert produce(cluster, "slow", [bytes([i]) * 10_000] * 2) is ErrorCode.NONE
+        (before,) = replicas(cluster, "slow").values()
+        added = next(n for n in cluster.node_ids if n not in before)
+        rate = f"{side}.replication.throttled.rate"
+        set_on_every_broker(cluster, rate, "1")
+        assert errors(reassign(cluster, "slow", {0: [*before, added]})) == {("slow", 0): (0, None)}
+
+        follower = node(cluster, added).node
+        leader = node(cluster, before[0]).node
+        assert follower is not None and follower.broker is not None
+        assert leader is not None and leader.broker is not None
+        fetchers = follower.broker.fetchers
+        leader_end = leader.broker.replicas[("slow", 0)].log_end_offset
+        hosted = follower.broker.replicas
+
+        def copied() -> int:
+            found = hosted.get(("slow", 0))
+            return 0 if found is None else found.log_end_offset
+
+        def held_back() -> int:
+            # The leader answers with no records; the follower does not ask.
+            return fetchers.fetches if side == "leader" else fetchers.throttled
+
+        cluster.wait_for(lambda: copied() > 0, "the first throttled fetch's records", WAIT_S)
+        first, held = copied(), held_back()
+        cluster.wait_for(lambda: held_back() >= held + 3, "three more fetches held back", WAIT_S)
+        assert copied() == first < leader_end
+        assert ("slow", 0) in ongoing(cluster)
+
+        # Cleared (as kafka-reassign-partitions --verify clears it): the move completes.
+        set_on_every_broker(cluster, rate, None)
+        cluster.wait_for(lambda: ongoing(cluster) == {}, "the move completed", WAIT_S)
+        assert replicas(cluster, "slow") == {0: [*before, added]}
+        assert log_bytes(cluster, added, "slow", 0) == log_bytes(cluster, before[0], "slow", 0)

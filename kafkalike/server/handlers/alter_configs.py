@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalike.protocol.codec import Message
+from kafkalike.server.config_forwarding import forward_alter_configs
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 
 @handles(33, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    return await ctx.controller.forward(33, ctx.version, request)  # type: ignore[no-any-return]
+    return await forward_alter_configs(ctx, 33, request)

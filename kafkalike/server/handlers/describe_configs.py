@@ -9,6 +9,7 @@ sets include_documentation (null otherwise).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 BROKER_LOGGER_RESOURCE = 8
+WHEN_SET = [name for name, key in BROKER_CONFIGS.items() if key.listed_when_set]
 # DescribeConfigs' config_type numbers (v3+).
 _WIRE_TYPES = {
     ConfigType.BOOLEAN: 1,
@@ -69,13 +71,13 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
             for name in topic_config_names(topic.configs)
         ]
     elif resource.resource_type == BROKER_RESOURCE:
-        if resource.resource_name not in ("", str(ctx.metadata.node_id)):
-            result.update(
-                error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {resource.resource_name}"
-            )
+        problem = _broker_name_problem(resource.resource_name, ctx.metadata.node_id)
+        if problem is not None:
+            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=problem)
             return result
         if resource.resource_name:
-            entries = [_broker_entry(config, name, synonyms, docs) for name in sorted(LISTED_BROKER_CONFIGS)]
+            names = sorted([*LISTED_BROKER_CONFIGS, *(n for n in WHEN_SET if config.source(n) != DEFAULT_CONFIG)])
+            entries = [_broker_entry(config, name, synonyms, docs) for name in names]
         else:
             # The empty name is the cluster-wide default resource: only the dynamic cluster
             # defaults (set with AlterConfigs) show there, each its own only synonym, as in Kafka.
@@ -92,6 +94,17 @@ def _describe(ctx: RequestContext, resource: Message, synonyms: bool, docs: bool
     return result
 
 
+def _broker_name_problem(name: str, node_id: int) -> str | None:
+    """Kafka's ConfigHelper: the cluster default (""), or this broker's id."""
+    if not name:
+        return None
+    if not re.fullmatch(r"[+-]?[0-9]+", name) or not -(2**31) <= int(name) < 2**31:  # Java's toInt
+        return f"Broker id must be an integer, but it is: {name}"
+    if int(name) != node_id:
+        return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+    return None
+
+
 def _entry(
     key: ConfigKey, value: str | None, chain: Chain, read_only: bool, synonyms: bool, docs: bool
 ) -> dict[str, Any]:
@@ -105,7 +118,7 @@ def _entry(
         "is_sensitive": key.sensitive,
         "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in chain] if synonyms else [],
         "config_type": _WIRE_TYPES[key.type],
-        "documentation": (key.doc or None) if docs else None,
+        "documentation": (key.doc or None) if docs and not key.listed_when_set else None,
     }
 
 

@@ -70,6 +70,8 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
         # DelayedFetch.tryComplete looks at offsets, not at data); a high watermark that moved
         # under a follower's position, or a file write that ended, changes nothing to read.
         responses, total, failed = _read_all(ctx, reading, topics, record_follower=False, previous=responses)
+    if reading.replica_id >= 0:
+        _record_throttled(ctx, topics, responses)
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
     if failed and ctx.version >= 16:
         _add_leader_hints(ctx, topics, answer)
@@ -80,6 +82,21 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
         else:
             session.remember(responses)
     return answer
+
+
+def _record_throttled(
+    ctx: RequestContext, topics: Sequence[Message | SessionTopic], responses: list[dict[str, Any]]
+) -> None:
+    """What the answer sends of throttled replicas counts against the leader's rate (Kafka's
+    sizeOfThrottledPartitions)."""
+    now_ms = ctx.clock.wall_ms()
+    for topic, response in zip(topics, responses, strict=True):
+        name = _topic_name(ctx, topic)
+        for entry in response["partitions"]:
+            size = len(entry["records"] or b"")
+            partition = ctx.replicas.get((name, entry["partition_index"])) if size and name else None
+            if partition is not None:
+                ctx.throttles.leader_sent(partition, size, now_ms)
 
 
 def _session(ctx: RequestContext, request: Message) -> FetchSession | ErrorCode | None:
@@ -291,6 +308,8 @@ def _read_partition(
         log_start_offset=read.log_start_offset,
         records=FileSlices(read.ranges),  # sent from the files, see server/connection.py
     )
+    if reading.replica_id >= 0 and ctx.throttles.leader_throttles(partition, reading.replica_id, ctx.clock.wall_ms()):
+        entry["records"] = b""  # KIP-73: read (the follower's position counts), sent nothing
     if read.diverging is not None:
         entry["diverging_epoch"] = {"epoch": read.diverging.epoch, "end_offset": read.diverging.end_offset}
     if read.aborted is not None:

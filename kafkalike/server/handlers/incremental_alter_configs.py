@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalike.protocol.codec import Message
+from kafkalike.server.config_forwarding import forward_alter_configs
 from kafkalike.server.context import RequestContext
 from kafkalike.server.registry import handles
 
 
 @handles(44, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Message) -> Mapping[str, Any]:
-    return await ctx.controller.forward(44, ctx.version, request)  # type: ignore[no-any-return]
+    return await forward_alter_configs(ctx, 44, request)
