@@ -119,10 +119,33 @@ def table(outcome: Outcome) -> str:
         lines.append(f"  {name}: {figures['attempts']} sent, {figures['acked']} acknowledged, failures: {failures}")
     if outcome.final_read_problems:
         lines.append(f"  final read: {'; '.join(outcome.final_read_problems[:5])}")
+    for step in outcome.growth:
+        lines.append(f"  growth: {growth_line(step)}")
+    if outcome.balanced is not None:
+        lines.append(f"  {'leaders on their preferred replicas':<40} {'yes' if outcome.balanced else 'NO':>8}")
     if outcome.settle_timeouts:
         lines.append(f"  {outcome.settle_timeouts} faults after which the cluster did not get back to full ISR")
     lines.append(f"  verdict: {'every invariant held' if outcome.ok else 'INVARIANT FAILED: ' + str(verdict.failures)}")
     return "\n".join(lines)
+
+
+def growth_line(step: dict[str, Any]) -> str:
+    kind = step["kind"]
+    if kind == "add-broker":
+        return f"broker {step['node']} joined in {step['seconds']:.1f} s"
+    if kind == "reassign":
+        return (
+            f"{len(step['moves'])} partitions moved with kafka-reassign-partitions in {step['seconds']:.1f} s "
+            f"({step['verifications']} --verify runs)"
+        )
+    if kind == "restart":
+        settled = "back to full ISR" if step["settled"] else "NOT back to full ISR"
+        return (
+            f"node {step['node']} stopped in {step['stopped_s']:.1f} s, {settled} {step['seconds']:.1f} s after SIGTERM"
+        )
+    if kind == "preferred-leaders":
+        return f"preferred leaders per broker {step['per_broker']}"
+    return str(step)
 
 
 def interrupted(signum: int, frame: FrameType | None) -> None:
@@ -136,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, help=f"default {DEFAULT_FAULTS} ({SHORT_FAULTS} with --short)")
     parser.add_argument("--short", action="store_true", help="a few short faults (~2 minutes a target)")
     parser.add_argument("--unsafe", action="store_true", help="the negative control: a configuration that loses writes")
+    parser.add_argument(
+        "--grow",
+        action="store_true",
+        help="first add a 4th broker, move half the partitions onto it with kafka-reassign-partitions, restart "
+        "every node in turn and elect the preferred leaders (no faults after it unless --faults is given)",
+    )
     parser.add_argument("--rate", type=float, default=100.0, help="records a second per producer")
     parser.add_argument("--no-java", action="store_true", help="confluent-kafka producers only")
     parser.add_argument("--version", default="4.4.0", help="Apache Kafka's version (its jars, its Java client)")
@@ -147,19 +176,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.remove_stale:
         remove_stale(lambda text: print(f"chaos: {text}", flush=True))
+    if args.grow and args.unsafe:
+        parser.error("--grow runs the safe configuration only")
     count = args.faults
     if count is None:
-        count = UNSAFE_FAULTS if args.unsafe else SHORT_FAULTS if args.short else DEFAULT_FAULTS
+        count = 0 if args.grow else UNSAFE_FAULTS if args.unsafe else SHORT_FAULTS if args.short else DEFAULT_FAULTS
     faults = make_schedule(args.seed, count, nodes=NODES, partitions=PARTITIONS, unsafe=args.unsafe, short=args.short)
     # Kafka's jars run the kafka target's nodes and give the Java producer its client.
-    needs_jars = args.target != "kafkalike" or not args.no_java
+    needs_jars = args.target != "kafkalike" or not args.no_java or args.grow
     kafka_lib = kafka_jars(args.version, args.kafka_lib) if needs_jars else None
     signal.signal(signal.SIGTERM, interrupted)
     targets = ["kafka", "kafkalike"] if args.target == "both" else [args.target]
     outcomes: list[Outcome] = []
     for target in targets:
         label = f"Apache Kafka {args.version}" if target == "kafka" else "kafkalike"
-        label += f" (seed {args.seed}, {count} faults{', unsafe' if args.unsafe else ''})"
+        label += (
+            f" (seed {args.seed}, {count} faults{', unsafe' if args.unsafe else ''}{', grown' if args.grow else ''})"
+        )
         options = Options(
             target=target,
             seed=args.seed,
@@ -170,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             root=ROOT,
             java_classpath=None if args.no_java or kafka_lib is None else java_classpath(args.version, kafka_lib),
             log=lambda text: print(text, flush=True),
+            grow=args.grow,
         )
         for number, fault in enumerate(faults, 1):
             print(f"  fault {number}: after {fault.gap_s:.1f} s, {fault.describe()}", flush=True)

@@ -56,6 +56,7 @@ CONTROLLER_PORT_OFFSET = 100
 MAX_NODES = CONTROLLER_PORT_OFFSET - 1
 COMBINED_ROLES = "broker,controller"
 CONTROLLER_ROLE = "controller"
+BROKER_ROLE = "broker"
 OUTPUT_LINES_KEPT = 1000
 POLL_INTERVAL_S = 0.05
 
@@ -129,8 +130,10 @@ def voters_value(addresses: Iterable[NodeAddress]) -> str:
 def node_properties(
     address: NodeAddress, voters: Sequence[NodeAddress], log_dir: Path, roles: str = COMBINED_ROLES
 ) -> dict[str, str]:
-    """A KRaft node's server.properties, in Kafka's names: a combined node (the default) or, with
-    ``roles="controller"``, a controller-only one (its CONTROLLER listener alone)."""
+    """A KRaft node's server.properties, in Kafka's names: a combined node (the default); with
+    ``roles="controller"``, a controller-only one (its CONTROLLER listener alone); with
+    ``roles="broker"``, a broker-only one, not one of ``voters`` (no CONTROLLER listener: it
+    reaches the voters at theirs)."""
     extra = [f"{name}://{address.on(name)}" for name, _ in address.listener_ports]
     properties = {
         "node.id": str(address.node_id),
@@ -153,8 +156,14 @@ def node_properties(
         properties["listeners"] = f"CONTROLLER://{address.controller}"
         for broker_only in ("advertised.listeners", "inter.broker.listener.name"):
             del properties[broker_only]
+    elif roles == BROKER_ROLE:
+        if any(v.node_id == address.node_id for v in voters):
+            raise ValueError(f"broker-only node {address.node_id} cannot be one of the voters")
+        properties["listeners"] = ",".join([f"PLAINTEXT://{address.client}", *extra])
     elif roles != COMBINED_ROLES:
-        raise ValueError(f"process.roles={roles}: the kit runs {COMBINED_ROLES} or {CONTROLLER_ROLE} nodes")
+        raise ValueError(
+            f"process.roles={roles}: the kit runs {COMBINED_ROLES}, {CONTROLLER_ROLE} or {BROKER_ROLE} nodes"
+        )
     return properties
 
 
@@ -237,6 +246,11 @@ class NodeProcess:
     def is_broker(self) -> bool:
         """Whether the node has the broker role (a client listener); else it is a controller only."""
         return "broker" in self.properties.get("process.roles", "")
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether the node has the controller role (every controller here is a static voter)."""
+        return "controller" in self.properties.get("process.roles", "")
 
     @property
     def running(self) -> bool:
@@ -448,10 +462,11 @@ class ProcessCluster(Generic[N]):
         return self
 
     def stop(self, timeout_s: float = 60.0) -> None:
-        """SIGTERM to one node after the other (each waited for, SIGKILL past ``timeout_s``), the
-        active controller last, so that each broker's controlled shutdown finds a quorum to
-        approve it; the last node of a multi-node cluster is SIGKILLed, as no quorum is left to
-        approve its controlled shutdown (it would wait, then log that it timed out)."""
+        """SIGTERM to one node after the other (each waited for, SIGKILL past ``timeout_s``),
+        broker-only nodes first and the active controller last, so that each broker's controlled
+        shutdown finds a quorum to approve it; once the voters still running are no majority (and
+        for the last node of a multi-node cluster) the rest are SIGKILLed, as no quorum is left
+        to approve their controlled shutdown (they would wait, then log that it timed out)."""
         for node in self.nodes:
             if node.paused:
                 node.resume()
@@ -459,10 +474,14 @@ class ProcessCluster(Generic[N]):
         if len(running) > 1:
             view = self.quorum(timeout_s=PROBE_TIMEOUT_S)
             leader = view.leader_id if view is not None else None
-            running.sort(key=lambda node: node.node_id == leader)
-            for node in running[:-1]:
-                node.stop(timeout_s)
-            running[-1].kill()
+            running.sort(key=lambda node: (node.is_voter, node.node_id == leader))
+            majority = sum(node.is_voter for node in self.nodes) // 2 + 1
+            for index, node in enumerate(running):
+                voters_left = sum(n.is_voter for n in running[index:])
+                if index < len(running) - 1 and voters_left >= majority:
+                    node.stop(timeout_s)
+                else:
+                    node.kill()
         elif running:
             running[0].stop(timeout_s)
         for node in self.nodes:

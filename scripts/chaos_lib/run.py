@@ -18,7 +18,8 @@ from confluent_kafka.cimpl import NewTopic
 
 from chaos_lib.accounting import LeaderLoss, TimedAck, Verdict, acknowledged_fraction, check, failover_times, p50_max
 from chaos_lib.clients import GroupConsumer, JavaProducer, PythonProducer, read_everything
-from chaos_lib.cluster import CLIENT_PORT, Cluster, build_cluster
+from chaos_lib.cluster import CLIENT_PORT, Cluster, build_broker, build_cluster
+from chaos_lib.grow import BALANCE_TIMEOUT_S, GrowthFailed, KafkaTools, elect_preferred, half_onto, reassign
 from chaos_lib.network import NodeNetwork
 from chaos_lib.schedule import (
     ISOLATE_NODE,
@@ -61,6 +62,7 @@ class Options:
     root: Path  # the tree whose kafkalike the kafkalike target runs
     java_classpath: str | None  # kafka-clients for the Java producer (None: no Java producer)
     log: Callable[[str], None] = print
+    grow: bool = False  # the growth phase first (chaos_lib/grow.py): needs kafka_lib for Kafka's tools
 
 
 @dataclass
@@ -78,10 +80,13 @@ class Outcome:
     final_read_problems: list[str] = field(default_factory=list)
     settle_timeouts: int = 0
     duration_s: float = 0.0
+    growth: list[dict[str, Any]] = field(default_factory=list)  # the growth phase's steps
+    balanced: bool | None = None  # after the growth phase: every partition led by its first replica
 
     @property
     def ok(self) -> bool:
-        return self.setup_error is None and self.verdict is not None and self.verdict.ok
+        verdict_ok = self.setup_error is None and self.verdict is not None and self.verdict.ok
+        return verdict_ok and self.balanced is not False
 
     def as_dict(self) -> dict[str, Any]:
         verdict = None
@@ -111,6 +116,8 @@ class Outcome:
             "settle_timeouts": self.settle_timeouts,
             "duration_s": round(self.duration_s, 1),
             "events": self.events,
+            "growth": self.growth,
+            "leaders_balanced": self.balanced,
         }
 
 
@@ -119,7 +126,8 @@ class Run:
         self.options = options
         self.cluster = cluster
         self.network = network
-        self.bootstrap = ",".join(f"{network.address(n)}:{CLIENT_PORT}" for n in network.node_ids)
+        self.bootstrap = ",".join(f"{node.address.host}:{CLIENT_PORT}" for node in cluster.nodes)
+        self.voters = {node.node_id for node in cluster.nodes}
         self.down: set[int] = set()  # nodes killed, paused or isolated right now
         self.down_lock = threading.Lock()
         self.losses: list[LeaderLoss] = []
@@ -131,7 +139,7 @@ class Run:
 
     def majority_up(self) -> bool:
         with self.down_lock:
-            return NODES - len(self.down) > NODES // 2
+            return NODES - len(self.down & self.voters) > NODES // 2
 
     def mark(self, node_id: int, down: bool) -> None:
         with self.down_lock:
@@ -183,6 +191,87 @@ class Run:
                 return True
             time.sleep(POLL_S)
         return False
+
+    def replicas(self) -> dict[int, list[int]]:
+        metadata = self.admin.list_topics(TOPIC, timeout=10)
+        return {p: list(m.replicas) for p, m in metadata.topics[TOPIC].partitions.items()}
+
+    def leaders_preferred(self) -> dict[int, tuple[int, int]]:
+        """Partition -> (leader, first replica) where they differ."""
+        metadata = self.admin.list_topics(TOPIC, timeout=10)
+        partitions = metadata.topics[TOPIC].partitions.values()
+        return {m.id: (m.leader, m.replicas[0]) for m in partitions if m.leader != m.replicas[0]}
+
+    def grow(self, outcome: Outcome, data_dir: Path) -> None:
+        """The growth phase (chaos_lib/grow.py): a broker joins, half the partitions move onto
+        it, a rolling restart of every node, then the preferred leaders."""
+        options = self.options
+        if options.kafka_lib is None:
+            raise SetupFailed("--grow needs Apache Kafka's jars (its reassignment and election tools)")
+        new_id = NODES + 1
+        started = time.monotonic()
+        node = build_broker(
+            options.target,
+            self.network,
+            data_dir,
+            new_id,
+            self.cluster,
+            {},
+            kafka_lib=options.kafka_lib,
+            root=options.root,
+        )
+        self.log(f"adding broker {new_id} (broker only) at {node.address.host}")
+        node.prepare(self.cluster.cluster_id)
+        node.start(RESTART_TIMEOUT_S)
+        self.cluster.nodes.append(node)
+        self.cluster.wait_for(lambda: new_id in self.cluster.metadata_brokers(), f"broker {new_id} in Metadata", 60)
+        outcome.growth.append({"kind": "add-broker", "node": new_id, "seconds": round(time.monotonic() - started, 1)})
+        tools = KafkaTools(options.kafka_lib, self.bootstrap, data_dir)
+        try:
+            moves = half_onto(new_id, self.replicas())
+            outcome.growth.append(reassign(tools, TOPIC, [*sorted(self.voters), new_id], moves, self.log))
+            if not self.settle():
+                raise SetupFailed("no full ISR after the reassignment")
+            for node_id in [*sorted(self.voters), new_id]:
+                began = time.monotonic()
+                self.log(f"rolling restart: SIGTERM node {node_id}")
+                self.mark(node_id, True)
+                self.cluster.node(node_id).stop(60.0)
+                stopped_s = time.monotonic() - began
+                self.cluster.node(node_id).start(RESTART_TIMEOUT_S)
+                self.mark(node_id, False)
+                settled = self.settle()
+                outcome.growth.append(
+                    {
+                        "kind": "restart",
+                        "node": node_id,
+                        "stopped_s": round(stopped_s, 1),
+                        "seconds": round(time.monotonic() - began, 1),
+                        "settled": settled,
+                    }
+                )
+                if not settled:
+                    outcome.settle_timeouts += 1
+            elect_preferred(tools, self.log)
+        except GrowthFailed as exc:
+            raise SetupFailed(f"growth phase: {exc}") from exc
+        deadline = time.monotonic() + BALANCE_TIMEOUT_S
+        while (off := self.leaders_preferred()) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        leaders = {p: r[0] for p, r in self.replicas().items()}
+        per_broker = {n: sum(1 for r in self.replicas().values() if r[0] == n) for n in [*sorted(self.voters), new_id]}
+        outcome.balanced = not off
+        outcome.growth.append(
+            {
+                "kind": "preferred-leaders",
+                "not_preferred": {str(p): v for p, v in off.items()},
+                "preferred": leaders,
+                "per_broker": per_broker,
+            }
+        )
+        self.log(
+            f"leaders {'all preferred' if not off else f'NOT preferred for {off}'}; preferred leaders per broker {per_broker}"
+        )
 
     # -- faults ------------------------------------------------------------------------------------
 
@@ -308,7 +397,7 @@ def execute(options: Options, label: str) -> Outcome:
     """The whole run; namespaces, processes and clients are gone when it returns (or raises)."""
     outcome = Outcome(label)
     started = time.monotonic()
-    network = NodeNetwork(list(range(1, NODES + 1)))
+    network = NodeNetwork(list(range(1, NODES + 1 + (1 if options.grow else 0))))
     producers: list[Any] = []
     consumers: list[GroupConsumer] = []
     with tempfile.TemporaryDirectory(prefix="kafkalike-chaos-") as tmp:
@@ -320,7 +409,13 @@ def execute(options: Options, label: str) -> Outcome:
             if options.unsafe:
                 overrides = {"unclean.leader.election.enable": "true", "min.insync.replicas": "1"}
             cluster = build_cluster(
-                options.target, network, data_dir, overrides, kafka_lib=options.kafka_lib, root=options.root
+                options.target,
+                network,
+                data_dir,
+                overrides,
+                kafka_lib=options.kafka_lib,
+                root=options.root,
+                voters=list(range(1, NODES + 1)),
             )
             options.log(f"{label}: starting {NODES} nodes at {network.subnet}.11-{10 + NODES}")
             try:
@@ -349,7 +444,10 @@ def execute(options: Options, label: str) -> Outcome:
             silent = wait_first_acks(producers, WARMUP_TIMEOUT_S)
             if silent:
                 raise SetupFailed(f"no write acknowledged in {WARMUP_TIMEOUT_S:g} s for {silent}")
-            run.log("producers acknowledged; faults start")
+            if options.grow:
+                run.log("producers acknowledged; the growth phase starts")
+                run.grow(outcome, data_dir)
+            run.log("faults start" if options.grow else "producers acknowledged; faults start")
             for number, fault in enumerate(options.faults, 1):
                 time.sleep(fault.gap_s)  # the schedule's quiet time between faults
                 try:

@@ -58,3 +58,30 @@ def test_failover_times_go_back_to_the_faults_that_lost_the_leaders() -> None:
         "kill-leader": {"p50": 11.0, "max": 12.0, "count": 2.0},
         "kill-controller": {"p50": 9.0, "max": 9.0, "count": 1.0},
     }
+
+
+def test_a_grown_run_fails_when_leadership_did_not_end_on_the_preferred_replicas() -> None:
+    grown = Outcome("kafkalike", verdict=check([Ack("p", 0, 0, 0)], [], [Record(0, 0, "p:0")]))
+    grown.growth = [
+        {"kind": "add-broker", "node": 4, "seconds": 3.2},
+        {"kind": "reassign", "moves": {"0": [4, 1, 2]}, "seconds": 5.0, "verifications": 3},
+        {"kind": "restart", "node": 1, "stopped_s": 1.0, "seconds": 6.5, "settled": True},
+        {"kind": "preferred-leaders", "not_preferred": {}, "preferred": {0: 4}, "per_broker": {1: 0, 4: 1}},
+    ]
+    grown.balanced = True
+    text = chaos.table(grown)
+    assert "growth: 1 partitions moved with kafka-reassign-partitions in 5.0 s (3 --verify runs)" in text
+    assert "growth: node 1 stopped in 1.0 s, back to full ISR 6.5 s after SIGTERM" in text
+    assert "leaders on their preferred replicas           yes" in text
+    assert chaos.exit_status([grown]) == 0
+    grown.balanced = False
+    assert "leaders on their preferred replicas            NO" in chaos.table(grown)
+    assert chaos.exit_status([grown]) == 1
+
+
+def test_half_the_partitions_move_onto_the_new_broker_as_their_preferred_leader() -> None:
+    from chaos_lib.grow import half_onto, plan_json
+
+    moves = half_onto(4, {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2]})
+    assert moves == {0: [4, 1, 2], 2: [4, 3, 1]}
+    assert plan_json("t", moves)["partitions"][1] == {"topic": "t", "partition": 2, "replicas": [4, 3, 1]}

@@ -69,8 +69,26 @@ def test_a_controller_only_node_has_its_controller_listener_alone(tmp_path: Path
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(tmp_path),
     }
-    with pytest.raises(ValueError, match=r"process\.roles=broker"):
-        node_properties(addresses[0], addresses, tmp_path, roles="broker")
+    with pytest.raises(ValueError, match=r"process\.roles=broker,controller,x"):
+        node_properties(addresses[0], addresses, tmp_path, roles="broker,controller,x")
+
+
+def test_a_broker_only_node_reaches_the_voters_at_their_controller_listeners(tmp_path: Path) -> None:
+    voters = [NodeAddress(1, 9092, 9192), NodeAddress(2, 9093, 9193)]
+    joining = NodeAddress(3, 9094, 9194)
+    assert node_properties(joining, voters, tmp_path, roles="broker") == {
+        "node.id": "3",
+        "process.roles": "broker",
+        "controller.quorum.voters": "1@127.0.0.1:9192,2@127.0.0.1:9193",
+        "listeners": "PLAINTEXT://127.0.0.1:9094",
+        "advertised.listeners": "PLAINTEXT://127.0.0.1:9094",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(tmp_path),
+    }
+    with pytest.raises(ValueError, match="cannot be one of the voters"):
+        node_properties(voters[0], voters, tmp_path, roles="broker")
 
 
 def test_one_node_cluster_serves_kafka_python_and_stops(tmp_path: Path) -> None:
