@@ -687,15 +687,17 @@ class Partition:
         current_leader_epoch: int = NO_EPOCH,
         min_one_batch: bool = True,
         last_fetched_epoch: int = NO_EPOCH,
+        fetch_only_from_leader: bool = True,
     ) -> PartitionRead:
         """Whole batches from ``fetch_offset``, at most ``max_bytes`` (the first whole when
         ``min_one_batch``), bounded by the isolation level. A follower's fetch (``replica_id`` a
-        broker id) reads to the log end; so must a consumer's reach the leader (no follower
-        fetching, KIP-392, yet). With ``last_fetched_epoch`` (Fetch v12+) a fetch whose log has
-        parted from this one's gets the epoch and end offset to truncate by, and no records
-        (Kafka's readRecords). Raises PartitionError (epoch, leadership) and the log's
-        OffsetOutOfRange / OSError."""
-        self.check_request(current_leader_epoch)
+        broker id) reads to the log end. A consumer that may read from a follower (KIP-392:
+        ``fetch_only_from_leader`` false) reads here whether this replica leads or follows, up to
+        this replica's high watermark or last stable offset. With ``last_fetched_epoch`` (Fetch
+        v12+) a fetch whose log has parted from this one's gets the epoch and end offset to
+        truncate by, and no records (Kafka's readRecords). Raises PartitionError (epoch,
+        leadership) and the log's OffsetOutOfRange / OSError."""
+        self.check_request(current_leader_epoch, require_leader=fetch_only_from_leader)
         if replica_id >= 0:
             isolation = Isolation.LOG_END
         log = self.log

@@ -53,6 +53,7 @@ from kafkalike.server.registry import Handler, load_handlers
 from kafkalike.server.replication import (
     AlterPartitionSender,
     FetcherConfig,
+    FollowerReads,
     ImageBrokers,
     ReplicaFetchers,
     ReplicationThrottles,
@@ -181,6 +182,7 @@ class Broker:
         )
         self.fetch_sessions = FetchSessions(config.get_int("max.incremental.fetch.session.cache.slots"))
         self.throttles = ReplicationThrottles(self.node_id, config, lambda: publisher.image)
+        self.follower_reads = FollowerReads(self.node_id)
         self.fetchers = ReplicaFetchers(
             self.node_id,
             self.replicas,

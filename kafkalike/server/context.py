@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from kafkalike.server.faults import FaultInjector
     from kafkalike.server.fetch_sessions import FetchSessions
     from kafkalike.server.group_service import GroupService
-    from kafkalike.server.replication import AlterPartitionSender, ReplicationThrottles
+    from kafkalike.server.replication import AlterPartitionSender, FollowerReads, ReplicationThrottles
     from kafkalike.server.routing import ClusterRouting
     from kafkalike.server.txn_service import TxnService
     from kafkalike.server.waiters import PartitionWaiters
@@ -160,6 +160,7 @@ class HandlerServices:
         self.isr_changes: AlterPartitionSender = broker.isr_changes
         self.fetch_sessions: FetchSessions = broker.fetch_sessions
         self.throttles: ReplicationThrottles = broker.throttles
+        self.follower_reads: FollowerReads = broker.follower_reads
         self.listener = _listener_name(broker.config.get("listeners"), broker.config.get("controller.listener.names"))
         self._broker = broker
 
@@ -216,6 +217,11 @@ class RequestContext:
     def throttles(self) -> ReplicationThrottles:
         """The leader's replication throttle on followers outside the ISR (KIP-73)."""
         return self.services.throttles
+
+    @property
+    def follower_reads(self) -> FollowerReads:
+        """Consumer reads served here as a follower (KIP-392)."""
+        return self.services.follower_reads
 
     @property
     def metadata(self) -> MetadataView:

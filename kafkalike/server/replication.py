@@ -168,6 +168,21 @@ class ReplicationThrottles:
             self.follower.record(size, now_ms)
 
 
+class FollowerReads:
+    """Consumer reads this broker served as a follower (KIP-392), by partition: logged the first
+    time for each partition, counted after (tests and stats)."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.counts: dict[TopicPartition, int] = {}
+
+    def record(self, tp: TopicPartition) -> None:
+        if tp not in self.counts:
+            log.info("broker %d: serving consumer fetches of %s-%d as a follower", self.broker_id, *tp)
+            self.counts[tp] = 0
+        self.counts[tp] += 1
+
+
 # -- ISR changes to the controller ----------------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from kafkalike.log.storage_errors import reporter
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.replica import Isolation, Partition, PartitionError
+from kafkalike.replica.selector import RACK_AWARE_SELECTOR, preferred_read_replica
 from kafkalike.server.context import RequestContext
 from kafkalike.server.fetch_sessions import INITIAL_EPOCH, FetchSession, SessionTopic
 from kafkalike.server.registry import handles
@@ -154,6 +155,10 @@ class _Reading:
     isolation: Isolation
     diverging_checks: bool  # v12+: the request names each partition's last fetched epoch
     version: int
+    # KIP-392 (v11+): a consumer may read from a follower, and its rack may send it to one.
+    client_metadata: bool
+    client_rack: str
+    selector: bool  # replica.selector.class is the rack-aware selector
 
     @classmethod
     def of(cls, ctx: RequestContext, request: Message) -> _Reading:
@@ -166,7 +171,15 @@ class _Reading:
             isolation=Isolation.TXN_COMMITTED if committed else Isolation.HIGH_WATERMARK,
             diverging_checks=ctx.version >= 12,
             version=ctx.version,
+            client_metadata=ctx.version >= 11,
+            client_rack=(request.rack_id or "") if ctx.version >= 11 else "",
+            selector=ctx.metadata.config.get("replica.selector.class") == RACK_AWARE_SELECTOR,
         )
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Kafka's FetchParams.fetchOnlyLeader: a follower's fetch, or a consumer's before v11."""
+        return self.replica_id >= 0 or not self.client_metadata
 
     def readable_end(self, partition: Partition) -> int:
         """Where this fetch's reads stop: the log end for a follower, else the last stable
@@ -201,7 +214,13 @@ def _read_all(
                     ctx, reading, name, part, max(budget - total, 0), first=total == 0, record_follower=record_follower
                 )
             total += len(entry["records"] or b"")
-            failed = failed or entry["error_code"] not in _WAITS_DESPITE or "diverging_epoch" in entry
+            # A partition sent to another replica answers at once too (Kafka's hasPreferredReadReplica).
+            failed = (
+                failed
+                or entry["error_code"] not in _WAITS_DESPITE
+                or "diverging_epoch" in entry
+                or entry["preferred_read_replica"] >= 0
+            )
             partitions.append(entry)
         responses.append({"topic": topic.topic, "topic_id": topic.topic_id, "partitions": partitions})
     return responses, total, failed
@@ -263,7 +282,16 @@ def _read_partition(
     # Kafka's FetchRequest reads any negative epoch as none named (ListOffsets only -1).
     epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else NO_EPOCH
     try:
-        partition.check_request(epoch)
+        partition.check_request(epoch, require_leader=reading.fetch_only_from_leader)
+        preferred = _preferred_read_replica(ctx, reading, partition, part.fetch_offset)
+        if preferred is not None:  # sent to another replica: the offsets only, no read here
+            entry.update(
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
+                log_start_offset=partition.log_start_offset,
+                preferred_read_replica=preferred,
+            )
+            return entry
         if limit <= 0 and not first:  # no room left: the offsets only
             entry.update(
                 high_watermark=partition.high_watermark,
@@ -279,7 +307,10 @@ def _read_partition(
             current_leader_epoch=epoch,
             min_one_batch=first,
             last_fetched_epoch=part.last_fetched_epoch if reading.diverging_checks else NO_EPOCH,
+            fetch_only_from_leader=reading.fetch_only_from_leader,
         )
+        if not partition.is_leader and read.size_bytes:
+            ctx.follower_reads.record(partition.tp)
         if reading.replica_id >= 0 and record_follower and read.diverging is None:
             change = partition.update_follower_fetch_state(
                 reading.replica_id,
@@ -317,6 +348,19 @@ def _read_partition(
             {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in read.aborted
         ]
     return entry
+
+
+def _preferred_read_replica(ctx: RequestContext, reading: _Reading, partition: Partition, offset: int) -> int | None:
+    """The replica this leader sends a consumer to (KIP-392), or None to read here."""
+    if not reading.selector or reading.replica_id >= 0 or not reading.client_metadata:
+        return None
+    routing, listener = ctx.metadata.routing, ctx.listener
+
+    def endpoint_rack(broker_id: int) -> tuple[bool, str | None]:
+        endpoint = routing.alive_endpoint(broker_id, listener)
+        return (False, None) if endpoint is None else (True, endpoint.rack)
+
+    return preferred_read_replica(partition, reading.client_rack, offset, ctx.clock.wall_ms(), endpoint_rack)
 
 
 def _replica_epoch(ctx: RequestContext, request: Message) -> int:
