@@ -8,6 +8,7 @@
     python scripts/bench.py --quick              # smoke test: small sizes, one run (~2 min)
     python scripts/bench.py --cluster-brokers 1,2,3  # produce/consume throughput per cluster size
     python scripts/bench.py --replicated --runs 2   # 3-node kafkalike vs 3-node Apache Kafka, RF=3 (~15 min)
+    python scripts/bench.py --many-partitions 1000,10000 --reference=kafka  # partition count alone, 3 nodes
 
 Starts ``kafkalike serve`` (and, with ``--reference=kafka``, Apache Kafka in KRaft mode from the
 Maven Central jars the compatibility suite resolves) on 127.0.0.1 with a fresh data directory, and
@@ -38,6 +39,8 @@ leaves it out), topics of 6 partitions, RF=3, min.insync.replicas=2: 1 KiB acks=
 (librdkafka, kafka-producer-perf-test), produce-to-ack and end-to-end latency at 10k msg/s, and the
 failover time when a partition leader is SIGKILLed under 1k msg/s (``--seconds`` per produce and
 latency run; ``replicated.md`` and ``replicated.json`` in the results directory).
+``--many-partitions 1000,10000`` instead measures what partition count alone costs a 3-node cluster
+(bench_lib/partitions.py; ``partitions.md`` and ``partitions.json``).
 Needs ``pip install -e '.[test,bench]'`` (confluent-kafka, matplotlib, py-spy).
 """
 
@@ -97,6 +100,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="only measure produce/consume throughput of kafkalike clusters of these sizes (e.g. 1,2,3)",
     )
     parser.add_argument(
+        "--many-partitions",
+        metavar="N,N,...",
+        help="only measure 3-node clusters holding N partitions (RF=3): creation, memory per replica, Metadata, "
+        "controller failover, restart (bench_lib/partitions.py); beside Apache Kafka with --reference=kafka",
+    )
+    parser.add_argument(
         "--replicated",
         action="store_true",
         help="only measure replicated produce: 3-node kafkalike vs 3-node Apache Kafka, RF=3 (bench_lib/replicated.py)",
@@ -117,7 +126,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.reference is None:
         args.reference = "kafka" if args.replicated else "none"
     if args.ak_version is None:
-        args.ak_version = "4.4.0" if args.replicated else "4.0.2"
+        args.ak_version = "4.4.0" if args.replicated or args.many_partitions else "4.0.2"
     if args.replicated and (args.cluster_brokers or args.bootstrap or args.baseline_tree or args.profile):
         parser.error(
             "--replicated runs clusters of its own; no --cluster-brokers, --bootstrap, --baseline-tree or --profile"
@@ -289,6 +298,13 @@ def main(argv: list[str]) -> int:
 
     if args.replicated:
         return replicated(args, out, work, java_ok, say)
+
+    if args.many_partitions:
+        from bench_lib import partitions
+
+        counts = [int(n) for n in args.many_partitions.split(",") if n.strip()]
+        kafka_lib = (args.kafka_lib or resolve_lib(args.ak_version, work, say)) if args.reference == "kafka" else None
+        return partitions.run(out, work, counts, kafka_lib, say)
 
     if java_ok or args.reference == "kafka":
         lib = resolve_lib(args.ak_version, work, say)

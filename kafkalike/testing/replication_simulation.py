@@ -129,6 +129,10 @@ class ReplicationConfig:
     fault_interval_ms: tuple[int, int] = (400, 2_000)
     down_ms: tuple[int, int] = (100, 2_500)
     produce_timeout_ms: int = 2_000
+    # AlterPartitionReassignments now and then (None: never): a random target of
+    # replication_factor brokers, or a cancel.
+    reassign_interval_ms: tuple[int, int] | None = None
+    cancel_rate: float = 0.2
 
 
 FAMILIES: dict[str, ReplicationConfig] = {
@@ -139,6 +143,8 @@ FAMILIES: dict[str, ReplicationConfig] = {
     "replication_flushed": ReplicationConfig(elr=False, flush_every_append=True, partitions=2),
     # min.insync.replicas 1, every append flushed: a lone leader may acknowledge.
     "replication_min_isr1": ReplicationConfig(min_insync_replicas=1, elr=False, flush_every_append=True),
+    # Four brokers, RF=3, partitions moved between them (and moves cancelled) under the same faults.
+    "replication_reassign": ReplicationConfig(brokers=4, partitions=2, reassign_interval_ms=(200, 1_200)),
     # Unclean elections: loss IS allowed here, and the checker must report it (the negative control).
     "replication_unclean": ReplicationConfig(min_insync_replicas=1, elr=False, unclean_leader_election=True),
 }
@@ -299,6 +305,9 @@ class ReplicationSimulation:
             "leader_changes": 0,
             "isr_changes": 0,
             "lost_unflushed": 0,
+            "reassignments": 0,
+            "cancels": 0,
+            "moves_done": 0,
         }
 
     # -- scheduling ---------------------------------------------------------------------------
@@ -318,6 +327,8 @@ class ReplicationSimulation:
         self.at(self.rng.randint(*self.config.fault_interval_ms) + 600, self._fault)
         self.at(500, self._produce)
         self.at(500, self._consume)
+        if self.config.reassign_interval_ms is not None:
+            self.at(self.rng.randint(*self.config.reassign_interval_ms) + 600, self._reassign)
         self._schedule_controller_poll()
         while self._queue and self.events < MAX_EVENTS:
             time_ms, _, action = heapq.heappop(self._queue)
@@ -345,6 +356,13 @@ class ReplicationSimulation:
         for i, record in enumerate(result.records):
             self.cluster.replay(record, first + i)
             self.records.append(record)
+            if (
+                record.type == T.PARTITION_CHANGE_RECORD
+                and getattr(record, "replicas", None) is not None
+                and not getattr(record, "adding_replicas", None)
+                and not getattr(record, "removing_replicas", None)
+            ):
+                self.stats["moves_done"] += 1  # replicas set without adding/removing: a move ends
         last = len(self.records) - 1
         if result.records:
             self.controller.appended(last)
@@ -408,6 +426,37 @@ class ReplicationSimulation:
         assert topic is not None, result.reply
         self.topic_id = topic.topic_id
         self.note(f"controller: topic {TOPIC} created")
+
+    def _reassign(self) -> None:
+        """AlterPartitionReassignments of one partition (the controller's, as a client's would
+        be forwarded): a random target, or a cancel of what moves."""
+        interval = self.config.reassign_interval_ms
+        assert interval is not None
+        self.at(self.now_ms + self.rng.randint(*interval), self._reassign)
+        if self.topic_id is None:
+            return
+        index = self.rng.randrange(self.config.partitions)
+        cancel = self.rng.random() < self.config.cancel_rate
+        target = None if cancel else self.rng.sample(range(self.config.brokers), self.config.replication_factor)
+        request = as_message(
+            "AlterPartitionReassignments",
+            "request",
+            1,
+            {
+                "timeout_ms": 5000,
+                "allow_replication_factor_change": False,
+                "topics": [{"name": TOPIC, "partitions": [{"partition_index": index, "replicas": target}]}],
+            },
+        )
+        result = self.controller.alter_partition_reassignments(self.cluster.partitions, request, 1)
+        (answer,) = result.reply.topics[0][1]
+        self.note(
+            f"controller: reassign {index} to {target if target is not None else 'cancel'}: "
+            f"{answer.error.code.name} {_describe(result.records) if result.records else ''}"
+        )
+        if result.records:
+            self.stats["cancels" if cancel else "reassignments"] += 1
+        self._write(result)
 
     def _schedule_controller_poll(self) -> None:
         deadlines = [d for d in (self.cluster.poll(self.now_ms), self.controller.poll(self.now_ms)) if d is not None]
@@ -715,6 +764,14 @@ class ReplicationSimulation:
             delta = MetadataDelta(EMPTY_IMAGE)
             for record in self.records[: broker.applied_offset + 1]:
                 delta.replay(record)
+            # Stray partitions (moved away while it was down) are deleted, as the broker's
+            # remove_stray_partitions does after its first image.
+            topic = broker.image.topic(TOPIC)
+            for tp in list(broker.disk):
+                registration = None if topic is None else topic.partitions.get(tp[1])
+                if registration is None or broker.broker_id not in registration.replicas:
+                    self.note(f"broker {broker.broker_id}: deletes stray partition {tp[1]}")
+                    del broker.disk[tp]
         changes = delta.local_changes(broker.broker_id)
         min_isr = self.config.min_insync_replicas
         plan = replicas.plan_changes(changes, lambda topic: LogConfig(min_insync_replicas=min_isr))
@@ -1279,7 +1336,8 @@ def _describe(records: tuple[ApiMessageAndVersion, ...] | list[ApiMessageAndVers
     parts = []
     for r in records:
         if r.type == T.PARTITION_CHANGE_RECORD:
-            fields = {k: getattr(r, k, None) for k in ("leader", "isr", "eligible_leader_replicas")}
+            names = ("leader", "isr", "eligible_leader_replicas", "replicas", "adding_replicas", "removing_replicas")
+            fields = {k: getattr(r, k, None) for k in names}
             parts.append("PartitionChange " + ", ".join(f"{k}={v}" for k, v in fields.items() if v is not None))
         else:
             parts.append(T(r.type).name)

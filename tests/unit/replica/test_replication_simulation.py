@@ -76,6 +76,15 @@ def test_the_runs_exercise_what_they_check() -> None:
     assert totals["produce_errors"] >= 40  # refused appends and timed-out acks: not counted as written
 
 
+def test_the_reassigning_runs_move_partitions_and_complete_moves() -> None:
+    totals: dict[str, int] = {}
+    for seed in range(40):
+        for key, value in run_seed("replication_reassign", seed).stats.items():
+            totals[key] = totals.get(key, 0) + value
+    assert totals["reassignments"] >= 100 and totals["moves_done"] >= 80 and totals["cancels"] >= 3
+    assert totals["acked"] >= 400 and totals["crashes"] >= 40 and totals["leader_changes"] >= 100
+
+
 def test_a_seed_replays_exactly() -> None:
     def trace(seed: int) -> list[str]:
         sim = ReplicationSimulation(seed, FAMILIES["replication"], trace=True).run()
