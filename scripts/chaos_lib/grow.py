@@ -61,9 +61,11 @@ class KafkaTools:
 
 
 def half_onto(new_broker: int, replicas: dict[int, list[int]]) -> dict[int, list[int]]:
-    """Every other partition (0, 2, 4...) moved onto ``new_broker``: first in its replicas (its
-    preferred leader), in place of its last replica; the replication factor stays."""
-    return {p: [new_broker, *r[:-1]] for p, r in sorted(replicas.items()) if p % 2 == 0}
+    """Every other partition (0, 2, 4...) moved onto ``new_broker`` in place of its last replica
+    (the replication factor stays), first in every other one of them (its preferred leader), so
+    that the new broker ends up leading its share."""
+    moved = [(p, r) for p, r in sorted(replicas.items()) if p % 2 == 0]
+    return {p: [new_broker, *r[:-1]] if k % 2 == 0 else [*r[:-1], new_broker] for k, (p, r) in enumerate(moved)}
 
 
 def plan_json(topic: str, moves: dict[int, list[int]]) -> dict[str, Any]:

@@ -79,9 +79,9 @@ def test_a_grown_run_fails_when_leadership_did_not_end_on_the_preferred_replicas
     assert chaos.exit_status([grown]) == 1
 
 
-def test_half_the_partitions_move_onto_the_new_broker_as_their_preferred_leader() -> None:
+def test_half_the_partitions_move_onto_the_new_broker_which_leads_some() -> None:
     from chaos_lib.grow import half_onto, plan_json
 
-    moves = half_onto(4, {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2]})
-    assert moves == {0: [4, 1, 2], 2: [4, 3, 1]}
-    assert plan_json("t", moves)["partitions"][1] == {"topic": "t", "partition": 2, "replicas": [4, 3, 1]}
+    moves = half_onto(4, {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2], 4: [2, 1, 3]})
+    assert moves == {0: [4, 1, 2], 2: [3, 1, 4], 4: [4, 2, 1]}
+    assert plan_json("t", moves)["partitions"][1] == {"topic": "t", "partition": 2, "replicas": [3, 1, 4]}
