@@ -125,17 +125,22 @@ async def test_fetch_v16_hints_on_not_leader_and_fenced_epoch(running: RunningBr
     entry = answer.responses[0].partitions[0]
     assert (entry.error_code, _leader(entry)) == (E.FENCED_LEADER_EPOCH, (LOCAL, 3))
     assert _endpoints(answer) == [(LOCAL, running.host, running.port, None)]
-    # A follower: NOT_LEADER_OR_FOLLOWER names the leader and its endpoint.
+    # A follower serves a consumer's v11+ fetch (KIP-392: Kafka's fetchOnlyLeader is false once
+    # the request carries client metadata); a stale epoch is fenced with the leader's term and endpoint.
     partition.make_follower(LeaderAndIsr(OTHER, 4, 4, (LOCAL, OTHER), (LOCAL, OTHER)), now_ms=0)
     answer = await client.request(FETCH, 16, _fetch_v16(topic_id))
+    assert answer.responses[0].partitions[0].error_code == E.NONE
+    answer = await client.request(FETCH, 16, _fetch_v16(topic_id, epoch=1))
     entry = answer.responses[0].partitions[0]
-    assert (entry.error_code, _leader(entry)) == (E.NOT_LEADER_OR_FOLLOWER, (OTHER, 4))
+    assert (entry.error_code, _leader(entry)) == (E.FENCED_LEADER_EPOCH, (OTHER, 4))
     assert _endpoints(answer) == [(OTHER, OTHER_HOST, OTHER_PORT, OTHER_RACK)]
     # v15: the same error, no hint (Kafka fills them from v16).
-    body = _fetch_v16(topic_id)
-    answer = await client.request(FETCH, 15, body)
+    answer = await client.request(FETCH, 15, _fetch_v16(topic_id, epoch=1))
     entry = answer.responses[0].partitions[0]
-    assert (entry.error_code, _leader(entry), _endpoints(answer)) == (E.NOT_LEADER_OR_FOLLOWER, (-1, -1), [])
+    assert (entry.error_code, _leader(entry), _endpoints(answer)) == (E.FENCED_LEADER_EPOCH, (-1, -1), [])
+    # Before v11 a consumer reads from the leader only: NOT_LEADER_OR_FOLLOWER here.
+    answer = await client.request(FETCH, 10, _fetch_body("fetched", 0, 0))
+    assert answer.responses[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER
 
 
 async def test_fetch_of_a_partition_not_hosted_here_ends_the_wait(running: RunningBroker) -> None:
