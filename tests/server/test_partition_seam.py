@@ -1,4 +1,5 @@
-"""Requests through the replica layer: a follower refuses with NOT_LEADER_OR_FOLLOWER, the
+"""Requests through the replica layer: a follower refuses with NOT_LEADER_OR_FOLLOWER (a
+consumer's fetch only before v11, as Kafka's), the
 leader-epoch check answers Kafka's codes for Fetch, ListOffsets and OffsetForLeaderEpoch, and a
 waiting fetch is woken by the partition's moves (an append, a role change)."""
 
@@ -37,10 +38,12 @@ async def _produce(client: AsyncWireClient, topic: str, value: bytes) -> Any:
     return answer.responses[0].partition_responses[0]
 
 
-async def _fetch(client: AsyncWireClient, topic: str, epoch: int = -1, max_wait_ms: int = 0) -> Any:
+async def _fetch(
+    client: AsyncWireClient, topic: str, epoch: int = -1, max_wait_ms: int = 0, version: int = 12
+) -> Any:
     body = _fetch_body(topic, 0, 0, max_wait_ms=max_wait_ms)
     body["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch  # type: ignore[index]
-    return (await client.request(FETCH, 12, body)).responses[0].partitions[0]
+    return (await client.request(FETCH, version, body)).responses[0].partitions[0]
 
 
 async def _list_offsets(client: AsyncWireClient, topic: str, epoch: int = -1) -> Any:
@@ -64,7 +67,10 @@ async def test_a_follower_refuses_produce_fetch_and_list_offsets(running: Runnin
     refused = await _produce(client, "led", b"refused")
     assert refused.error_code == E.NOT_LEADER_OR_FOLLOWER
     assert partition.log_end_offset == 1  # nothing appended
-    assert (await _fetch(client, "led")).error_code == E.NOT_LEADER_OR_FOLLOWER
+    # A consumer's fetch before v11 reads from the leader only; from v11 a follower serves it
+    # up to its high watermark (KIP-392, Kafka's fetchOnlyLeader).
+    assert (await _fetch(client, "led", version=10)).error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert (await _fetch(client, "led")).error_code == E.NONE
     assert (await _list_offsets(client, "led")).error_code == E.NOT_LEADER_OR_FOLLOWER
     assert (await _epoch_end(client, "led", -1, 0)).error_code == E.NOT_LEADER_OR_FOLLOWER
     partition.make_leader(_state(leader=1, epoch=2), now_ms=0)  # led here again, in a new term
@@ -113,7 +119,8 @@ async def test_a_waiting_fetch_wakes_for_an_append_and_for_a_leadership_change(r
             body = _fetch_body("woken", 0, 1, max_wait_ms=600_000)  # past the end: it waits
 
             async def poll_past_the_end() -> None:
-                answers.append((await consumer.request(FETCH, 12, body)).responses[0].partitions[0])
+                # v10: a consumer that reads from leaders only (from v11 a follower would serve it).
+                answers.append((await consumer.request(FETCH, 10, body)).responses[0].partitions[0])
 
             nursery.start_soon(poll_past_the_end)
             await waiters.until_watched(("woken", 0))
