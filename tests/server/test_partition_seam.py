@@ -38,9 +38,7 @@ async def _produce(client: AsyncWireClient, topic: str, value: bytes) -> Any:
     return answer.responses[0].partition_responses[0]
 
 
-async def _fetch(
-    client: AsyncWireClient, topic: str, epoch: int = -1, max_wait_ms: int = 0, version: int = 12
-) -> Any:
+async def _fetch(client: AsyncWireClient, topic: str, epoch: int = -1, max_wait_ms: int = 0, version: int = 12) -> Any:
     body = _fetch_body(topic, 0, 0, max_wait_ms=max_wait_ms)
     body["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch  # type: ignore[index]
     return (await client.request(FETCH, version, body)).responses[0].partitions[0]
