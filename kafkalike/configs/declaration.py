@@ -168,18 +168,6 @@ class ThrottledReplicas:
 
 
 @dataclass(frozen=True)
-class KnownClasses:
-    """A class config naming one of the classes kafkalike has (what Kafka would load)."""
-
-    names: tuple[str, ...]
-
-    def problem(self, name: str, value: str, parsed: Parsed) -> str | None:
-        if value.strip() in self.names:
-            return None
-        return f"{_invalid(name, value)}: Class {value} could not be found."
-
-
-@dataclass(frozen=True)
 class RefusedWhenTrue:
     """A boolean whose ``true`` names a feature kafkalike does not have; ``message`` says so."""
 

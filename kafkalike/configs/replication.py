@@ -4,7 +4,7 @@ with Kafka's facts but not implemented yet says so (``ConfigKey.implemented``)."
 
 from __future__ import annotations
 
-from kafkalike.configs.declaration import ConfigKey, ConfigType, KnownClasses, Scope, at_least
+from kafkalike.configs.declaration import ConfigKey, ConfigType, Scope, at_least
 
 REPLICATION = (
     ConfigKey(
@@ -163,10 +163,9 @@ REPLICATION = (
     ),
     ConfigKey(
         "replica.selector.class",
-        ConfigType.CLASS,
+        ConfigType.STRING,
         None,
         "The replica a leader tells a consumer (Fetch v11+) to read from; "
         "org.apache.kafka.common.replica.RackAwareReplicaSelector picks one in the consumer's client.rack.",
-        KnownClasses(("org.apache.kafka.common.replica.RackAwareReplicaSelector",)),
     ),
 )
