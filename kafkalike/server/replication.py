@@ -141,6 +141,15 @@ class ReplicationThrottles:
         self._config = config
         self._image = image
 
+    def leader_throttles_any(self) -> bool:
+        """Whether any topic lists replicas this leader throttles (most fetches: none, no walk)."""
+        self.leader.update(self._image().configs)
+        return self.leader.any_throttled
+
+    def follower_throttles_any(self) -> bool:
+        self.follower.update(self._image().configs)
+        return self.follower.any_throttled
+
     def _throttled(self, quota: ReplicationQuota, partition: Partition) -> bool:
         quota.update(self._image().configs)
         return quota.is_throttled(partition.topic, partition.index)
@@ -504,7 +513,7 @@ class ReplicaFetchers:
     def _unthrottled(self, ready: list[Followed]) -> list[Followed]:
         """``ready`` but the partitions the follower throttle holds back for now."""
         throttles = self.throttles
-        if throttles is None:
+        if throttles is None or not throttles.follower_throttles_any():
             return ready
         now_ms = self.clock.wall_ms()
         kept = [f for f in ready if not throttles.follower_throttles(f.partition, self.broker_id, now_ms)]

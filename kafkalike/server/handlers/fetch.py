@@ -71,7 +71,7 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Mapping[str, An
         # DelayedFetch.tryComplete looks at offsets, not at data); a high watermark that moved
         # under a follower's position, or a file write that ended, changes nothing to read.
         responses, total, failed = _read_all(ctx, reading, topics, record_follower=False, previous=responses)
-    if reading.replica_id >= 0:
+    if reading.replica_id >= 0 and ctx.throttles.leader_throttles_any():
         _record_throttled(ctx, topics, responses)
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
     if failed and ctx.version >= 16:
