@@ -79,6 +79,9 @@ class QuorumConfig:
     endpoints: tuple[VoterEndpoint, ...] = field(default=())
     # controller.quorum.bootstrap.servers: where a node without static voters finds the quorum.
     bootstrap_servers: tuple[tuple[str, int], ...] = field(default=())
+    # The listener the quorum speaks on (the first of controller.listener.names): the endpoint of
+    # a voter in a VotersRecord that this node uses.
+    listener_name: str = "CONTROLLER"
 
     def __post_init__(self) -> None:
         ids = [v.node_id for v in self.voters]

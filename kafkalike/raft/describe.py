@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalike.protocol.errors import ErrorCode
-from kafkalike.raft.config import NO_DIRECTORY_ID
 from kafkalike.raft.messages import METADATA_PARTITION, METADATA_TOPIC
 from kafkalike.raft.node import RaftNode
 from kafkalike.raft.state import Leader, ReplicaProgress
@@ -40,8 +39,10 @@ def describe_quorum(node: RaftNode, now_ms: int) -> dict[str, Any]:
         }
         return _response(partition)
     # As Kafka's LeaderState, the leader's own entry carries the voter set's key for it (a static
-    # voter's has no directory id), not the directory id of its log dir.
-    own_key = node.config.voter(node.node_id)
+    # voter's has no directory id), not the directory id of its log dir; a leader that is removing
+    # itself is no voter any more, and is listed with the observers.
+    voter_set = node.voters
+    own_key = voter_set.key_of(node.node_id)
     leader_self = {
         "replica_id": node.node_id,
         "replica_directory_id": own_key.directory_id if own_key is not None else node.key.directory_id,
@@ -50,12 +51,14 @@ def describe_quorum(node: RaftNode, now_ms: int) -> dict[str, Any]:
         "last_caught_up_timestamp": now_ms,
     }
     voters = []
-    for voter in node.config.voters:
+    for voter in voter_set.keys:
         if voter.node_id == node.node_id:
             voters.append(leader_self)
         else:
             voters.append(_replica(voter.node_id, state.replicas[voter.node_id], voter.directory_id))
-    observers = [_replica(i, p, NO_DIRECTORY_ID) for i, p in sorted(state.active_observers(now_ms).items())]
+    observers = [_replica(i, p, p.directory_id) for i, p in sorted(state.active_observers(now_ms).items())]
+    if own_key is None:
+        observers.insert(0, leader_self)
     partition = {
         "partition_index": METADATA_PARTITION,
         "error_code": ErrorCode.NONE,

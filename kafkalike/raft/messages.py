@@ -29,14 +29,36 @@ VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 FETCH_SNAPSHOT = 59
-API_VERSIONS = {FETCH: 18, VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH_SNAPSHOT: 1}
+# KIP-853: a leader asks a voter-to-be which kraft.version it supports (ApiVersions), and serves
+# the voter changes an admin asks for.
+API_VERSIONS_KEY = 18
+ADD_RAFT_VOTER = 80
+REMOVE_RAFT_VOTER = 81
+UPDATE_RAFT_VOTER = 82
+API_VERSIONS = {
+    FETCH: 18,
+    VOTE: 2,
+    BEGIN_QUORUM_EPOCH: 1,
+    END_QUORUM_EPOCH: 1,
+    FETCH_SNAPSHOT: 1,
+    API_VERSIONS_KEY: 3,
+    ADD_RAFT_VOTER: 1,
+    REMOVE_RAFT_VOTER: 0,
+    UPDATE_RAFT_VOTER: 0,
+}
 API_NAMES = {
     FETCH: "Fetch",
     VOTE: "Vote",
     BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
     END_QUORUM_EPOCH: "EndQuorumEpoch",
     FETCH_SNAPSHOT: "FetchSnapshot",
+    API_VERSIONS_KEY: "ApiVersions",
+    ADD_RAFT_VOTER: "AddRaftVoter",
+    REMOVE_RAFT_VOTER: "RemoveRaftVoter",
+    UPDATE_RAFT_VOTER: "UpdateRaftVoter",
 }
+VOTER_CHANGES = (ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER)
+KRAFT_VERSION_FEATURE = "kraft.version"
 
 Body = Mapping[str, Any]
 
@@ -120,34 +142,70 @@ def vote_request(
     }
 
 
-def vote_response(error: ErrorCode, epoch: int, leader_id: int, granted: bool) -> dict[str, Any]:
+def _node_endpoints(leader_id: int, endpoint: tuple[str, int] | None) -> list[dict[str, Any]]:
+    """A response's NodeEndpoints: the leader's, when known (KIP-853: how a replica that is not in
+    this node's voter set, or knows no voters, finds the leader)."""
+    if leader_id < 0 or endpoint is None:
+        return []
+    return [{"node_id": leader_id, "host": endpoint[0], "port": endpoint[1]}]
+
+
+def _leader_endpoints(listener: str, endpoint: tuple[str, int] | None) -> list[dict[str, Any]]:
+    return [] if endpoint is None else [{"name": listener, "host": endpoint[0], "port": endpoint[1]}]
+
+
+def leader_endpoint(body: Body, listener: str) -> tuple[str, int] | None:
+    """The sender's endpoint on ``listener`` that a BeginQuorumEpoch or EndQuorumEpoch names."""
+    for endpoint in body.get("leader_endpoints") or []:
+        if str(endpoint["name"]).upper() == listener.upper() and endpoint["host"] and 0 < int(endpoint["port"]) < 65536:
+            return str(endpoint["host"]), int(endpoint["port"])
+    return None
+
+
+def vote_response(
+    error: ErrorCode, epoch: int, leader_id: int, granted: bool, leader_endpoint: tuple[str, int] | None = None
+) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
         "topics": _topic({"error_code": error, "leader_id": leader_id, "leader_epoch": epoch, "vote_granted": granted}),
-        "node_endpoints": [],
+        "node_endpoints": _node_endpoints(leader_id, leader_endpoint),
     }
 
 
-def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: int, voter: VoterKey) -> dict[str, Any]:
+def begin_quorum_epoch_request(
+    cluster_id: str | None,
+    leader_id: int,
+    epoch: int,
+    voter: VoterKey,
+    listener: str = "CONTROLLER",
+    endpoint: tuple[str, int] | None = None,
+) -> dict[str, Any]:
     return {
         "cluster_id": cluster_id,
         "voter_id": voter.node_id,
         "topics": _topic({"voter_directory_id": voter.directory_id, "leader_id": leader_id, "leader_epoch": epoch}),
-        "leader_endpoints": [],
+        "leader_endpoints": _leader_endpoints(listener, endpoint),
     }
 
 
-def epoch_response(error: ErrorCode, epoch: int, leader_id: int) -> dict[str, Any]:
+def epoch_response(
+    error: ErrorCode, epoch: int, leader_id: int, leader_endpoint: tuple[str, int] | None = None
+) -> dict[str, Any]:
     """BeginQuorumEpoch's and EndQuorumEpoch's response (the same fields)."""
     return {
         "error_code": ErrorCode.NONE,
         "topics": _topic({"error_code": error, "leader_id": leader_id, "leader_epoch": epoch}),
-        "node_endpoints": [],
+        "node_endpoints": _node_endpoints(leader_id, leader_endpoint),
     }
 
 
 def end_quorum_epoch_request(
-    cluster_id: str | None, leader_id: int, epoch: int, successors: list[VoterKey]
+    cluster_id: str | None,
+    leader_id: int,
+    epoch: int,
+    successors: list[VoterKey],
+    listener: str = "CONTROLLER",
+    endpoint: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     return {
         "cluster_id": cluster_id,
@@ -161,7 +219,7 @@ def end_quorum_epoch_request(
                 ],
             }
         ),
-        "leader_endpoints": [],
+        "leader_endpoints": _leader_endpoints(listener, endpoint),
     }
 
 
@@ -346,3 +404,72 @@ def fetch_replica_id(body: Body) -> int:
 
 def directory_id(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else NO_DIRECTORY_ID
+
+
+def fetch_replica_directory_id(partition: Any) -> uuid.UUID:
+    return directory_id(partition.get("replica_directory_id"))
+
+
+# -- KIP-853: voter changes ---------------------------------------------------------------------
+
+
+def api_versions_request() -> dict[str, Any]:
+    return {"client_software_name": "kafkalike-raft", "client_software_version": "1"}
+
+
+def api_versions_response(kraft_versions: tuple[int, int]) -> dict[str, Any]:
+    """What the quorum itself answers to ApiVersions (the server's listener answers it in full)."""
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": [],
+        "throttle_time_ms": 0,
+        "supported_features": [
+            {"name": KRAFT_VERSION_FEATURE, "min_version": kraft_versions[0], "max_version": kraft_versions[1]}
+        ],
+    }
+
+
+def supported_kraft_versions(body: Body) -> tuple[int, int] | None:
+    """The kraft.version range an ApiVersions response advertises; None when it names none."""
+    for feature in body.get("supported_features") or []:
+        if feature["name"] == KRAFT_VERSION_FEATURE:
+            return int(feature["min_version"]), int(feature["max_version"])
+    return None
+
+
+def add_voter_request(
+    cluster_id: str | None,
+    voter: VoterKey,
+    listeners: list[tuple[str, str, int]],
+    *,
+    timeout_ms: int = 30_000,
+    ack_when_committed: bool = True,
+) -> dict[str, Any]:
+    return {
+        "cluster_id": cluster_id,
+        "timeout_ms": timeout_ms,
+        "voter_id": voter.node_id,
+        "voter_directory_id": voter.directory_id,
+        "listeners": [{"name": name, "host": host, "port": port} for name, host, port in listeners],
+        "ack_when_committed": ack_when_committed,
+    }
+
+
+def remove_voter_request(cluster_id: str | None, voter: VoterKey) -> dict[str, Any]:
+    return {"cluster_id": cluster_id, "voter_id": voter.node_id, "voter_directory_id": voter.directory_id}
+
+
+def voter_change_response(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    """AddRaftVoter's and RemoveRaftVoter's answer."""
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": message}
+
+
+def update_voter_response(
+    error: ErrorCode, leader_id: int, epoch: int, endpoint: tuple[str, int] | None
+) -> dict[str, Any]:
+    host, port = endpoint if endpoint is not None else ("", -1)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "current_leader": {"leader_id": leader_id, "leader_epoch": epoch, "host": host, "port": port},
+    }

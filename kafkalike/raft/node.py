@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalike.protocol.errors import ErrorCode
+from kafkalike.protocol.errors import CorruptRecordError, ErrorCode
+from kafkalike.protocol.records import iter_batches
 from kafkalike.raft import messages as m
 from kafkalike.raft import rules
 from kafkalike.raft.config import (
@@ -42,6 +43,7 @@ from kafkalike.raft.config import (
     VoterKey,
 )
 from kafkalike.raft.log import OffsetAndEpoch, RaftLog, RaftLogError
+from kafkalike.raft.quorum_state_file import kafka_uuid_text
 from kafkalike.raft.records import LeaderChange, data_batch, leader_change_batch
 from kafkalike.raft.requests import InFlight, RequestManager
 from kafkalike.raft.state import (
@@ -54,6 +56,16 @@ from kafkalike.raft.state import (
     Resigned,
     Role,
     Unattached,
+    VoterChange,
+)
+from kafkalike.raft.voters import (
+    RECONFIG_KRAFT_VERSION,
+    SUPPORTED_KRAFT_VERSIONS,
+    VoterHistory,
+    VoterNode,
+    VoterSet,
+    control_changes,
+    voters_batch,
 )
 
 logger = logging.getLogger(__name__)
@@ -119,7 +131,6 @@ class RaftNode:
         self.config = config
         self.log = log
         self.cluster_id = cluster_id
-        self.is_voter = node_id in config.voter_ids
         self._random = rng
         self._outputs: list[Output] = []
         self._held: list[m.RaftMessage] = []
@@ -140,9 +151,87 @@ class RaftNode:
             self.bootstrap_ids = tuple(FIRST_BOOTSTRAP_ID - i for i in range(len(config.bootstrap_servers)))
             self.endpoints.update(zip(self.bootstrap_ids, config.bootstrap_servers, strict=True))
         self.high_watermark: int | None = None
+        # The voter sets of the log (KIP-853): the static voters before any VotersRecord.
+        self.history = VoterHistory(VoterSet.static(config.endpoints, config.voters, config.listener_name))
+        self._load_voter_history()
+        self._refresh_voter_endpoints()
         self.state: EpochState = self._initial_state(now_ms)
 
     # -- views ------------------------------------------------------------------------------------
+
+    @property
+    def voters(self) -> VoterSet:
+        """The voter set in force: the latest in the log, committed or not (KIP-853)."""
+        return self.history.latest()
+
+    @property
+    def is_voter(self) -> bool:
+        return self.voters.is_voter(self.node_id, self.key.directory_id)
+
+    @property
+    def kraft_version(self) -> int:
+        return self.history.kraft_version()
+
+    def voters_at(self, offset: int) -> tuple[VoterSet, int]:
+        """The voter set and kraft.version in force at ``offset`` (what a snapshot ending just
+        after it must carry)."""
+        return self.history.at(offset), self.history.kraft_version_at(offset)
+
+    def _load_voter_history(self) -> None:
+        """The voter sets of the log this node starts with: its latest snapshot's, then every
+        VotersRecord and KRaftVersionRecord after it (control batches only are decoded)."""
+        snapshot_id = self.log.latest_snapshot_id()
+        if snapshot_id is not None:
+            data = self.log.read_snapshot(snapshot_id)
+            if data is not None:
+                self._reset_voters_to_snapshot(snapshot_id, data)
+        offset = self.log.start_offset
+        while offset < self.log.end_offset:
+            chunk = self.log.read(offset, self.config.fetch_max_bytes)
+            if not chunk:
+                break
+            last = offset
+            for _, header in iter_batches(chunk):
+                last = header.last_offset
+            self.history.apply(control_changes(chunk))
+            offset = last + 1
+
+    def _reset_voters_to_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """The voters a snapshot's control records hold. The quorum does not otherwise read a
+        snapshot: bytes that are no record batches carry no voters (the state machine above
+        judges them)."""
+        voters, kraft = None, None
+        try:
+            for change in control_changes(data):
+                voters = change.voters if change.voters is not None else voters
+                kraft = change.kraft_version if change.kraft_version is not None else kraft
+        except (CorruptRecordError, ValueError) as exc:
+            logger.warning("node %d: snapshot %s holds no readable voters: %s", self.node_id, snapshot_id, exc)
+        self.history.reset_to_snapshot(snapshot_id.offset, voters, kraft)
+
+    def _refresh_voter_endpoints(self) -> None:
+        """Where each voter of the set in force listens, on this quorum's listener."""
+        for node in self.voters.nodes:
+            address = node.address(self.config.listener_name)
+            if address is not None and self.endpoints.get(node.node_id) != address:
+                self.endpoints[node.node_id] = address
+
+    def _voters_changed(self, now_ms: int) -> None:
+        """The voter set in force changed (an append, a truncation, a snapshot): a leader moves
+        its replicas' progress between voters and observers, and its high watermark may move."""
+        self._refresh_voter_endpoints()
+        logger.info("node %d: voters now %s", self.node_id, self.voters)
+        state = self.state
+        if not isinstance(state, Leader):
+            return
+        replicas: dict[int, ReplicaProgress] = {}
+        for node_id in sorted(self.voters.ids - {self.node_id}):
+            progress = state.replicas.pop(node_id, None) or state.observers.pop(node_id, None)
+            replicas[node_id] = progress if progress is not None else ReplicaProgress()
+        state.observers.update(state.replicas)
+        state.replicas = replicas
+        if self._update_high_watermark(state):
+            self._complete_parked_fetches(now_ms, only_due=False)
 
     @property
     def role(self) -> Role:
@@ -188,7 +277,7 @@ class RaftNode:
         stored = self._stored
         # As Kafka's KafkaRaftClient.initialize: the only voter stands for election at once
         # (nobody else could lead, so waiting out an election timeout only delays the start).
-        alone = self.is_voter and len(self.config.voters) == 1
+        alone = self.is_voter and len(self.voters) == 1
         if stored.leader_id == self.node_id:
             return Resigned(stored.epoch, now_ms if alone else self._election_deadline(now_ms), [], set())
         if stored.voted_for is not None and stored.voted_for.node_id == self.node_id and self.is_voter:
@@ -196,7 +285,7 @@ class RaftNode:
         # A node that knows no voters has no endpoint for a leader it followed before (the
         # quorum-state file keeps none): as Kafka's QuorumState, it starts unattached and asks
         # the bootstrap servers again.
-        if stored.leader_id >= 0 and (self.config.voters or stored.leader_id in self.endpoints):
+        if stored.leader_id >= 0 and self._can_reach(stored.leader_id):
             return Follower(stored.epoch, stored.leader_id, now_ms + self.config.fetch_timeout_ms)
         if alone:
             return Unattached(stored.epoch, now_ms, stored.voted_for)
@@ -273,9 +362,11 @@ class RaftNode:
         state = self.state
         if isinstance(state, Leader):
             deadlines.append(state.begin_epoch_deadline_ms)
-            if len(self.config.voters) > 1:  # a single voter never checks its quorum (_poll_leader)
+            if self._checks_quorum():
                 deadlines.append(state.check_quorum_deadline_ms)
             deadlines += [p.deadline_ms for p in self._parked.values()]
+            if state.voter_change is not None:
+                deadlines.append(state.voter_change.deadline_ms)
         elif isinstance(state, Follower):
             deadlines.append(state.fetch_deadline_ms)
         elif isinstance(state, Election):
@@ -312,13 +403,17 @@ class RaftNode:
     def _transition(self, state: EpochState, now_ms: int) -> None:
         """Enter ``state``: drop requests of the old one (Kafka's resetConnections), answer fetches
         parked by a leader that no longer leads, and persist the election state if it changed."""
-        was_leader = isinstance(self.state, Leader)
+        old = self.state
+        was_leader = isinstance(old, Leader)
         if state.epoch < self.state.epoch:
             raise AssertionError(f"epoch would fall from {self.state.epoch} to {state.epoch}")
         self.state = state
         self._requests.reset()
         self._persist(now_ms)  # first: what follows is held until the disk has the new state
         if was_leader and not isinstance(state, Leader):
+            if isinstance(old, Leader) and old.voter_change is not None:
+                self._answer_voter_change(old.voter_change, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+                old.voter_change = None
             for parked in self._parked.values():
                 self._respond(parked.request, self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
             self._parked.clear()
@@ -353,7 +448,7 @@ class RaftNode:
 
     def _start_election(self, now_ms: int, retries: int = 1) -> None:
         """Election timeout: pre-vote first when enabled (KIP-996), else a candidacy straight away."""
-        if self.config.pre_vote and len(self.config.voters) > 1:
+        if self.config.pre_vote and len(self.voters) > 1:
             state = self.state
             leader = state.leader_id if isinstance(state, Follower) else NO_LEADER
             deadline = self._election_deadline(now_ms)
@@ -369,7 +464,7 @@ class RaftNode:
         self._maybe_win(candidate, now_ms)
 
     def _maybe_win(self, election: Election, now_ms: int) -> None:
-        if len(election.granted) < self.config.majority:
+        if len(election.granted & self.voters.ids) < self.voters.majority:
             return
         if election.role is Role.PROSPECTIVE:
             self._become_candidate(now_ms, election.retries)
@@ -377,7 +472,7 @@ class RaftNode:
             self._become_leader(election, now_ms)
 
     def _become_leader(self, election: Election, now_ms: int) -> None:
-        replicas = {v.node_id: ReplicaProgress() for v in self.config.voters if v.node_id != self.node_id}
+        replicas = {node_id: ReplicaProgress() for node_id in sorted(self.voters.ids - {self.node_id})}
         leader = Leader(
             election.epoch,
             self.log.end_offset,
@@ -388,16 +483,27 @@ class RaftNode:
         )
         self._transition(leader, now_ms)
         # The high watermark moves only past a record of this epoch: write one at once.
-        change = LeaderChange(self.node_id, tuple(sorted(self.config.voter_ids)), tuple(sorted(election.granted)))
+        change = LeaderChange(self.node_id, tuple(sorted(self.voters.ids)), tuple(sorted(election.granted)))
         batch = leader_change_batch(change, base_offset=self.log.end_offset, epoch=leader.epoch, timestamp_ms=now_ms)
         self.log.append(batch)
         self._request_flush()
         self._update_high_watermark(leader)
 
     def _become_resigned(self, leader: Leader, now_ms: int) -> None:
-        successors = [self.config.voter(node_id) or VoterKey(node_id) for node_id in leader.successors()]
+        successors = [self.voters.key_of(node_id) or VoterKey(node_id) for node_id in leader.successors()]
         resigned = Resigned(leader.epoch, self._election_deadline(now_ms), successors, set(leader.replicas))
         self._transition(resigned, now_ms)
+
+    def _checks_quorum(self) -> bool:
+        """Whether a leader resigns when no majority fetched in time: not when it is the only
+        voter (Kafka's LeaderState.timeUntilCheckQuorumExpires)."""
+        return not (len(self.voters) == 1 and self.is_voter)
+
+    def _quorum_fetches_needed(self) -> int:
+        """How many other voters must fetch per check-quorum interval: a majority, of which a
+        leader that is a voter is one."""
+        majority = self.voters.majority
+        return majority - 1 if self.is_voter else majority
 
     def _check_quorum_timeout_ms(self) -> int:
         return int(self.config.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
@@ -429,7 +535,7 @@ class RaftNode:
         # candidate it would become asks for the next one); a voter behind it moves up to it.
         pre_vote = election.role is Role.PROSPECTIVE
         epoch = election.epoch
-        for voter in self.config.voters:
+        for voter in self.voters.keys:
             node_id = voter.node_id
             if (
                 node_id in election.granted
@@ -452,13 +558,16 @@ class RaftNode:
         return rules.election_backoff_ms(self._random, retries, self.config.election_backoff_max_ms)
 
     def _poll_leader(self, leader: Leader, now_ms: int) -> None:
-        if leader.resign_requested or (len(self.config.voters) > 1 and now_ms >= leader.check_quorum_deadline_ms):
+        if leader.resign_requested or (self._checks_quorum() and now_ms >= leader.check_quorum_deadline_ms):
             self._become_resigned(leader, now_ms)
             return
+        self._expire_voter_change(leader, now_ms)
         if now_ms >= leader.begin_epoch_deadline_ms:
-            for voter in self.config.voters:
+            for voter in self.voters.keys:
                 if voter.node_id != self.node_id and self._requests.can_send(voter.node_id, now_ms):
-                    body = m.begin_quorum_epoch_request(self.cluster_id, self.node_id, leader.epoch, voter)
+                    body = m.begin_quorum_epoch_request(
+                        self.cluster_id, self.node_id, leader.epoch, voter, *self._own_endpoint()
+                    )
                     self._send_request(voter.node_id, m.BEGIN_QUORUM_EPOCH, body, now_ms)
             leader.begin_epoch_deadline_ms = now_ms + self.config.fetch_timeout_ms // 2
         self._complete_parked_fetches(now_ms, only_due=True)
@@ -483,11 +592,16 @@ class RaftNode:
 
     def _poll_resigned(self, state: Resigned, now_ms: int) -> None:
         if now_ms >= state.election_deadline_ms:
-            self._start_election(now_ms)
+            if self.is_voter:
+                self._start_election(now_ms)
+            else:  # a leader that removed itself from the voters stays on as an observer
+                self._become_unattached(state.epoch, now_ms)
             return
         for node_id in sorted(state.unacknowledged):
             if self._requests.can_send(node_id, now_ms):
-                body = m.end_quorum_epoch_request(self.cluster_id, self.node_id, state.epoch, state.successors)
+                body = m.end_quorum_epoch_request(
+                    self.cluster_id, self.node_id, state.epoch, state.successors, *self._own_endpoint()
+                )
                 self._send_request(node_id, m.END_QUORUM_EPOCH, body, now_ms)
 
     def _fetch_from_any_voter(self, now_ms: int) -> None:
@@ -525,6 +639,12 @@ class RaftNode:
 
     def _receive_request(self, request: m.RaftMessage, now_ms: int) -> None:
         body = request.body
+        if request.api_key == m.API_VERSIONS_KEY:  # a leader asking which kraft.version we support
+            self._respond(request, m.api_versions_response(SUPPORTED_KRAFT_VERSIONS))
+            return
+        if request.api_key in m.VOTER_CHANGES:
+            self._respond_voter_change(request, now_ms)
+            return
         cluster_id = body.get("cluster_id")
         if cluster_id is not None and self.cluster_id is not None and cluster_id != self.cluster_id:
             self._respond(request, self._top_level_error(request.api_key, ErrorCode.INCONSISTENT_CLUSTER_ID))
@@ -536,9 +656,9 @@ class RaftNode:
         if request.api_key == m.VOTE:
             self._respond(request, self._handle_vote(body, partition, now_ms))
         elif request.api_key == m.BEGIN_QUORUM_EPOCH:
-            self._respond(request, self._handle_begin_quorum_epoch(partition, now_ms))
+            self._respond(request, self._handle_begin_quorum_epoch(body, partition, now_ms))
         elif request.api_key == m.END_QUORUM_EPOCH:
-            self._respond(request, self._handle_end_quorum_epoch(partition, now_ms))
+            self._respond(request, self._handle_end_quorum_epoch(body, partition, now_ms))
         elif request.api_key == m.FETCH:
             self._handle_fetch(request, partition, now_ms)
         elif request.api_key == m.FETCH_SNAPSHOT:
@@ -560,8 +680,8 @@ class RaftNode:
             return self._vote_reply(ErrorCode.FENCED_LEADER_EPOCH, False)
         if candidate_id < 0:
             return self._vote_reply(ErrorCode.INVALID_REQUEST, False)
-        if candidate_id not in self.config.voter_ids:
-            return self._vote_reply(ErrorCode.INCONSISTENT_VOTER_SET, False)
+        # As Kafka since KIP-853, a candidate missing from this node's voter set is not refused:
+        # this node may not have the VotersRecord that made it a voter yet.
         voter_id = body.get("voter_id", -1)
         if voter_id >= 0 and not self.key.matches(voter_id, m.directory_id(p.get("voter_directory_id"))):
             return self._vote_reply(ErrorCode.INVALID_VOTER_KEY, False)
@@ -569,7 +689,7 @@ class RaftNode:
             self._become_unattached(candidate_epoch, now_ms)
         candidate = VoterKey(candidate_id, m.directory_id(p.get("replica_directory_id")))
         log_ok = (last_epoch, last_offset) >= (self.log.last_fetched_epoch(), self.log.end_offset)
-        granted = self.is_voter and self._can_grant_vote(candidate, log_ok, pre_vote, now_ms)
+        granted = self._can_grant_vote(candidate, log_ok, pre_vote, now_ms)
         state = self.state
         if granted and not pre_vote and not (isinstance(state, Unattached) and state.voted_for is not None):
             # Record the vote (from unattached, or a prospective that had not voted in this epoch);
@@ -581,25 +701,34 @@ class RaftNode:
         return rules.can_grant_vote(self.state, self._stored, candidate, log_ok, pre_vote)
 
     def _vote_reply(self, error: ErrorCode, granted: bool) -> dict[str, Any]:
-        return m.vote_response(error, self.epoch, self.leader_id, granted)
+        return m.vote_response(error, self.epoch, self.leader_id, granted, self._leader_endpoint())
 
-    def _epoch_announcement_error(self, p: Any, now_ms: int) -> dict[str, Any] | None:
+    def _own_endpoint(self) -> tuple[str, tuple[str, int] | None]:
+        """This node's listener name and address, as a leader announces them."""
+        return self.config.listener_name, self.endpoints.get(self.node_id)
+
+    def _epoch_announcement_error(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any] | None:
         """BeginQuorumEpoch's and EndQuorumEpoch's common part: refuse an older epoch or no
         leader, else follow the announced leader; None when accepted."""
         leader_id, epoch = p["leader_id"], p["leader_epoch"]
         if epoch < self.epoch:
-            return m.epoch_response(ErrorCode.FENCED_LEADER_EPOCH, self.epoch, self.leader_id)
+            return m.epoch_response(ErrorCode.FENCED_LEADER_EPOCH, self.epoch, self.leader_id, self._leader_endpoint())
         if leader_id < 0:
-            return m.epoch_response(ErrorCode.INVALID_REQUEST, self.epoch, self.leader_id)
+            return m.epoch_response(ErrorCode.INVALID_REQUEST, self.epoch, self.leader_id, self._leader_endpoint())
+        announced = m.leader_endpoint(body, self.config.listener_name)
+        if announced is not None and leader_id not in self.voters.ids and self.endpoints.get(leader_id) != announced:
+            self.endpoints[leader_id] = announced  # a leader this node's voter set does not hold yet
         self._follow_if_new(leader_id, epoch, now_ms)
         return None
 
-    def _handle_begin_quorum_epoch(self, p: Any, now_ms: int) -> dict[str, Any]:
-        refused = self._epoch_announcement_error(p, now_ms)
-        return refused if refused is not None else m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id)
+    def _handle_begin_quorum_epoch(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any]:
+        refused = self._epoch_announcement_error(body, p, now_ms)
+        if refused is not None:
+            return refused
+        return m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id, self._leader_endpoint())
 
-    def _handle_end_quorum_epoch(self, p: Any, now_ms: int) -> dict[str, Any]:
-        refused = self._epoch_announcement_error(p, now_ms)
+    def _handle_end_quorum_epoch(self, body: m.Body, p: Any, now_ms: int) -> dict[str, Any]:
+        refused = self._epoch_announcement_error(body, p, now_ms)
         if refused is not None:
             return refused
         leader_id = p["leader_id"]
@@ -612,7 +741,7 @@ class RaftNode:
                 self.node_id, successors, self.config.election_backoff_max_ms
             )
             state.has_fetched = False
-        return m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id)
+        return m.epoch_response(ErrorCode.NONE, self.epoch, self.leader_id, self._leader_endpoint())
 
     def _follow_if_new(self, leader_id: int, epoch: int, now_ms: int) -> None:
         """Kafka's maybeTransition: a higher epoch, or a leader for this epoch we did not know."""
@@ -634,7 +763,7 @@ class RaftNode:
         """Whether this node could fetch from ``leader_id``: a node that knows no voters needs
         the leader's endpoint (from a response's NodeEndpoints), else it asks the bootstrap
         servers again rather than follow a leader it cannot find."""
-        return bool(self.config.voters) or leader_id in self.endpoints
+        return bool(self.config.voters and not self.config.endpoints) or leader_id in self.endpoints
 
     # -- fetch, leader side -----------------------------------------------------------------------
 
@@ -660,8 +789,9 @@ class RaftNode:
             self._respond(request, self._fetch_answer(fetch_offset, None, snapshot))
             return
         diverging = rules.diverging_epoch(self.log, fetch_offset, last_epoch)
-        if diverging is None and state.record_fetch(replica_id, fetch_offset, self.log.end_offset, now_ms):
-            state.note_voter_fetched(replica_id, self.config.majority, now_ms, self._check_quorum_timeout_ms())
+        directory = m.fetch_replica_directory_id(p)
+        if diverging is None and state.record_fetch(replica_id, fetch_offset, self.log.end_offset, now_ms, directory):
+            state.note_voter_fetched(replica_id, self._quorum_fetches_needed(), now_ms, self._check_quorum_timeout_ms())
             if self._update_high_watermark(state):
                 self._complete_parked_fetches(now_ms, only_due=False, except_source=request.source)
         response = self._fetch_answer(fetch_offset, diverging)
@@ -747,7 +877,7 @@ class RaftNode:
             return m.fetch_snapshot_response(ErrorCode.POSITION_OUT_OF_RANGE, self.epoch, self.node_id)
         replica_id = int(body.get("replica_id", -1))
         if replica_id in state.replicas:
-            state.note_voter_fetched(replica_id, self.config.majority, now_ms, self._check_quorum_timeout_ms())
+            state.note_voter_fetched(replica_id, self._quorum_fetches_needed(), now_ms, self._check_quorum_timeout_ms())
         chunk = data[position : position + max(1, min(body["max_bytes"], self.config.fetch_max_bytes))]
         snapshot = (snapshot_id.offset, snapshot_id.epoch)
         return m.fetch_snapshot_response(ErrorCode.NONE, self.epoch, self.node_id, snapshot, len(data), position, chunk)
@@ -770,9 +900,17 @@ class RaftNode:
         return {source: parked.known_high_watermark for source, parked in self._parked.items()}
 
     def _update_high_watermark(self, leader: Leader) -> bool:
-        if not leader.update_high_watermark(self.log.durable_end_offset, self.config.majority):
+        local = self.log.durable_end_offset if self.is_voter else None
+        if not leader.update_high_watermark(local, self.voters.majority):
             return False
-        self.high_watermark = leader.high_watermark
+        hw = self.high_watermark = leader.high_watermark
+        self._voter_change_committed(leader)
+        if not self.is_voter and hw is not None and self.history.latest_offset() < hw and not leader.resign_requested:
+            # Committed without this node (the removal's answer may have timed out meanwhile).
+            logger.info(
+                "node %d: not in the committed voters %s, resigning epoch %d", self.node_id, self.voters, leader.epoch
+            )
+            leader.resign_requested = True
         return True
 
     # -- responses --------------------------------------------------------------------------------
@@ -783,6 +921,9 @@ class RaftNode:
             return  # a duplicate, or an answer to a request an older state sent
         body = response.body
         self._learn_endpoints(body)
+        if response.api_key == m.API_VERSIONS_KEY:
+            self._handle_api_versions_response(response, now_ms)
+            return
         if body.get("error_code", 0) != ErrorCode.NONE:
             self._requests.fail(response.source, now_ms)
             return
@@ -821,7 +962,7 @@ class RaftNode:
         """A response's NodeEndpoints (the leader's): where an observer that knows no voters
         finds the leader. A voter's configured endpoint stays as configured."""
         for node_id, address in m.node_endpoints(body).items():
-            if node_id not in self.config.voter_ids and self.endpoints.get(node_id) != address:
+            if node_id not in self.voters.ids and self.endpoints.get(node_id) != address:
                 logger.info("node %d: node %d is at %s:%d", self.node_id, node_id, *address)
                 self.endpoints[node_id] = address
 
@@ -843,15 +984,24 @@ class RaftNode:
         state = self.state
         if not isinstance(state, Election) or inflight.context is not state:
             return
-        if not granted and inflight.pre_vote and epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id:
+        if (
+            not granted
+            and inflight.pre_vote
+            and epoch == self.epoch
+            and leader_id >= 0
+            and leader_id != self.node_id
+            and self._can_reach(leader_id)
+        ):
             self._become_follower(epoch, leader_id, now_ms)  # the leader we lost is alive to others
             return
+        if voter not in self.voters.ids:
+            return  # a vote from a node the voter set no longer holds counts for nothing
         if granted:
             state.granted.add(voter)
             self._maybe_win(state, now_ms)
             return
         state.rejected.add(voter)
-        if len(self.config.voters) - len(state.rejected) < self.config.majority and state.backoff_until_ms is None:
+        if len(self.voters) - len(state.rejected) < self.voters.majority and state.backoff_until_ms is None:
             state.backoff_until_ms = now_ms + self._election_backoff_ms(state.retries)
 
     # -- fetch, follower side ---------------------------------------------------------------------
@@ -875,7 +1025,7 @@ class RaftNode:
         state.has_fetched = True
         diverging = p["diverging_epoch"]
         if diverging["epoch"] >= 0:
-            self._truncate_diverging(diverging["epoch"], diverging["end_offset"])
+            self._truncate_diverging(diverging["epoch"], diverging["end_offset"], now_ms)
             return
         snapshot = p["snapshot_id"]
         if snapshot["end_offset"] >= 0 and snapshot["epoch"] >= 0:
@@ -884,13 +1034,16 @@ class RaftNode:
             return
         records = p["records"]
         if records:
+            data = bytes(records)
             try:
-                self.log.append(bytes(records))
+                self.log.append(data)
             except RaftLogError as exc:
                 logger.warning("node %d: fetch response from %d not appended: %s", self.node_id, response.source, exc)
                 self._requests.fail(response.source, now_ms)
                 return
             self._request_flush()
+            if self.history.apply(control_changes(data)):
+                self._voters_changed(now_ms)
         high_watermark = p["high_watermark"]
         if high_watermark >= 0:
             # Kafka's updateFollowerHighWatermark: no further than this log reaches (what the next
@@ -899,11 +1052,13 @@ class RaftNode:
             if self.high_watermark is None or known > self.high_watermark:
                 self.high_watermark = known
 
-    def _truncate_diverging(self, epoch: int, end_offset: int) -> None:
+    def _truncate_diverging(self, epoch: int, end_offset: int, now_ms: int) -> None:
         offset = rules.truncation_offset(self.log, epoch, end_offset)
         logger.info("node %d: truncating to %d (leader's epoch %d ends at %d)", self.node_id, offset, epoch, end_offset)
         self.log.truncate_to(offset)
         self._flush_requested = min(self._flush_requested, self.log.end_offset)
+        if self.history.truncate_to(self.log.end_offset):
+            self._voters_changed(now_ms)
 
     def _handle_fetch_snapshot_response(self, response: m.RaftMessage, p: Any, now_ms: int) -> None:
         """Kafka's handleFetchSnapshotResponse: append the chunk; once whole, the snapshot replaces
@@ -927,13 +1082,249 @@ class RaftNode:
         state.snapshot_bytes += bytes(p["unaligned_records"])
         if len(state.snapshot_bytes) < p["size"]:
             return
-        self.log.install_snapshot(snapshot_id, bytes(state.snapshot_bytes))
+        data = bytes(state.snapshot_bytes)
+        replaced_log = self.log.install_snapshot(snapshot_id, data)
         self._flush_requested = min(self._flush_requested, self.log.end_offset)
+        if replaced_log:  # the log restarts at the snapshot: its voters are those in force
+            before = self.voters
+            self._reset_voters_to_snapshot(snapshot_id, data)
+            if self.voters != before:
+                self._voters_changed(now_ms)
         state.fetching_snapshot = None
         state.snapshot_bytes = bytearray()
         if self.high_watermark is None or self.high_watermark < snapshot_id.offset:
             self.high_watermark = snapshot_id.offset
         logger.info("node %d: installed snapshot %s from leader %d", self.node_id, snapshot_id, response.source)
+
+    # -- voter changes (KIP-853), leader side ------------------------------------------------------
+
+    def _respond_voter_change(self, request: m.RaftMessage, now_ms: int) -> None:
+        """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter, checked in Kafka's order (its
+        KafkaRaftClient.handle*VoterRequest, then Add/Remove/UpdateVoterHandler). Add and remove are
+        answered once their VotersRecord is committed, or fail with what Kafka answers."""
+        body = request.body
+        cluster_id = body.get("cluster_id")
+        if cluster_id is not None and self.cluster_id is not None and cluster_id != self.cluster_id:
+            if request.api_key == m.UPDATE_RAFT_VOTER:
+                self._respond(request, self._update_voter_reply(ErrorCode.INCONSISTENT_CLUSTER_ID))
+                return
+            message = f'The given id "{cluster_id}" doesn\'t match the cluster id "{self.cluster_id}"'
+            self._respond(request, m.voter_change_response(ErrorCode.INCONSISTENT_CLUSTER_ID, message))
+            return
+        if request.api_key == m.UPDATE_RAFT_VOTER:
+            self._respond(request, self._handle_update_voter(body, now_ms))
+            return
+        error = self._leader_only_error(self.epoch)
+        state = self.state
+        if error is not ErrorCode.NONE or not isinstance(state, Leader):
+            self._respond(request, m.voter_change_response(error))
+            return
+        key = VoterKey(int(body["voter_id"]), m.directory_id(body.get("voter_directory_id")))
+        adding = request.api_key == m.ADD_RAFT_VOTER
+        if key.node_id < 0 or key.directory_id == NO_DIRECTORY_ID:
+            verb = "Add" if adding else "Remove"
+            self._respond(
+                request,
+                m.voter_change_response(
+                    ErrorCode.INVALID_REQUEST, f"{verb} voter request didn't include a valid voter"
+                ),
+            )
+            return
+        refused = self._voter_change_refusal(state, "adding" if adding else "removing", now_ms)
+        if refused is not None:
+            self._respond(request, m.voter_change_response(*refused))
+            return
+        if adding:
+            self._start_add_voter(state, request, key, now_ms)
+        else:
+            self._start_remove_voter(state, request, key, now_ms)
+
+    def _voter_change_refusal(self, leader: Leader, verb: str, now_ms: int) -> tuple[ErrorCode, str] | None:
+        """What every voter change must wait for: none other pending, this epoch's high
+        watermark known, kraft.version 1, the latest voter set committed."""
+        self._expire_voter_change(leader, now_ms)
+        if leader.voter_change is not None:
+            return (
+                ErrorCode.REQUEST_TIMED_OUT,
+                "Request timed out waiting for leader to handle previous voter change request",
+            )
+        hw = leader.high_watermark
+        if hw is None:
+            return (
+                ErrorCode.REQUEST_TIMED_OUT,
+                "Request timed out waiting for leader to establish HWM and fence previous voter changes",
+            )
+        if self.kraft_version < RECONFIG_KRAFT_VERSION:
+            return (
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"Cluster doesn't support {verb} voter because the kraft.version feature is {self.kraft_version}",
+            )
+        latest = self.history.latest_offset()
+        if latest >= hw:
+            return (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"Request timed out waiting for voters to commit the latest voter change at Optional[{latest}] "
+                f"with HWM {hw}",
+            )
+        return None
+
+    def _start_add_voter(self, leader: Leader, request: m.RaftMessage, key: VoterKey, now_ms: int) -> None:
+        body = request.body
+        listeners = tuple((str(e["name"]), str(e["host"]), int(e["port"])) for e in body.get("listeners") or [])
+        node = VoterNode(key, listeners)
+        address = node.address(self.config.listener_name)
+        if address is None:
+            endpoints = ", ".join(f"ListenerName({n})={h}/<unresolved>:{p}" for n, h, p in listeners)
+            message = (
+                f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{endpoints}}})) "
+                f"for the default listener {self.config.listener_name}"
+            )
+            self._respond(request, m.voter_change_response(ErrorCode.INVALID_REQUEST, message))
+            return
+        if key.node_id in self.voters.ids:
+            message = (
+                f"The voter id for {java_key(key)} is already part of the set of voters {java_keys(self.voters.keys)}."
+            )
+            self._respond(request, m.voter_change_response(ErrorCode.DUPLICATE_VOTER, message))
+            return
+        # Ask the new voter which kraft.version it supports (its answer goes on with the change).
+        self.endpoints[key.node_id] = address
+        if not self._requests.can_send(key.node_id, now_ms):
+            message = f"New voter {java_key(key)} is not ready to receive requests"
+            self._respond(request, m.voter_change_response(ErrorCode.REQUEST_TIMED_OUT, message))
+            return
+        self._send_request(key.node_id, m.API_VERSIONS_KEY, m.api_versions_request(), now_ms)
+        leader.voter_change = VoterChange(
+            request,
+            key,
+            now_ms + self.config.request_timeout_ms,
+            adding=node,
+            ack_when_committed=bool(body.get("ack_when_committed", True)),
+        )
+        logger.info("node %d: adding voter %s at %s:%d", self.node_id, key, *address)
+
+    def _handle_api_versions_response(self, response: m.RaftMessage, now_ms: int) -> None:
+        """Kafka's AddVoterHandler.handleApiVersionsResponse: the voter-to-be supports the finalized
+        kraft.version and has caught up -> the new voter set is appended."""
+        leader = self.state
+        if not isinstance(leader, Leader) or leader.voter_change is None or leader.voter_change.adding is None:
+            return
+        change = leader.voter_change
+        key = change.voter
+        if key.node_id != response.source or change.last_offset is not None:
+            return
+        error = ErrorCode.of(int(response.body.get("error_code", 0)))
+        failure: tuple[ErrorCode, str] | None = None
+        versions = m.supported_kraft_versions(response.body)
+        kraft = self.kraft_version
+        if error is not ErrorCode.NONE:
+            failure = (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"Aborted add voter operation for since API_VERSIONS returned an error {error.name}",
+            )
+        elif versions is None or not versions[0] <= kraft <= versions[1]:
+            shown = f"(min: {versions[0]}, max: {versions[1]}" if versions is not None else "(min: 0, max: 0)"
+            failure = (
+                ErrorCode.INVALID_REQUEST,
+                f"Aborted add voter operation for {java_key(key)} since the kraft.version range {shown} doesn't "
+                f"support the finalized version {kraft}",
+            )
+        elif not leader.is_caught_up_observer(key, now_ms):
+            failure = (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"Aborted add voter operation for {java_key(key)} since it is lagging behind",
+            )
+        if failure is not None or versions is None:
+            logger.info("node %d: not adding voter %s: %s", self.node_id, key, failure)
+            self._answer_voter_change(change, *(failure or (ErrorCode.UNKNOWN_SERVER_ERROR, None)))
+            leader.voter_change = None
+            return
+        voters = self.voters.add(VoterNode(key, change.adding.listeners, versions))
+        if voters is None:  # became a voter meanwhile: cannot happen while this change is pending
+            self._answer_voter_change(change, ErrorCode.DUPLICATE_VOTER, None)
+            leader.voter_change = None
+            return
+        change.adding = None
+        change.last_offset = self._append_voters(leader, voters, now_ms)
+        if not change.ack_when_committed:  # AddRaftVoter v1 (KIP-1186): answered once appended
+            self._answer_voter_change(change, ErrorCode.NONE, None)
+            leader.voter_change = None
+
+    def _start_remove_voter(self, leader: Leader, request: m.RaftMessage, key: VoterKey, now_ms: int) -> None:
+        voters = self.voters.remove(key)
+        if voters is None:
+            message = f"Cannot remove voter {java_key(key)} from the set of voters {java_keys(self.voters.keys)}"
+            self._respond(request, m.voter_change_response(ErrorCode.VOTER_NOT_FOUND, message))
+            return
+        change = VoterChange(request, key, now_ms + self.config.request_timeout_ms, removing=True)
+        leader.voter_change = change
+        logger.info("node %d: removing voter %s", self.node_id, key)
+        change.last_offset = self._append_voters(leader, voters, now_ms)
+
+    def _handle_update_voter(self, body: m.Body, now_ms: int) -> dict[str, Any]:
+        """Kafka's handleUpdateVoterRequest and UpdateVoterHandler: a voter's new listeners or
+        kraft.version range, appended and answered at once (not waiting for the commit)."""
+        error = self._leader_only_error(int(body["current_leader_epoch"]))
+        leader = self.state
+        if error is not ErrorCode.NONE or not isinstance(leader, Leader):
+            return self._update_voter_reply(error)
+        key = VoterKey(int(body["voter_id"]), m.directory_id(body.get("voter_directory_id")))
+        listeners = tuple((str(e["name"]), str(e["host"]), int(e["port"])) for e in body.get("listeners") or [])
+        feature = body["k_raft_version_feature"]
+        versions = (int(feature["min_supported_version"]), int(feature["max_supported_version"]))
+        node = VoterNode(key, listeners, versions)
+        if (
+            key.node_id < 0
+            or key.directory_id == NO_DIRECTORY_ID
+            or node.address(self.config.listener_name) is None
+            or versions[0] < 0
+            or versions[1] < versions[0]
+        ):
+            return self._update_voter_reply(ErrorCode.INVALID_REQUEST)
+        refused = self._voter_change_refusal(leader, "updating", now_ms)
+        if refused is not None:
+            return self._update_voter_reply(refused[0])
+        if not versions[0] <= self.kraft_version <= versions[1]:
+            return self._update_voter_reply(ErrorCode.INVALID_REQUEST)
+        voters = self.voters.update(node)
+        if voters is None:
+            return self._update_voter_reply(ErrorCode.VOTER_NOT_FOUND)
+        if voters != self.voters:
+            self._append_voters(leader, voters, now_ms)
+        return self._update_voter_reply(ErrorCode.NONE)
+
+    def _update_voter_reply(self, error: ErrorCode) -> dict[str, Any]:
+        return m.update_voter_response(error, self.leader_id, self.epoch, self._leader_endpoint())
+
+    def _append_voters(self, leader: Leader, voters: VoterSet, now_ms: int) -> int:
+        """Append a VotersRecord: the set is in force at once, on the leader as on each follower
+        that appends it."""
+        batch = voters_batch(voters, base_offset=self.log.end_offset, epoch=leader.epoch, timestamp_ms=now_ms)
+        offset = self.log.append(batch).last_offset
+        self._request_flush()
+        self.history.apply(control_changes(batch))
+        self._voters_changed(now_ms)
+        self._complete_parked_fetches(now_ms, only_due=False, below=self.log.end_offset)
+        return offset
+
+    def _voter_change_committed(self, leader: Leader) -> None:
+        """Kafka's highWatermarkUpdated of the add and remove handlers: answer once the
+        VotersRecord is committed (a leader that removed itself then resigns: _update_high_watermark)."""
+        change = leader.voter_change
+        hw = leader.high_watermark
+        if change is None or change.last_offset is None or hw is None or hw <= change.last_offset:
+            return
+        self._answer_voter_change(change, ErrorCode.NONE, None)
+        leader.voter_change = None
+
+    def _expire_voter_change(self, leader: Leader, now_ms: int) -> None:
+        change = leader.voter_change
+        if change is not None and now_ms >= change.deadline_ms:
+            self._answer_voter_change(change, ErrorCode.REQUEST_TIMED_OUT, None)
+            leader.voter_change = None
+
+    def _answer_voter_change(self, change: VoterChange, error: ErrorCode, message: str | None) -> None:
+        self._respond(change.request, m.voter_change_response(error, message))
 
     # -- snapshots of the state machine -----------------------------------------------------------
 
@@ -950,4 +1341,17 @@ class RaftNode:
         snapshot_id = OffsetAndEpoch(end_offset, epoch)
         self.log.create_snapshot(snapshot_id, data)
         self.log.delete_before_snapshot(snapshot_id)
+        self.history.prune_before(self.log.start_offset)
         return snapshot_id
+
+
+def java_key(key: VoterKey) -> str:
+    """A voter key as Kafka's ReplicaKey prints it in its error messages."""
+    directory = (
+        "Optional.empty" if key.directory_id == NO_DIRECTORY_ID else f"Optional[{kafka_uuid_text(key.directory_id)}]"
+    )
+    return f"ReplicaKey(id={key.node_id}, directoryId={directory})"
+
+
+def java_keys(keys: Sequence[VoterKey]) -> str:
+    return "[" + ", ".join(java_key(k) for k in keys) + "]"

@@ -24,10 +24,12 @@ Each state is a plain record; :class:`~kafkalike.raft.node.RaftNode` makes the t
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
-from kafkalike.raft.config import VoterKey
+from kafkalike.raft.config import NO_DIRECTORY_ID, VoterKey
 from kafkalike.raft.log import OffsetAndEpoch
 
 
@@ -86,6 +88,7 @@ class ReplicaProgress:
     last_caught_up_ms: int = -1
     last_fetch_leader_end: int = -1
     acknowledged: bool = False
+    directory_id: uuid.UUID = NO_DIRECTORY_ID  # as its last fetch named it
 
     def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
         """Kafka's ReplicaState.updateFollowerState: caught up when the fetch reaches the leader's
@@ -98,6 +101,25 @@ class ReplicaProgress:
         self.last_fetch_ms = max(self.last_fetch_ms, now_ms)
         self.end_offset = fetch_offset
         self.acknowledged = True
+
+
+# Kafka's LeaderState.isReplicaCaughtUp: an observer that caught up with the leader within the last
+# hour may become a voter.
+CAUGHT_UP_FOR_ADD_VOTER_MS = 3_600_000
+
+
+@dataclass(slots=True)
+class VoterChange:
+    """An AddRaftVoter or RemoveRaftVoter the leader is carrying out (one at a time, KIP-853): the
+    request to answer, until when, and the offset of its VotersRecord once appended."""
+
+    request: Any  # the RaftMessage to answer
+    voter: VoterKey
+    deadline_ms: int
+    adding: Any = None  # the VoterNode to add, while its ApiVersions answer is awaited
+    last_offset: int | None = None
+    ack_when_committed: bool = True
+    removing: bool = False
 
 
 @dataclass(slots=True)
@@ -114,9 +136,17 @@ class Leader:
     fetched_voters: set[int] = field(default_factory=set)
     high_watermark: int | None = None
     resign_requested: bool = False
+    voter_change: VoterChange | None = None
     role: Role = Role.LEADER
 
-    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end_offset: int, now_ms: int) -> bool:
+    def record_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        leader_end_offset: int,
+        now_ms: int,
+        directory_id: uuid.UUID = NO_DIRECTORY_ID,
+    ) -> bool:
         """A validated fetch; True when it came from a voter (whose offset counts)."""
         progress = self.replicas.get(replica_id)
         is_voter = progress is not None
@@ -125,20 +155,36 @@ class Leader:
                 return False  # an anonymous reader, not a replica
             progress = self.observers.setdefault(replica_id, ReplicaProgress())
         progress.record_fetch(fetch_offset, leader_end_offset, now_ms)
+        progress.directory_id = directory_id
         return is_voter
 
-    def note_voter_fetched(self, replica_id: int, majority: int, now_ms: int, timeout_ms: int) -> None:
-        """Kafka's updateCheckQuorumForFollowingVoter: a majority (the leader counts) fetched in
-        this interval -> the check-quorum timer restarts."""
+    def note_voter_fetched(self, replica_id: int, needed: int, now_ms: int, timeout_ms: int) -> None:
+        """Kafka's updateCheckQuorumForFollowingVoter: ``needed`` other voters (a majority, less
+        the leader when it is a voter) fetched in this interval -> the check-quorum timer restarts."""
         self.fetched_voters.add(replica_id)
-        if len(self.fetched_voters) >= majority - 1:
+        if len(self.fetched_voters) >= needed:
             self.fetched_voters.clear()
             self.check_quorum_deadline_ms = now_ms + timeout_ms
 
-    def update_high_watermark(self, local_durable_end: int, majority: int) -> bool:
+    def is_caught_up_observer(self, key: VoterKey, now_ms: int) -> bool:
+        """Kafka's isReplicaCaughtUp: an observer with this key that fetched and caught up."""
+        progress = self.observers.get(key.node_id)
+        return (
+            progress is not None
+            and key.matches(key.node_id, progress.directory_id)
+            and progress.last_caught_up_ms > 0
+            and progress.last_fetch_ms > 0
+            and progress.last_fetch_ms > now_ms - CAUGHT_UP_FOR_ADD_VOTER_MS
+        )
+
+    def update_high_watermark(self, local_durable_end: int | None, majority: int) -> bool:
         """Kafka's maybeUpdateHighWatermark: the offset a majority of voters reached, counting the
-        leader's durable end, once past the epoch's first record; True when it moved."""
-        ends = sorted([local_durable_end, *(r.end_offset for r in self.replicas.values())], reverse=True)
+        leader's durable end when it is a voter (None when it is not: a leader removing itself),
+        once past the epoch's first record; True when it moved."""
+        own = [] if local_durable_end is None else [local_durable_end]
+        ends = sorted([*own, *(r.end_offset for r in self.replicas.values())], reverse=True)
+        if len(ends) < majority:
+            return False
         candidate = ends[majority - 1]
         if candidate <= self.epoch_start_offset:
             return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafkalike.raft import messages as m
 from kafkalike.raft.config import QuorumConfig, VoterKey
 from kafkalike.raft.node import RaftNode
 from kafkalike.testing.raft_simulation import LogFactory, NodeFactory, SimConfig, Simulation
@@ -88,6 +89,10 @@ def check_liveness(sim: Simulation, *, restart_all: bool = True, bound_ms: int =
         hws = ", ".join(f"{n.node_id}:hw{n.high_watermark}/end{n.log.end_offset}" for n in sim.live())
         sim.fail(f"liveness: offset {offset} not committed on every live node within {bound_ms} ms ({hws})")
     sim.invariants.check_agreement()
+    # With voters in the log, every replica has them (static voters are each node's own config).
+    disagreeing = [n.node_id for n in sim.live() if sim.config.dynamic_voters and n.voters != leader.voters]
+    if disagreeing:
+        sim.fail(f"liveness: nodes {disagreeing} do not hold the leader's voters {leader.voters} once all is committed")
 
 
 # -- the families ---------------------------------------------------------------------------------
@@ -213,6 +218,55 @@ def random_faults(sim: Simulation) -> None:
             sim.heal()
 
 
+def voters_change_under_faults(sim: Simulation) -> None:
+    """KIP-853: the admin adds and removes voters (one at a time) while nodes crash, restart and
+    are cut off; then, all healed, one more voter change must succeed (Kafka's liveness property
+    ReconfigurationNotStuck)."""
+    wait_for_leader(sim)
+    ids = sorted(sim.nodes)
+    for _ in range(8):
+        run_for(sim, 300, 1500)
+        fault = sim.rng.randrange(8)
+        if fault == 0:
+            sim.crash(sim.rng.choice(ids))
+        elif fault == 1:
+            sim.restart(sim.rng.choice(ids))
+        elif fault == 2:
+            sim.isolate(sim.rng.choice(ids))
+        elif fault == 3:
+            sim.heal()
+    sim.voter_changes_enabled = False
+    reconfiguration_not_stuck(sim)
+
+
+def _answered_more_than(sim: Simulation, count: int) -> Callable[[], bool]:
+    return lambda: sum(sim.voter_changes.values()) > count
+
+
+def reconfiguration_not_stuck(sim: Simulation, bound_ms: int = LIVENESS_BOUND_MS) -> None:
+    sim.heal()
+    for node_id in sim.nodes:
+        sim.restart(node_id)
+    deadline = sim.now + bound_ms
+    while sim.run_until(sim.has_stable_leader, until_ms=deadline):
+        leader = sim.leader()
+        assert leader is not None
+        succeeded, answered = sim.voter_changes.get("NONE", 0), sum(sim.voter_changes.values())
+        outside = sorted(set(sim.nodes) - leader.voters.ids)
+        if outside:
+            node = sim.voter_node(outside[0])
+            body = m.add_voter_request("sim-cluster", node.key, list(node.listeners))
+            sim.request_voter_change(leader.node_id, body, m.ADD_RAFT_VOTER)
+        else:
+            key = leader.voters.keys[-1]
+            sim.request_voter_change(leader.node_id, m.remove_voter_request("sim-cluster", key), m.REMOVE_RAFT_VOTER)
+        sim.run_until(_answered_more_than(sim, answered), until_ms=min(deadline, sim.now + 5_000))
+        if sim.voter_changes.get("NONE", 0) > succeeded:
+            return
+        run_for(sim, 100, 300)
+    sim.fail(f"liveness: no voter change succeeded within {bound_ms} ms of healing ({sim.voter_changes})")
+
+
 FAMILIES = {
     f.name: f
     for f in [
@@ -234,6 +288,18 @@ FAMILIES = {
             "bootstrap_observers_following",
             SimConfig(voters=3, observers=2, bootstrap_observers=2, append_interval_ms=300),
             observers_following,
+        ),
+        Family(
+            "voters_change_under_faults",
+            SimConfig(
+                voters=3,
+                observers=2,
+                dynamic_voters=True,
+                voter_change_interval_ms=600,
+                snapshot_interval_ms=1500,
+                append_interval_ms=150,
+            ),
+            voters_change_under_faults,
         ),
         Family(
             "follower_behind_the_log_start",

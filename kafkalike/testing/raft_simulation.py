@@ -19,7 +19,16 @@ append to whoever leads, and invariants checked after every event:
 - **one vote per epoch**: a node's disk never records two different votes in one epoch;
 - **high watermark pushed**: a leader never holds back a fetch whose sender knows an older high
   watermark than its own (KIP-1166), so every follower and observer with a fetch in flight learns
-  of a commit within one round trip.
+  of a commit within one round trip;
+- **one voter change at a time** (KIP-853, dynamic voters): each voter set in a node's log differs
+  from the one before it by at most one voter. The majority that reached the high watermark is
+  then counted over the voter set in force at it, or over a later one not yet committed (a leader
+  counts with the latest set in its log).
+
+With ``dynamic_voters`` the voters are not configured: every node starts with the same log, a
+control batch with kraft.version 1 and the first voter set (as ``kafka-storage format
+--initial-controllers`` bootstraps a quorum), finds the others by address, and an admin asks the
+leader to add an observer or remove a voter (AddRaftVoter, RemoveRaftVoter) every so often.
 
 A run is a function of its seed alone: every random choice comes from one ``random.Random(seed)``
 (nodes get their own, derived from it), and the event queue breaks time ties by insertion order. A
@@ -31,20 +40,26 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, Protocol
 
 from kafkalike.protocol.api import RequestHeader, decode_request, decode_response, encode_request, encode_response
+from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import iter_batches
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import QuorumConfig, VoterEndpoint, VoterKey
 from kafkalike.raft.log import LogBatch, MemoryRaftLog, OffsetAndEpoch, RaftLog
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
 from kafkalike.raft.state import Leader, QuorumStateRecord, Role
+from kafkalike.raft.voters import SUPPORTED_KRAFT_VERSIONS, VoterNode, VoterSet, bootstrap_batch
 
 NodeFactory = Callable[..., RaftNode]
 MAX_EVENTS_PER_RUN = 2_000_000
+# The node id the admin's voter changes come from (node ids start at 1).
+ADMIN_ID = 0
+CONTROLLER_PORT = 9093
 
 
 class InvariantViolation(AssertionError):
@@ -72,6 +87,10 @@ class SimConfig:
     # controller.quorum.bootstrap.servers (KIP-853): their messages are routed by address.
     bootstrap_observers: int = 0
     quorum: QuorumConfig | None = None
+    # KIP-853: the voters live in the log (see the module docstring); an admin asks for a voter
+    # change about this often (0: never).
+    dynamic_voters: bool = False
+    voter_change_interval_ms: int = 0
 
 
 class SimLog(RaftLog, Protocol):
@@ -138,7 +157,19 @@ class Simulation:
         self.addresses: dict[tuple[str, int], int] = {}
         self.bootstrap_observer_ids = ids[len(ids) - self.config.bootstrap_observers :]
         self.bootstrap_quorum = self.quorum
-        if self.bootstrap_observer_ids:
+        self.directory_ids: dict[int, uuid.UUID] = {}
+        self.voter_changes_enabled = self.config.voter_change_interval_ms > 0
+        self.voter_changes: dict[str, int] = {}  # answers to the admin, by error name
+        self._admin_correlation = itertools.count(1)
+        if self.config.dynamic_voters:
+            self.directory_ids = {i: uuid.UUID(int=self.rng.getrandbits(128)) for i in ids}
+            self.addresses = {(f"node-{i}", CONTROLLER_PORT): i for i in ids}
+            self.bootstrap_observer_ids = list(ids)  # everyone routes by address
+            # Every controller, as an operator lists them: an observer asks only these for the
+            # leader (Kafka's maybeSendAnyVoterFetch), and the first voters may all be removed.
+            bootstrap = tuple((f"node-{i}", CONTROLLER_PORT) for i in ids)
+            self.bootstrap_quorum = replace(self.quorum, voters=(), endpoints=(), bootstrap_servers=bootstrap)
+        elif self.bootstrap_observer_ids:
             endpoints = tuple(VoterEndpoint(v, f"node-{v.node_id}", 9093) for v in voters)
             self.addresses = {(e.host, e.port): e.key.node_id for e in endpoints}
             self.quorum = replace(self.quorum, endpoints=endpoints)
@@ -149,6 +180,11 @@ class Simulation:
         self._aliases: dict[tuple[int, int], int] = {}
         self.nodes = {i: SimNode(i, log_factory(i)) for i in ids}
         self.voter_ids = [v.node_id for v in voters]
+        if self.config.dynamic_voters:
+            first = VoterSet.of(self.voter_node(v.node_id) for v in voters)
+            for sim_node in self.nodes.values():
+                sim_node.log.append(bootstrap_batch(first))
+                sim_node.log.complete_flush(sim_node.log.flush_token())
         self.blocked: set[tuple[int, int]] = set()
         self.appended = 0
         self.truncations = 0
@@ -160,6 +196,13 @@ class Simulation:
         if self.config.snapshot_interval_ms:
             for node_id in self.nodes:
                 self._push(self.rng.randint(1, self.config.snapshot_interval_ms), "snapshot", (node_id,))
+        if self.voter_changes_enabled:
+            self._push(self.config.voter_change_interval_ms, "voter_change", ())
+
+    def voter_node(self, node_id: int) -> VoterNode:
+        """Node ``node_id`` as a voter: its directory id and controller address."""
+        key = VoterKey(node_id, self.directory_ids[node_id])
+        return VoterNode(key, (("CONTROLLER", f"node-{node_id}", CONTROLLER_PORT),), SUPPORTED_KRAFT_VERSIONS)
 
     # -- scheduling -------------------------------------------------------------------------------
 
@@ -202,6 +245,9 @@ class Simulation:
         sim_node.incarnation += 1
         sim_node.wake_at = None
         rng = random.Random(self.rng.getrandbits(64))
+        extra = {}
+        if self.directory_ids:
+            extra["directory_id"] = self.directory_ids[sim_node.node_id]
         sim_node.node = self._node_factory(
             sim_node.node_id,
             self.bootstrap_quorum if sim_node.node_id in self.bootstrap_observer_ids else self.quorum,
@@ -210,6 +256,7 @@ class Simulation:
             self.now,
             cluster_id="sim-cluster",
             quorum_state=sim_node.durable_state,
+            **extra,
         )
         self._note(f"start {sim_node.node_id}#{sim_node.incarnation} {sim_node.node.role.value} e{sim_node.node.epoch}")
         self.invariants.on_start(sim_node)
@@ -311,6 +358,54 @@ class Simulation:
             return None
         self._note(f"append {leader.node_id} @{offset}")
         return self.nodes[leader.node_id]
+
+    def request_voter_change(self, node_id: int, body: dict[str, Any], api_key: int) -> None:
+        """An admin's AddRaftVoter or RemoveRaftVoter, sent to ``node_id``; its answer is counted
+        in ``voter_changes`` (by error name) when it comes."""
+        sim_node = self.nodes[node_id]
+        if sim_node.node is None:
+            return
+        message = m.RaftMessage(ADMIN_ID, node_id, api_key, next(self._admin_correlation), body)
+        self._note(f"admin {message}")
+        sim_node.node.receive(message, self.now)
+        self._drain(sim_node)
+        self.invariants.check_node(sim_node)
+
+    def _on_voter_change(self) -> None:
+        """Add a node that is no voter, or remove a voter (never below two), through the leader."""
+        if not self.voter_changes_enabled:
+            return
+        interval = self.config.voter_change_interval_ms
+        self._push(self.now + self.rng.randint(interval // 2, interval * 3 // 2), "voter_change", ())
+        leader = self.leader()
+        if leader is None:
+            return
+        voters = leader.voters
+        outside = sorted(set(self.nodes) - voters.ids)
+        if outside and (len(voters) <= 1 or self.rng.random() < 0.5):
+            node = self.voter_node(self.rng.choice(outside))
+            body = m.add_voter_request("sim-cluster", node.key, list(node.listeners))
+            self.request_voter_change(leader.node_id, body, m.ADD_RAFT_VOTER)
+        elif len(voters) > 2:
+            # Not from two voters to one: were the leader removing itself to crash before the
+            # other voter had the record, neither could ever be elected (the leader is no voter in
+            # its log, the other needs its vote and has the shorter log), in Kafka as in Raft.
+            key = self.rng.choice(voters.keys)
+            self.request_voter_change(leader.node_id, m.remove_voter_request("sim-cluster", key), m.REMOVE_RAFT_VOTER)
+
+    def voter_sets_for(self, high_watermark: int) -> list[VoterSet]:
+        """The voter sets a majority may have counted ``high_watermark`` over: the one in force
+        at it and every later one, as the live nodes' logs hold them; the static voters otherwise."""
+        if not self.config.dynamic_voters:
+            return [VoterSet.of(VoterNode(VoterKey(i)) for i in self.voter_ids)]
+        sets: list[VoterSet] = []
+        for node in self.live():
+            for candidate in [node.history.at(high_watermark - 1)] + [
+                v for o, v in node.history.entries() if o >= high_watermark
+            ]:
+                if candidate not in sets:
+                    sets.append(candidate)
+        return sets
 
     def _on_snapshot(self, node_id: int) -> SimNode | None:
         """The state machine of ``node_id`` snapshots what it has committed: here, the log itself
@@ -424,6 +519,11 @@ class Simulation:
         return message, None
 
     def _send(self, message: m.RaftMessage) -> None:
+        if message.destination == ADMIN_ID and message.is_response:
+            name = ErrorCode.of(int(message.body["error_code"])).name
+            self.voter_changes[name] = self.voter_changes.get(name, 0) + 1
+            self._note(f"admin answered {name}: {message.body.get('error_message')}")
+            return
         routed = self._route(message)
         if routed is None:
             return
@@ -570,8 +670,20 @@ class Invariants:
         if node.role is Role.LEADER and sim_node.log.installed_snapshots != self.installs_seen.get(node_id, 0):
             self.sim.fail(f"leader never loads a snapshot: node {node_id} installed one while leading")
         self.installs_seen[node_id] = sim_node.log.installed_snapshots
+        if self.sim.config.dynamic_voters:
+            self._check_voter_changes(node)
         self._check_snapshots(sim_node)
         self._check_committed(sim_node, hw or 0)
+
+    def _check_voter_changes(self, node: RaftNode) -> None:
+        previous = node.history.base
+        for offset, voters in node.history.entries():
+            if previous.nodes and not previous.differs_by_at_most_one(voters):
+                self.sim.fail(
+                    f"one voter change at a time: node {node.node_id} went from voters {previous} "
+                    f"to {voters} at offset {offset}"
+                )
+            previous = voters
 
     def _check_snapshots(self, sim_node: SimNode) -> None:
         """Snapshot at log start: a log that starts past 0 starts at its earliest snapshot; and every
@@ -625,9 +737,18 @@ class Invariants:
         hw = self.max_high_watermark
         if hw == 0:
             return
-        reached = sum(1 for v in self.sim.voter_ids if self.sim.nodes[v].log.durable_end_offset >= hw)
-        if reached < len(self.sim.voter_ids) // 2 + 1:
-            self.sim.fail(f"majority reached the high watermark: only {reached} voters have {hw} on disk")
+        sets = self.sim.voter_sets_for(hw)
+        if not sets:
+            return
+        counts = []
+        for voters in sets:
+            reached = sum(
+                1 for v in voters.ids if v in self.sim.nodes and self.sim.nodes[v].log.durable_end_offset >= hw
+            )
+            if reached >= voters.majority:
+                return
+            counts.append(f"{reached} of {voters}")
+        self.sim.fail(f"majority reached the high watermark: only {', '.join(counts)} voters have {hw} on disk")
 
     def check_agreement(self) -> None:
         """At the end: live nodes agree on the committed prefix (each checked against the same map)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rafttest_harness import CLUSTER, Harness, elect, fill_log, only, partition, vote_granted, vote_requests
+from rafttest_harness import CLUSTER, Harness, elect, fill_log, only, partition, stored, vote_granted, vote_requests
 
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
@@ -196,11 +196,18 @@ def test_vote_request_errors() -> None:
     h = Harness()
     invalid = partition(only(h.vote(2, 1, last_epoch=1), m.VOTE, 2))
     assert invalid["error_code"] == ErrorCode.INVALID_REQUEST
-    stranger = partition(only(h.vote(9, 1), m.VOTE, 9))
-    assert stranger["error_code"] == ErrorCode.INCONSISTENT_VOTER_SET
     other_cluster = only(h.vote(2, 1, cluster_id="another"), m.VOTE, 2)
     assert other_cluster.body["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID
     assert h.node.epoch == 0
+
+
+def test_a_candidate_missing_from_the_voter_set_gets_the_vote() -> None:
+    """As Kafka since KIP-853: the voter may not have the VotersRecord that added the candidate."""
+    h = Harness()
+    assert h.vote(9, 1) == []  # held until the vote is on disk
+    granted = partition(only(h.persist(), m.VOTE, 9))
+    assert (granted["error_code"], granted["vote_granted"]) == (ErrorCode.NONE, True)
+    assert stored(h).voted_for == VoterKey(9)
 
 
 def test_vote_for_another_voter_key_is_refused() -> None:
@@ -210,13 +217,16 @@ def test_vote_for_another_voter_key_is_refused() -> None:
     assert (p["error_code"], p["vote_granted"]) == (ErrorCode.INVALID_VOTER_KEY, False)
 
 
-def test_observer_never_votes_nor_runs() -> None:
+def test_observer_never_runs_but_votes_as_kafka_does() -> None:
+    """An observer never stands for election; it grants a vote as any unattached replica does
+    (Kafka's UnattachedState.canGrantVote): its voter set may be behind the candidate's."""
     h = Harness(node_id=4)
     assert h.node.is_voter is False
     h.advance(10_000)
     assert h.node.role is Role.UNATTACHED
+    assert not [x for x in h.sent if x.api_key == m.VOTE]
     h.vote(2, 1)
-    assert partition(only(h.persist() or h.sent[-1:], m.VOTE, 2))["vote_granted"] is False
+    assert partition(only(h.persist(), m.VOTE, 2))["vote_granted"] is True
 
 
 # -- BeginQuorumEpoch and restarts ----------------------------------------------------------------
