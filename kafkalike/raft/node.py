@@ -64,6 +64,7 @@ from kafkalike.raft.voters import (
     VoterHistory,
     VoterNode,
     VoterSet,
+    bootstrap_batch,
     control_changes,
     voters_batch,
 )
@@ -486,6 +487,19 @@ class RaftNode:
         change = LeaderChange(self.node_id, tuple(sorted(self.voters.ids)), tuple(sorted(election.granted)))
         batch = leader_change_batch(change, base_offset=self.log.end_offset, epoch=leader.epoch, timestamp_ms=now_ms)
         self.log.append(batch)
+        if self.kraft_version >= RECONFIG_KRAFT_VERSION and self.history.latest_offset() < 0:
+            # As Kafka's appendStartOfEpochControlRecords: voters known only from a bootstrap
+            # snapshot go into the log, where a replica that starts empty (an observer formatted
+            # without initial controllers) reads them.
+            start = bootstrap_batch(
+                self.voters,
+                self.kraft_version,
+                base_offset=self.log.end_offset,
+                epoch=leader.epoch,
+                timestamp_ms=now_ms,
+            )
+            self.log.append(start)
+            self.history.apply(control_changes(start))
         self._request_flush()
         self._update_high_watermark(leader)
 
@@ -561,6 +575,9 @@ class RaftNode:
         if leader.resign_requested or (self._checks_quorum() and now_ms >= leader.check_quorum_deadline_ms):
             self._become_resigned(leader, now_ms)
             return
+        if not self._checks_quorum():
+            # The only voter: its timer keeps moving, so that a voter it adds gets a whole interval.
+            leader.check_quorum_deadline_ms = now_ms + self._check_quorum_timeout_ms()
         self._expire_voter_change(leader, now_ms)
         if now_ms >= leader.begin_epoch_deadline_ms:
             for voter in self.voters.keys:
@@ -1347,9 +1364,7 @@ class RaftNode:
 
 def java_key(key: VoterKey) -> str:
     """A voter key as Kafka's ReplicaKey prints it in its error messages."""
-    directory = (
-        "Optional.empty" if key.directory_id == NO_DIRECTORY_ID else f"Optional[{kafka_uuid_text(key.directory_id)}]"
-    )
+    directory = "<undefined>" if key.directory_id == NO_DIRECTORY_ID else kafka_uuid_text(key.directory_id)
     return f"ReplicaKey(id={key.node_id}, directoryId={directory})"
 
 

@@ -62,7 +62,8 @@ def snapshot_for_fetch(log: RaftLog, fetch_offset: int, last_epoch: int) -> Offs
     if latest is None:
         return None
     if fetch_offset == 0:
-        return latest
+        # A snapshot at offset 0 (a bootstrap one) holds no record the log lacks.
+        return latest if latest.offset > 0 else None
     earliest = log.earliest_snapshot_id()
     assert earliest is not None
     start = log.start_offset

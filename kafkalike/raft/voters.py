@@ -166,9 +166,12 @@ def voters_batch(voters: VoterSet, *, base_offset: int, epoch: int, timestamp_ms
     )
 
 
-def bootstrap_batch(voters: VoterSet, kraft_version: int = 1, *, timestamp_ms: int = 0) -> bytes:
-    """The first batch of a quorum whose voters are in the log: kraft.version, then the voters
-    (offsets 0 and 1, epoch 0), as every replica of it starts."""
+def bootstrap_batch(
+    voters: VoterSet, kraft_version: int = 1, *, base_offset: int = 0, epoch: int = 0, timestamp_ms: int = 0
+) -> bytes:
+    """kraft.version, then the voters, in one control batch: the first batch of a quorum whose
+    voters are in the log (offsets 0 and 1, epoch 0), or what a leader writes when the voters
+    were only in a bootstrap snapshot."""
     kraft = schema("KRaftVersionRecord", "message", KRAFT_VERSION_RECORD_VERSION).encode(
         {"version": KRAFT_VERSION_RECORD_VERSION, "k_raft_version": kraft_version}
     )
@@ -177,7 +180,9 @@ def bootstrap_batch(voters: VoterSet, kraft_version: int = 1, *, timestamp_ms: i
         Record(key=_CONTROL_KEY.pack(0, ControlRecordType.KRAFT_VERSION), value=kraft),
         Record(key=_CONTROL_KEY.pack(0, ControlRecordType.KRAFT_VOTERS), value=value, offset_delta=1),
     ]
-    return build_batch(records, base_offset=0, partition_leader_epoch=0, control=True, base_timestamp=timestamp_ms)
+    return build_batch(
+        records, base_offset=base_offset, partition_leader_epoch=epoch, control=True, base_timestamp=timestamp_ms
+    )
 
 
 @dataclass(frozen=True, slots=True)

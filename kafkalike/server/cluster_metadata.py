@@ -35,7 +35,7 @@ from kafkalike.server.clock import Clock
 from kafkalike.server.controller_channel import ControllerChannel, ControllerUnavailable
 from kafkalike.server.metadata_publisher import MetadataPublisher
 from kafkalike.server.producer_ids import ProducerIdManager
-from kafkalike.server.quorum.describe import timed_out
+from kafkalike.server.quorum.describe import TIMED_OUT_MESSAGE, timed_out
 
 log = logging.getLogger("kafkalike.cluster_metadata")
 
@@ -194,13 +194,20 @@ class ClusterController:
             await self._caught_up(deadline)
         return response
 
-    async def describe_quorum(self, version: int, request: Message) -> Any:
-        """A client's DescribeQuorum, passed on to the active controller as it came, as Kafka's
-        broker forwards it; REQUEST_TIMED_OUT when no controller answered in time."""
+    async def forward_to_quorum(self, api_key: int, version: int, request: Message) -> Any:
+        """A client's DescribeQuorum, AddRaftVoter or RemoveRaftVoter, passed on to the active
+        controller as it came, as Kafka's broker forwards them; REQUEST_TIMED_OUT when no
+        controller answered in time."""
         try:
-            return await self.channel.request(DESCRIBE_QUORUM, version, request)
+            return await self.channel.request(api_key, version, request)
         except ControllerUnavailable:
-            return timed_out()
+            if api_key == DESCRIBE_QUORUM:
+                return timed_out()
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                "error_message": TIMED_OUT_MESSAGE,
+            }
 
     async def _caught_up(self, deadline_s: float) -> None:
         """Until the image holds what the quorum had committed when the controller answered."""

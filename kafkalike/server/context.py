@@ -113,9 +113,9 @@ class ControllerFacade:
         return await self._broker.controller.forward(api_key, version, request)
 
     async def forward_to_quorum(self, api_key: int, version: int, request: Any) -> Any:
-        """A client's DescribeQuorum answered by the active controller (nothing to wait for in
-        this broker's metadata)."""
-        return await self._broker.controller.describe_quorum(version, request)
+        """A client's DescribeQuorum, AddRaftVoter or RemoveRaftVoter answered by the active
+        controller (nothing to wait for in this broker's metadata)."""
+        return await self._broker.controller.forward_to_quorum(api_key, version, request)
 
     def may_auto_create(self, name: str) -> bool:
         return self._broker.may_auto_create(name)

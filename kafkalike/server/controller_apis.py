@@ -333,6 +333,31 @@ def _refuse_list_partition_reassignments(body: Message, error: ApiError) -> Body
     return {**_error_fields(error), "topics": []}
 
 
+# -- AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): the quorum's own (KIP-853) -----
+
+
+def _quorum_api(api_key: int) -> ApiFn:
+    """A voter change, answered by this node's quorum: its raft leader carries it out (and
+    answers NOT_LEADER_OR_FOLLOWER elsewhere, as Kafka's raft client does)."""
+
+    async def handle(host: ControllerHost, version: int, body: Message, ctx: ControllerRequestContext) -> Body:
+        timeout_s = host.driver.node.config.request_timeout_ms / 1000 + 1
+        answer = await host.driver.request(api_key, body, -1, timeout_s)
+        if answer is None:
+            return {"throttle_time_ms": 0, **_refuse_voter_change(body, ApiError(ErrorCode.REQUEST_TIMED_OUT))}
+        return dict(answer)
+
+    return handle
+
+
+def _refuse_voter_change(body: Message, error: ApiError) -> Body:
+    return {
+        "error_code": error.code,
+        "error_message": error.message,
+        "current_leader": {"leader_id": -1, "leader_epoch": -1, "host": "", "port": -1},
+    }
+
+
 CONTROLLER_APIS: dict[int, ControllerApi] = {
     19: ControllerApi(2, 7, create_topics, _refuse_create_topics),
     20: ControllerApi(1, 6, delete_topics, _refuse_delete_topics),
@@ -347,4 +372,7 @@ CONTROLLER_APIS: dict[int, ControllerApi] = {
     56: ControllerApi(2, 3, alter_partition, _refuse_alter_partition),  # Kafka 4.0 removed v0-1
     64: ControllerApi(0, 0, unregister_broker, _refuse_unregister_broker),
     67: ControllerApi(0, 0, allocate_producer_ids, _refuse_allocate_producer_ids),
+    80: ControllerApi(0, 1, _quorum_api(80), _refuse_voter_change),
+    81: ControllerApi(0, 0, _quorum_api(81), _refuse_voter_change),
+    82: ControllerApi(0, 0, _quorum_api(82), _refuse_voter_change),
 }

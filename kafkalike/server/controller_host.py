@@ -140,6 +140,7 @@ class ControllerHost:
         self.clock = clock
         self.bootstrap = list(bootstrap) if bootstrap is not None else None
         self.voters = tuple(voters)
+        self.voters_named = False  # True: DescribeQuorum names ``voters``, not the quorum's own
         self.listener_name = listener_name
         self.activation_wait_ms = activation_wait_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -516,9 +517,9 @@ class ControllerHost:
         from kafkalike.server.controller_apis import handle_controller_request
 
         if api_key == DESCRIBE_QUORUM:
-            return await describe_quorum_answer(
-                body, self.driver.describe, voter_nodes(self.voters, self.listener_name)
-            )
+            # The voters in force, unless this node names its client listener for its only voter.
+            voters = self.voters if self.voters_named else await self.driver.voter_endpoints()
+            return await describe_quorum_answer(body, self.driver.describe, voter_nodes(voters, self.listener_name))
 
         return await handle_controller_request(self, api_key, version, body, context)
 

@@ -230,6 +230,10 @@ def quorum_settings(config: BrokerConfig) -> QuorumSettings:
         listen = (host, port)
     elif not controller_listener_names(config):
         raise NodeConfigError("controller.listener.names must contain at least one value when running KRaft")
+    else:
+        name = controller_listener_names(config)[0]
+    # The listener whose endpoint the quorum takes from each voter of a VotersRecord.
+    qconfig = dataclasses.replace(qconfig, listener_name=name)
     return QuorumSettings(node_id, "", qconfig, listen, listener_name=name, metadata_log_dir=metadata_log_dir(config))
 
 
@@ -245,8 +249,8 @@ class FormattedVoters:
 
 def read_formatted_voters(directory: Path, listener_name: str) -> FormattedVoters | None:
     """The VotersRecord of the newest snapshot of ``directory``'s metadata partition that has one
-    (the bootstrap snapshot 0-0 until a newer one replaces it); None without one. The voters are
-    then fixed: adding or removing one (AddRaftVoter, RemoveRaftVoter) is not served. Disk work."""
+    (the bootstrap snapshot 0-0 until a newer one replaces it); None without one: the voters a
+    restarted controller first reaches (its quorum log says which are in force). Disk work."""
     partition = directory / METADATA_PARTITION_DIR
     try:
         names = [n.name for n in partition.iterdir()]
@@ -544,20 +548,15 @@ class Node:
             await self._start_broker(nursery)
 
     async def _read_formatted_voters(self, directory: Path, settings: QuorumSettings) -> None:
-        """A controller without static voters takes its directory's (StartupError without them)."""
+        """A controller without static voters starts from the voters of its directory's newest
+        snapshot that has any (its quorum's log may have changed them since: the quorum reads
+        that itself). Without any (``--no-initial-controllers``) it starts as an observer that
+        finds the quorum through controller.quorum.bootstrap.servers, until a voter change adds
+        it (KIP-853); so does a controller the voters do not, or no longer, hold."""
         found = await trio.to_thread.run_sync(read_formatted_voters, directory, settings.listener_name)
         if found is None:
-            raise StartupError(
-                f"No voters in {directory / METADATA_PARTITION_DIR}: without {quorum_config.QUORUM_VOTERS} a "
-                "controller needs a directory formatted with --standalone or --initial-controllers (joining "
-                "a quorum as a new voter is not available yet)"
-            )
-        ids = {e.key.node_id for e in found.endpoints}
-        if self.node_id not in ids:
-            raise StartupError(
-                f"Node {self.node_id} is not among the voters {sorted(ids)} its directory was formatted with "
-                "(joining a quorum as a new voter is not available yet)"
-            )
+            log.info("no voters in %s: an observer of the quorum until added as a voter", directory)
+            return
         settings.config = dataclasses.replace(
             settings.config, voters=tuple(e.key for e in found.endpoints), endpoints=found.endpoints
         )
@@ -717,6 +716,7 @@ class Node:
             # listener, where its clients reach the quorum.
             name = entries[0].split("://", 1)[0].strip().upper() if "://" in entries[0] else "PLAINTEXT"
             self.controller.voters = (VoterEndpoint(VoterKey(self.node_id), *broker.advertised),)
+            self.controller.voters_named = True
             self.controller.listener_name = name
         await self._register_broker(nursery, broker)
         broker.clients_enabled.set()  # unfenced: clients are served from now on, as Kafka does
@@ -792,12 +792,15 @@ class Node:
         if end_offset <= 0 or (latest is not None and latest.offset >= end_offset):
             return None
         now_ms = self.clock.wall_ms()  # read here: the clock may follow trio's, not readable off the loop
-        voters = self.formatted_voters  # a dynamic quorum's snapshots keep its voters, as Kafka's do
+        # A dynamic quorum's snapshots keep the voters in force at their end, as Kafka's do.
+        voter_set, kraft_version = await driver.voters_at(end_offset - 1)
 
         def build() -> tuple[SnapshotId, bytes]:
-            if voters is None:
+            if kraft_version < 1 or not voter_set.nodes:
                 return build_image_snapshot(image, now_ms=now_ms)
-            return build_image_snapshot(image, now_ms=now_ms, kraft_version=voters.kraft_version, voters=voters.record)
+            return build_image_snapshot(
+                image, now_ms=now_ms, kraft_version=kraft_version, voters=voter_set.to_message()
+            )
 
         snapshot_id, data = await trio.to_thread.run_sync(build)
         try:

@@ -42,12 +42,14 @@ from kafkalike.log.errors import KafkaStorageError
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.protocol.records import decode_records, iter_batches
 from kafkalike.raft import messages as m
+from kafkalike.raft.config import VoterEndpoint
 from kafkalike.raft.describe import describe_quorum
 from kafkalike.raft.file_log import FileRaftLog, PreparedFlush
 from kafkalike.raft.log import OffsetAndEpoch
 from kafkalike.raft.node import FlushLog, NotLeaderError, PersistQuorumState, RaftNode, SendMessage
 from kafkalike.raft.quorum_state_file import QuorumStateFile
 from kafkalike.raft.state import Leader, QuorumStateRecord, Resigned, Role
+from kafkalike.raft.voters import VoterSet
 from kafkalike.server.clock import Clock
 
 log = logging.getLogger("kafkalike.quorum")
@@ -233,6 +235,19 @@ class QuorumDriver:
             await self.wait_for(told_everyone)
             return True
         return False
+
+    async def voter_endpoints(self) -> tuple[VoterEndpoint, ...]:
+        """The voters in force (the latest voter set in the log, KIP-853) at the controller
+        endpoints this node knows for them."""
+        result = await self._call(lambda node, now: _voter_endpoints(node))
+        assert isinstance(result, tuple)
+        return result
+
+    async def voters_at(self, offset: int) -> tuple[VoterSet, int]:
+        """The voter set and kraft.version in force at ``offset`` (what a snapshot carries)."""
+        result = await self._call(lambda node, now: node.voters_at(offset))
+        assert isinstance(result, tuple)
+        return result
 
     async def describe(self) -> dict[str, Any]:
         """DescribeQuorum's answer from this node's state (read inside a step, which may be on a
@@ -505,3 +520,12 @@ def _flushed_file(end_offset: int, prepared: PreparedFlush) -> Event:
         node.durable(end_offset, now)
 
     return event
+
+
+def _voter_endpoints(node: RaftNode) -> tuple[VoterEndpoint, ...]:
+    found = []
+    for key in node.voters.keys:
+        address = node.endpoints.get(key.node_id)
+        if address is not None:
+            found.append(VoterEndpoint(key, *address))
+    return tuple(found)

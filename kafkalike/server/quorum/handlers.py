@@ -20,6 +20,7 @@ from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
 from kafkalike.raft.config import VoterEndpoint
+from kafkalike.raft.voters import SUPPORTED_KRAFT_VERSIONS
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.server.quorum.describe import describe_quorum_answer, voter_nodes
 from kafkalike.server.quorum.driver import QuorumDriver
@@ -79,7 +80,15 @@ def api_versions_table(apis: ControllerApis | None = None) -> list[dict[str, int
 
 
 async def handle_api_versions(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
-    return {"error_code": ErrorCode.NONE, "api_keys": api_versions_table(ctx.apis), "throttle_time_ms": 0}
+    # The kraft.version range this controller supports: what a leader adding it as a voter checks.
+    low, high = SUPPORTED_KRAFT_VERSIONS
+    features = [{"name": m.KRAFT_VERSION_FEATURE, "min_version": low, "max_version": high}]
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": api_versions_table(ctx.apis),
+        "throttle_time_ms": 0,
+        "supported_features": features,
+    }
 
 
 def request_source(api_key: int, body: Message) -> int:
@@ -112,7 +121,8 @@ async def handle_raft_request(ctx: ControllerContext, header: RequestHeader, bod
 
 
 async def handle_describe_quorum(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
-    return await describe_quorum_answer(body, ctx.driver.describe, voter_nodes(ctx.voters, ctx.listener_name))
+    voters = await ctx.driver.voter_endpoints()
+    return await describe_quorum_answer(body, ctx.driver.describe, voter_nodes(voters, ctx.listener_name))
 
 
 async def handle_describe_cluster(ctx: ControllerContext, header: RequestHeader, body: Message) -> Mapping[str, Any]:
@@ -126,7 +136,8 @@ async def handle_describe_cluster(ctx: ControllerContext, header: RequestHeader,
         else:
             message = "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
         return {"error_code": error, "error_message": message, "cluster_id": "", "brokers": []}
-    voters = {v.key.node_id: v for v in ctx.voters}
+    in_force = await ctx.driver.voter_endpoints()
+    voters = {v.key.node_id: v for v in in_force}
     leader = ctx.driver.leader_id
     return {
         "throttle_time_ms": 0,
@@ -137,7 +148,7 @@ async def handle_describe_cluster(ctx: ControllerContext, header: RequestHeader,
         "controller_id": leader if leader in voters else -1,
         "brokers": [
             {"broker_id": v.key.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
-            for v in ctx.voters
+            for v in in_force
         ],
         "cluster_authorized_operations": NOT_REQUESTED,
     }

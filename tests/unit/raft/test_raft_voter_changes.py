@@ -113,7 +113,7 @@ def test_add_voter_refusals_in_kafkas_words() -> None:
     body = m.add_voter_request(CLUSTER, voter(1).key, list(voter(1).listeners))
     refused = answer(ask(h, m.ADD_RAFT_VOTER, body), m.ADD_RAFT_VOTER)
     assert refused["error_code"] == ErrorCode.DUPLICATE_VOTER
-    assert refused["error_message"].startswith("The voter id for ReplicaKey(id=1, directoryId=Optional[")
+    assert refused["error_message"].startswith("The voter id for ReplicaKey(id=1, directoryId=AAAAAAAAAAAAAAAAAAAAAQ)")
     # Another cluster.
     body = m.add_voter_request("another", key, list(voter(2).listeners))
     refused = answer(ask(h, m.ADD_RAFT_VOTER, body), m.ADD_RAFT_VOTER)
@@ -175,7 +175,9 @@ def test_remove_voter_and_the_leader_that_removes_itself_resigns_once_committed(
     wrong_dir = m.remove_voter_request(CLUSTER, VoterKey(2, uuid.UUID(int=99)))
     missing = answer(ask(h, m.REMOVE_RAFT_VOTER, wrong_dir), m.REMOVE_RAFT_VOTER)
     assert missing["error_code"] == ErrorCode.VOTER_NOT_FOUND
-    assert missing["error_message"].startswith("Cannot remove voter ReplicaKey(id=2, directoryId=Optional[")
+    assert missing["error_message"].startswith(
+        "Cannot remove voter ReplicaKey(id=2, directoryId=AAAAAAAAAAAAAAAAAAAAYw)"
+    )
     assert ask(h, m.REMOVE_RAFT_VOTER, m.remove_voter_request(CLUSTER, voter(1).key)) == []
     assert h.node.voters.ids == {2, 3} and not h.node.is_voter
     end = h.node.log.end_offset
