@@ -15,9 +15,9 @@ from tests.server.conftest import RunningBroker, init_producer_id
 # Apache Kafka 4.0.1's advertised ranges (4.0.0 plus JoinGroup from v0 again, KAFKA-19444), as
 # kafka-python records them to recognise brokers. ConsumerGroupDescribe stops at v0: the
 # official definitions this project checks its specs against do not have v1 yet. ListOffsets
-# v11 (4.2), AlterPartitionReassignments v1 (KIP-860, after 4.0) and ApiVersions v5 (4.4) are served
-# as the newer releases serve them.
-AK_40 = {**BROKER_API_VERSIONS[(4, 0)], 11: (0, 9), 69: (0, 0), 2: (1, 11), 18: (0, 5), 45: (0, 1)}
+# v11 (4.2), AlterPartitionReassignments v1 (KIP-860, after 4.0), ApiVersions v5 (4.4) and
+# AddRaftVoter v1 (KIP-1186, 4.1) are served as the newer releases serve them.
+AK_40 = {**BROKER_API_VERSIONS[(4, 0)], 11: (0, 9), 69: (0, 0), 2: (1, 11), 18: (0, 5), 45: (0, 1), 80: (0, 1)}
 
 
 async def test_api_versions_match_kafka_40_for_every_api_served(running: RunningBroker) -> None:
