@@ -395,16 +395,15 @@ class Simulation:
 
     def voter_sets_for(self, high_watermark: int) -> list[VoterSet]:
         """The voter sets a majority may have counted ``high_watermark`` over: the one in force
-        at it and every later one, as the live nodes' logs hold them; the static voters otherwise."""
+        at it, as the live nodes' logs hold it, and every later one any node's log has held (the
+        leader that counted may have crashed since, its log with it); the static voters otherwise."""
         if not self.config.dynamic_voters:
             return [VoterSet.of(VoterNode(VoterKey(i)) for i in self.voter_ids)]
         sets: list[VoterSet] = []
-        for node in self.live():
-            for candidate in [node.history.at(high_watermark - 1)] + [
-                v for o, v in node.history.entries() if o >= high_watermark
-            ]:
-                if candidate not in sets:
-                    sets.append(candidate)
+        later = [v for o, v in self.invariants.voter_sets_seen if o >= high_watermark]
+        for candidate in [node.history.at(high_watermark - 1) for node in self.live()] + later:
+            if candidate not in sets:
+                sets.append(candidate)
         return sets
 
     def _on_snapshot(self, node_id: int) -> SimNode | None:
@@ -585,6 +584,7 @@ class Invariants:
         self.vote_requests: dict[tuple[int, int, int], bool] = {}
         self.durable_votes: set[tuple[int, int, int]] = set()  # (voter, epoch, candidate) once on disk
         self.snapshots_checked: set[tuple[int, Any]] = set()
+        self.voter_sets_seen: set[tuple[int, VoterSet]] = set()  # (offset, voters) in any node's log
         self.installs_seen: dict[int, int] = {}
 
     def on_start(self, sim_node: SimNode) -> None:
@@ -678,6 +678,7 @@ class Invariants:
     def _check_voter_changes(self, node: RaftNode) -> None:
         previous = node.history.base
         for offset, voters in node.history.entries():
+            self.voter_sets_seen.add((offset, voters))
             if previous.nodes and not previous.differs_by_at_most_one(voters):
                 self.sim.fail(
                     f"one voter change at a time: node {node.node_id} went from voters {previous} "
