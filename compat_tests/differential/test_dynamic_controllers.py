@@ -32,22 +32,21 @@ CLUSTER_ID = "RHluYW1pY1ZvdGVyc1Rlc3Q"
 WAIT_S = 60.0
 
 
-class StandaloneKafkalike(KafkalikeNode):
-    def __init__(self, *args: object, flag: str) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
-        self.flag = flag
+class FormatFlag(NodeProcess):
+    """A node formatted with one more flag (``--standalone`` or ``--no-initial-controllers``)."""
+
+    flag = ""
 
     def format_command(self, cluster_id: str) -> list[str]:
         return [*super().format_command(cluster_id), self.flag]
 
 
-class StandaloneKafka(ApacheKafkaNode):
-    def __init__(self, *args: object, flag: str) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
-        self.flag = flag
+class StandaloneKafkalike(FormatFlag, KafkalikeNode):
+    pass
 
-    def format_command(self, cluster_id: str) -> list[str]:
-        return [*super().format_command(cluster_id), self.flag]
+
+class StandaloneKafka(FormatFlag, ApacheKafkaNode):
+    pass
 
 
 def node_config(address: NodeAddress, first: NodeAddress, data: Path) -> dict[str, str]:
@@ -82,11 +81,12 @@ def nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[int, 
         node_dir = tmp_path / f"node-{address.node_id}"
         properties = node_config(address, addresses[0], node_dir / "data")
         flag = "--standalone" if address.node_id == 1 else "--no-initial-controllers"
-        node: NodeProcess
+        node: FormatFlag
         if request.param == "kafkalike":
-            node = StandaloneKafkalike(address, node_dir, properties, flag=flag)
+            node = StandaloneKafkalike(address, node_dir, properties)
         else:
-            node = StandaloneKafka(address, node_dir, properties, Path(AK_LIB), jvm, flag=flag)
+            node = StandaloneKafka(address, node_dir, properties, Path(AK_LIB), jvm)
+        node.flag = flag
         node.prepare(CLUSTER_ID)
         made[address.node_id] = node
     try:

@@ -1273,7 +1273,7 @@ class RaftNode:
             message = f"Cannot remove voter {java_key(key)} from the set of voters {java_keys(self.voters.keys)}"
             self._respond(request, m.voter_change_response(ErrorCode.VOTER_NOT_FOUND, message))
             return
-        change = VoterChange(request, key, now_ms + self.config.request_timeout_ms, removing=True)
+        change = VoterChange(request, key, now_ms + self.config.request_timeout_ms)
         leader.voter_change = change
         logger.info("node %d: removing voter %s", self.node_id, key)
         change.last_offset = self._append_voters(leader, voters, now_ms)

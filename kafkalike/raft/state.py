@@ -119,7 +119,6 @@ class VoterChange:
     adding: Any = None  # the VoterNode to add, while its ApiVersions answer is awaited
     last_offset: int | None = None
     ack_when_committed: bool = True
-    removing: bool = False
 
 
 @dataclass(slots=True)

@@ -243,8 +243,6 @@ class FormattedVoters:
     (``kafka-storage format --standalone`` or ``--initial-controllers``): its snapshots' VotersRecord."""
 
     endpoints: tuple[quorum_config.VoterEndpoint, ...]
-    kraft_version: int
-    record: Any  # the VotersRecord, written again into every snapshot this node takes
 
 
 def read_formatted_voters(directory: Path, listener_name: str) -> FormattedVoters | None:
@@ -276,7 +274,7 @@ def read_formatted_voters(directory: Path, listener_name: str) -> FormattedVoter
                 )
             key = quorum_config.VoterKey(voter.voter_id, voter.voter_directory_id)
             endpoints.append(quorum_config.VoterEndpoint(key, address.host, address.port))
-        return FormattedVoters(tuple(endpoints), contents.kraft_version, contents.voters)
+        return FormattedVoters(tuple(endpoints))
     return None
 
 
@@ -416,7 +414,6 @@ class Node:
         self.client_address: tuple[str, int] | None = None
         self.controller_address: tuple[str, int] | None = None
         self.snapshots_written: list[OffsetAndEpoch] = []
-        self.formatted_voters: FormattedVoters | None = None
         self._locks: list[DirLock] = []
         self._stop = trio.Event()
         self._stopped = trio.Event()
@@ -560,7 +557,6 @@ class Node:
         settings.config = dataclasses.replace(
             settings.config, voters=tuple(e.key for e in found.endpoints), endpoints=found.endpoints
         )
-        self.formatted_voters = found
 
     def _migrate_metadata(self, directory: Path, settings: QuorumSettings) -> None:
         """An earlier release's JSON metadata log: migrated when this node is its quorum's only

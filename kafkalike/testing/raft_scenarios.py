@@ -197,6 +197,19 @@ def follower_behind_the_log_start(sim: Simulation) -> None:
         sim.restart(follower)
 
 
+def one_node_fault(sim: Simulation, ids: list[int], fault: int) -> bool:
+    """Faults 0-2: crash, restart or isolate a node picked at random; False for any other."""
+    if fault == 0:
+        sim.crash(sim.rng.choice(ids))
+    elif fault == 1:
+        sim.restart(sim.rng.choice(ids))
+    elif fault == 2:
+        sim.isolate(sim.rng.choice(ids))
+    else:
+        return False
+    return True
+
+
 def random_faults(sim: Simulation) -> None:
     """Crashes, restarts, partitions and heals in random order, as they come."""
     wait_for_leader(sim)
@@ -204,13 +217,9 @@ def random_faults(sim: Simulation) -> None:
     for _ in range(6):
         run_for(sim, 100, 1200)
         fault = sim.rng.randrange(5)
-        if fault == 0:
-            sim.crash(sim.rng.choice(ids))
-        elif fault == 1:
-            sim.restart(sim.rng.choice(ids))
-        elif fault == 2:
-            sim.isolate(sim.rng.choice(ids))
-        elif fault == 3:
+        if one_node_fault(sim, ids, fault):
+            continue
+        if fault == 3:
             shuffled = sim.rng.sample(ids, len(ids))
             cut = sim.rng.randint(1, len(ids) - 1)
             sim.partition(shuffled[:cut], shuffled[cut:])
@@ -227,13 +236,7 @@ def voters_change_under_faults(sim: Simulation) -> None:
     for _ in range(8):
         run_for(sim, 300, 1500)
         fault = sim.rng.randrange(8)
-        if fault == 0:
-            sim.crash(sim.rng.choice(ids))
-        elif fault == 1:
-            sim.restart(sim.rng.choice(ids))
-        elif fault == 2:
-            sim.isolate(sim.rng.choice(ids))
-        elif fault == 3:
+        if not one_node_fault(sim, ids, fault) and fault == 3:
             sim.heal()
     sim.voter_changes_enabled = False
     reconfiguration_not_stuck(sim)

@@ -19,7 +19,6 @@ from kafkalike.protocol.api import RequestHeader
 from kafkalike.protocol.codec import Message
 from kafkalike.protocol.errors import ErrorCode
 from kafkalike.raft import messages as m
-from kafkalike.raft.config import VoterEndpoint
 from kafkalike.raft.voters import SUPPORTED_KRAFT_VERSIONS
 from kafkalike.server.quorum.channel import NetworkFaults
 from kafkalike.server.quorum.describe import describe_quorum_answer, voter_nodes
@@ -50,7 +49,6 @@ class ControllerContext:
     driver: QuorumDriver
     cluster_id: str
     listener_name: str
-    voters: tuple[VoterEndpoint, ...]
     faults: NetworkFaults = field(default_factory=NetworkFaults)
     request_timeout_ms: int = 2000
     apis: ControllerApis | None = None  # the APIs not in HANDLERS go here

@@ -122,7 +122,6 @@ class QuorumServer:
             driver,
             self.settings.cluster_id,
             self.settings.listener_name,
-            self.voters,
             self.faults,
             self.settings.config.request_timeout_ms,
             self.apis,
